@@ -1,0 +1,3 @@
+from kbench.cli import main
+
+main()

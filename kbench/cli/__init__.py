@@ -1,0 +1,40 @@
+"""The kbench command line: one module per command over an engine that never imports the CLI."""
+
+from __future__ import annotations
+
+import typer
+
+from kbench import __version__
+from kbench.cli import env_cmd, list_cmd, run_cmd
+
+app = typer.Typer(
+    name="kbench",
+    help="Check, time and profile interchangeable GPU kernel implementations against their peers.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_show_locals=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"kbench {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                 help="Print kbench's version and exit."),
+) -> None:
+    """Check, time and profile interchangeable GPU kernel implementations against their peers."""
+
+
+app.add_typer(run_cmd.build(), name="run")
+app.command("list")(list_cmd.list_command)
+app.command("env")(env_cmd.env_command)
+
+
+def main() -> None:
+    app(prog_name="kbench")

@@ -1,0 +1,204 @@
+"""`kbench run SUITE --OPTION VALUE ...`: check and time a suite's implementations.
+
+Each suite becomes its own subcommand whose options are the suite's case axes,
+so `kbench run attention --help` lists exactly the options that suite takes,
+with their defaults.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import shlex
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from typer.core import TyperGroup
+
+from kbench import loader
+from kbench.cli.common import split_list, stderr, stdout, user_errors
+from kbench.errors import UserError
+from kbench.registry import _did_you_mean
+from kbench.stopping import CPU_DEFAULTS, StopRule
+from kbench.suite import Case, Suite
+
+FORMATS = ("table", "json", "csv")
+DEVICES = ("auto", "cuda", "cpu")
+GPU_STOP = StopRule()
+
+
+class SuiteGroup(TyperGroup):
+    """`kbench run NAME`: an unknown suite gets one line with a suggestion."""
+
+    def get_command(self, ctx, cmd_name):
+        command = super().get_command(ctx, cmd_name)
+        if command is None and not cmd_name.startswith("-"):
+            known = self.list_commands(ctx)
+            ctx.fail(f"unknown suite {cmd_name!r}{_did_you_mean(cmd_name, known)} (suites: {', '.join(known)})")
+        return command
+
+
+def build() -> typer.Typer:
+    run_app = typer.Typer(
+        cls=SuiteGroup,
+        no_args_is_help=True,
+        help="Check and time a suite's implementations: kbench run SUITE --OPTION VALUE ....",
+    )
+    registry = loader.load(with_kernels=False)  # suites only: cheap, no torch
+    for suite in registry.suites.values():
+        run_app.command(suite.name, help=suite.description)(_suite_command(suite))
+    return run_app
+
+
+def _common_options(suite: Suite) -> list[inspect.Parameter]:
+    def option(name, annotation, default, *decls, help):
+        return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
+                                 default=typer.Option(default, *decls, help=help))
+
+    return [
+        option("impl", Optional[str], None, "--impl", help="Implementations to run, comma-separated (default: all)."),
+        option("baseline", str, suite.baseline, "--baseline", help="Implementation that speedups are relative to."),
+        option("seed", int, 0, "--seed", help="Seed of the first correctness trial's random inputs."),
+        option("trials", int, suite.trials, "--trials", help="Correctness trials, each on fresh random inputs."),
+        option("out", Optional[Path], None, "--out",
+               help="JSONL file the records are appended to (default: results/SUITE-TIME.jsonl)."),
+        option("fmt", str, "table", "--format", help="Output: table, json or csv."),
+        option("kernels", Optional[List[Path]], None, "--kernels",
+               help="Extra folder of kernel files (repeatable); also $KBENCH_KERNELS."),
+        option("timeout", float, 600.0, "--timeout", help="Seconds one implementation may take on one case."),
+        option("cuda_graph", bool, False, "--cuda-graph/--no-cuda-graph",
+               help="Time CUDA-graph replays (for launch-bound sizes)."),
+        option("flush_l2", bool, True, "--flush-l2/--no-flush-l2", help="Flush L2 between samples (untimed)."),
+        option("min_time", Optional[float], None, "--min-time",
+               help=f"Seconds of sampling before the noise target may stop it (default {GPU_STOP.min_time})."),
+        option("max_time", Optional[float], None, "--max-time",
+               help=f"Most seconds of sampling per case (default {GPU_STOP.max_time}; CPU {CPU_DEFAULTS['max_time']})."),
+        option("target_noise", Optional[float], None, "--target-noise",
+               help="Stop once the median's relative standard error is under this "
+                    f"(default {GPU_STOP.target_noise}; CPU {CPU_DEFAULTS['target_noise']})."),
+        option("device", str, "auto", "--device", help="auto, cuda or cpu."),
+    ]
+
+
+def _axis_options(suite: Suite) -> list[inspect.Parameter]:
+    params = []
+    for axis in suite.axes:
+        if axis.type is bool:
+            default = typer.Option(bool(axis.default[0]), f"{axis.option}/--no-{axis.option[2:]}", help=axis.help)
+            annotation = bool
+        else:
+            choices = f" ({'|'.join(map(str, axis.choices))})" if axis.choices else ""
+            default = typer.Option(",".join(map(str, axis.default)), axis.option,
+                                   help=f"{axis.help}{choices}; a comma list sweeps")
+            annotation = str
+        params.append(inspect.Parameter(axis.name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
+                                        default=default))
+    return params
+
+
+def _suite_command(suite: Suite):
+    axis_names = [axis.name for axis in suite.axes]
+
+    def command(**options) -> None:
+        with user_errors():
+            cases = make_cases(suite, {name: options.pop(name) for name in axis_names})
+            execute(suite, cases, **options)
+
+    params = _axis_options(suite) + _common_options(suite)
+    command.__signature__ = inspect.Signature(params)
+    command.__name__ = suite.name
+    command.__doc__ = suite.description
+    return command
+
+
+def make_cases(suite: Suite, raw: dict) -> list[Case]:
+    """Every combination of the axes' values (a comma list on any axis sweeps it)."""
+    values = {}
+    for axis in suite.axes:
+        value = raw[axis.name]
+        values[axis.name] = [value] if axis.type is bool else axis.parse(value)
+    cases = [Case(dict(zip(values, combo))) for combo in itertools.product(*values.values())]
+    for case in cases:
+        suite.validate(case)
+    return cases
+
+
+def execute(suite: Suite, cases: list[Case], *, impl, baseline, seed, trials, out, fmt, kernels, timeout,
+            cuda_graph, flush_l2, min_time, max_time, target_noise, device) -> None:
+    from kbench import report, results, runner
+
+    if fmt not in FORMATS:
+        raise UserError(f"--format: unknown format {fmt!r} (choose from {', '.join(FORMATS)})")
+    if device not in DEVICES:
+        raise UserError(f"--device: unknown device {device!r} (choose from {', '.join(DEVICES)})")
+    if trials < 1:
+        raise UserError("--trials must be at least 1")
+    stop = {"min_time": min_time, "max_time": max_time, "target_noise": target_noise}
+    stop = {key: value for key, value in stop.items() if value is not None}  # unset: the device's defaults
+    if timeout <= 0 or any(value < 0 for value in stop.values()):
+        raise UserError("--timeout, --min-time, --max-time and --target-noise must be positive")
+
+    registry = loader.load(kernels or [])
+    for path, error in registry.load_errors.items():
+        stderr.print(f"[yellow]warning:[/] could not load {path}: {error}", highlight=False)
+    impls = registry.select(suite.name, split_list(impl) or None)
+    known = registry.implementations(suite.name)
+    if baseline not in known:
+        raise UserError(f"--baseline: unknown implementation {baseline!r}{_did_you_mean(baseline, known)}")
+    if baseline not in {i.name for i in impls}:
+        impls = [known[baseline], *impls]
+        stderr.print(f"(baseline {baseline} added so speedups can be computed)")
+
+    path = Path(out) if out else results.default_path(suite.name)
+    results_file = results.ResultsFile(path)
+    request = runner.RunRequest(
+        suite=suite.name, impls=impls, cases=cases, baseline=baseline, seed=seed, trials=trials, stop=stop,
+        flush_l2=flush_l2, cuda_graph=cuda_graph, timeout=timeout, kernel_dirs=tuple(kernels or ()),
+        device=device, command=shlex.join(["kbench", *sys.argv[1:]]),
+    )
+    records = _run_with_progress(registry, request, results_file)
+    if fmt == "json":
+        print(report.to_json(records))
+    elif fmt == "csv":
+        print(report.to_csv(records), end="")
+    else:
+        report.print_tables(records, stdout)
+    stderr.print(f"results: {path} ({len(records)} records)", highlight=False)
+    failed = [r for r in records if r["status"] in ("FAIL", "CRASH", "TIMEOUT")]
+    if failed:
+        raise typer.Exit(1)
+
+
+def _run_with_progress(registry, request, results_file) -> list[dict]:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from kbench import runner
+
+    total = len(request.impls) * len(request.cases)
+    done: list[dict] = []
+    progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TimeElapsedColumn(), console=stderr, transient=True)
+    task = progress.add_task("starting", total=total)
+
+    def on_start(impl, case):
+        progress.update(task, description=f"{impl.name} [dim]{case.key}[/]")
+
+    def on_record(record):
+        done.append(record)
+        progress.advance(task)
+        status = record["status"]
+        if status in ("FAIL", "CRASH", "TIMEOUT"):
+            progress.console.print(f"  {record['impl']} {record['case_key']}: {status} {record.get('reason', '')}",
+                                   highlight=False, markup=False)
+
+    try:
+        with progress:
+            runner.run(registry, request, results_file, on_start=on_start, on_record=on_record)
+    except KeyboardInterrupt:
+        stderr.print(f"interrupted: {len(done)} records kept in {results_file.path}", highlight=False)
+        raise typer.Exit(130) from None
+    finally:
+        results_file.close()
+    return done

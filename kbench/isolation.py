@@ -1,0 +1,130 @@
+"""One worker process per implementation, with a timeout per job.
+
+A crash (segfault, abort, illegal memory access) or a hang costs only the job
+that was running: its row becomes CRASH or TIMEOUT with the reason, and the
+next job gets a fresh worker.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+STARTUP_TIMEOUT = 300.0  # seconds to import torch, create the CUDA context, load kernels
+
+
+class WorkerGone(Exception):
+    """The worker died or hung; ``status`` is CRASH or TIMEOUT and ``reason`` says why."""
+
+    def __init__(self, status: str, reason: str, log: str | None = None):
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+        self.log = log  # the worker's stderr, kept for the user to read
+
+
+class Worker:
+    def __init__(self, kernel_dirs=(), device: str = "auto", env: dict | None = None):
+        spec = json.dumps({"kernel_dirs": [str(p) for p in kernel_dirs], "device": device})
+        self.log = tempfile.NamedTemporaryFile(prefix="kbench-worker-", suffix=".log", delete=False)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "kbench.worker", spec],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            env=env if env is not None else os.environ.copy(),
+            start_new_session=True,  # its own process group: a kill takes its children too
+        )
+        self._buffer = b""
+        self.keep_log = False
+        hello = self._read(STARTUP_TIMEOUT, what="start")
+        self.device = hello["device"]
+        self.env = hello["env"]
+
+    def run(self, job: dict, timeout: float) -> dict:
+        """Send one job and wait for its record; raises WorkerGone after a crash or timeout."""
+        try:
+            self.process.stdin.write((json.dumps(job) + "\n").encode())
+            self.process.stdin.flush()
+        except (BrokenPipeError, OSError):
+            raise self._gone("CRASH", "worker exited before the job started") from None
+        record = self._read(timeout, what="job")
+        if record.get("fatal"):
+            self.close()
+        return record
+
+    def _read(self, timeout: float, what: str) -> dict:
+        deadline = time.monotonic() + timeout
+        stdout = self.process.stdout
+        while b"\n" not in self._buffer:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.kill()
+                self.keep_log = True
+                raise WorkerGone("TIMEOUT", f"no answer within {timeout:g} s ({what}); worker killed",
+                                 self.log.name)
+            ready, _, _ = select.select([stdout], [], [], left)
+            if not ready:
+                continue
+            chunk = os.read(stdout.fileno(), 1 << 16)
+            if not chunk:
+                raise self._gone("CRASH", None)
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return json.loads(line)
+
+    def _gone(self, status: str, reason: str | None) -> WorkerGone:
+        code = self.process.wait()
+        if reason is None:
+            if code < 0:
+                reason = f"worker killed by {signal.Signals(-code).name}"
+            else:
+                reason = f"worker exited with code {code}"
+        tail = self.log_tail()
+        if tail:
+            reason += f": {tail}"
+        self.keep_log = True
+        return WorkerGone(status, reason, self.log.name)
+
+    def log_tail(self) -> str:
+        """The last informative line of the worker's log."""
+        try:
+            with open(self.log.name, "rb") as fh:
+                fh.seek(max(0, os.path.getsize(self.log.name) - 4096))
+                lines = [ln.strip() for ln in fh.read().decode(errors="replace").splitlines() if ln.strip()]
+        except OSError:
+            return ""
+        return lines[-1] if lines else ""
+
+    @property
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def kill(self) -> None:
+        if self.alive:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                self.process.kill()
+        self.process.wait()
+
+    def close(self) -> None:
+        """End the worker: close its stdin, then kill it if it lingers."""
+        if self.alive:
+            try:
+                self.process.stdin.close()
+                self.process.wait(timeout=10)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        self.kill()
+        if not self.keep_log:
+            try:
+                os.unlink(self.log.name)
+            except OSError:
+                pass

@@ -1,0 +1,83 @@
+"""Load suites and kernels by path, so adding a kernel means adding a file.
+
+The built-in ``suites/`` and ``kernels/`` folders sit beside the ``kbench``
+package in the source tree. They are executed as modules under private names
+(``kbench_loaded.*``) rather than imported as top-level packages, so installing
+kbench never shadows an unrelated ``kernels`` or ``suites`` package.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+import traceback
+from pathlib import Path
+
+from kbench.errors import UserError
+from kbench.registry import Registry, collecting
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+BUILTIN_SUITES = PROJECT_ROOT / "suites"
+BUILTIN_KERNELS = PROJECT_ROOT / "kernels"
+
+# Extra kernel folders, separated like PATH, added to every run (as --kernels does).
+ENV_KERNELS = "KBENCH_KERNELS"
+
+
+def python_files(folder: Path) -> list[Path]:
+    """Every .py file under ``folder``, skipping private (_name.py) files and hidden folders."""
+    files = []
+    for path in sorted(folder.rglob("*.py")):
+        rel = path.relative_to(folder).parts
+        if any(p.startswith((".", "_")) for p in rel):
+            continue
+        files.append(path)
+    return files
+
+
+def _module_name(path: Path) -> str:
+    digest = hashlib.sha1(str(path).encode()).hexdigest()[:10]
+    return f"kbench_loaded.{path.stem}_{digest}"
+
+
+def load_file(path: Path, registry: Registry) -> None:
+    """Execute one file, sending what it registers to ``registry``.
+
+    A file that fails to load is recorded in ``registry.load_errors`` instead of
+    stopping the others (a user's broken kernel must not hide the rest).
+    """
+    name = _module_name(path)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    # Triton reads a kernel's source through its module: keep it findable.
+    sys.modules[name] = module
+    with collecting(registry, str(path)):
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:  # noqa: BLE001 - any error in user code is reported, not raised
+            sys.modules.pop(name, None)
+            last = traceback.format_exception_only(type(exc), exc)[-1].strip()
+            registry.load_errors[str(path)] = last
+
+
+def kernel_dirs_from_env() -> list[Path]:
+    raw = os.environ.get(ENV_KERNELS, "")
+    return [Path(p) for p in raw.split(os.pathsep) if p]
+
+
+def load(kernel_dirs: list[Path] | tuple = (), with_kernels: bool = True) -> Registry:
+    """Build a registry from the built-in suites and kernels plus user kernel folders."""
+    registry = Registry()
+    for path in python_files(BUILTIN_SUITES):
+        load_file(path, registry)
+    if not with_kernels:
+        return registry
+    folders = [BUILTIN_KERNELS, *kernel_dirs_from_env(), *map(Path, kernel_dirs)]
+    for folder in folders:
+        if not folder.is_dir():
+            raise UserError(f"kernel folder {str(folder)!r} does not exist")
+        for path in python_files(folder.resolve()):
+            load_file(path, registry)
+    return registry

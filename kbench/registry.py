@@ -1,0 +1,201 @@
+"""The registry: suites and the implementations that solve them.
+
+Files register themselves while :mod:`kbench.loader` executes them:
+
+    @kbench.registry.suite
+    class Attention(Suite): ...
+
+    @kbench.registry.implementation("attention", "naive", backend="torch")
+    def naive(case, inputs, out):
+        ...            # set-up, never timed
+        return run     # zero-argument closure: the unit that is timed
+
+The closure either writes into ``out`` (which kbench poisons with NaN before
+every call, so unwritten elements are caught) and returns None, or returns a
+tensor of its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+from dataclasses import dataclass, field
+from typing import Callable
+
+from kbench.errors import UserError
+from kbench.suite import Case, Suite
+
+# A closure factory: make(case, inputs, out) -> zero-argument callable.
+Factory = Callable[..., Callable[[], object]]
+
+
+@dataclass(frozen=True)
+class Needs:
+    """What an implementation needs to run. Anything missing makes it a SKIP with the reason."""
+
+    cuda: bool = False  # needs a CUDA device (False: also runs on CPU tensors)
+    modules: tuple[str, ...] = ("torch",)  # Python modules that must be importable
+    min_cc: tuple[int, int] | None = None  # minimum compute capability
+    dtypes: tuple[str, ...] | None = None  # supported dtypes (None: all of the suite's)
+    # Shape-level limits: returns the reason a case is unsupported, or None.
+    supports: Callable[[Case], str | None] | None = None
+
+    def describe(self) -> str:
+        parts = ["CUDA" if self.cuda else "CPU or CUDA"]
+        parts += [m for m in self.modules if m != "torch"]
+        if self.min_cc:
+            parts.append(f"sm_{self.min_cc[0]}{self.min_cc[1]}+")
+        if self.dtypes:
+            parts.append("/".join(self.dtypes))
+        return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class Implementation:
+    suite: str
+    name: str
+    backend: str  # "torch", "triton", "cupy", ...
+    make: Factory
+    needs: Needs
+    description: str
+    source: str  # file it was loaded from
+
+
+@dataclass
+class Registry:
+    suites: dict[str, Suite] = field(default_factory=dict)
+    impls: dict[str, dict[str, Implementation]] = field(default_factory=dict)
+    load_errors: dict[str, str] = field(default_factory=dict)  # file -> error
+
+    def add_suite(self, suite: Suite) -> None:
+        if suite.name in self.suites:
+            raise ValueError(f"suite {suite.name!r} is defined twice")
+        self.suites[suite.name] = suite
+        self.impls.setdefault(suite.name, {})
+
+    def add_impl(self, impl: Implementation) -> None:
+        table = self.impls.setdefault(impl.suite, {})
+        if impl.name in table:
+            raise ValueError(
+                f"implementation {impl.suite}/{impl.name} is defined twice "
+                f"({table[impl.name].source} and {impl.source})"
+            )
+        table[impl.name] = impl
+
+    # --- look-ups with user-facing errors ---------------------------------
+    def suite(self, name: str) -> Suite:
+        if name not in self.suites:
+            raise UserError(f"unknown suite {name!r}{_did_you_mean(name, self.suites)}")
+        return self.suites[name]
+
+    def implementations(self, suite: str) -> dict[str, Implementation]:
+        self.suite(suite)
+        return self.impls.get(suite, {})
+
+    def select(self, suite: str, names: list[str] | None) -> list[Implementation]:
+        """The named implementations of a suite, in the order given (all when names is None)."""
+        table = self.implementations(suite)
+        if not names:
+            return list(table.values())
+        chosen = []
+        for name in names:
+            if name not in table:
+                known = ", ".join(table) or "none"
+                raise UserError(
+                    f"unknown implementation {name!r} for suite {suite!r}"
+                    f"{_did_you_mean(name, table)} (known: {known})"
+                )
+            chosen.append(table[name])
+        return chosen
+
+
+def _did_you_mean(name: str, known) -> str:
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.5)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+# --- registration while a file is being loaded ---------------------------
+
+_collecting: list[tuple[Registry, str]] = []  # (registry, source file) being loaded
+
+
+@contextlib.contextmanager
+def collecting(registry: Registry, source: str):
+    """Send the registrations made while loading ``source`` to ``registry``."""
+    _collecting.append((registry, source))
+    try:
+        yield registry
+    finally:
+        _collecting.pop()
+
+
+def _target() -> tuple[Registry, str]:
+    if not _collecting:
+        raise RuntimeError("kbench registrations happen while kbench.loader loads a file")
+    return _collecting[-1]
+
+
+def suite(cls: type[Suite]) -> type[Suite]:
+    """Class decorator: register a Suite subclass."""
+    registry, _ = _target()
+    registry.add_suite(cls())
+    return cls
+
+
+def implementation(
+    suite: str,
+    name: str,
+    *,
+    backend: str,
+    cuda: bool = False,
+    modules: tuple[str, ...] = ("torch",),
+    min_cc: tuple[int, int] | None = None,
+    dtypes: tuple[str, ...] | None = None,
+    supports: Callable[[Case], str | None] | None = None,
+    description: str = "",
+) -> Callable[[Factory], Factory]:
+    """Function decorator: register ``make(case, inputs, out) -> closure`` as an implementation."""
+
+    def register(make: Factory) -> Factory:
+        registry, source = _target()
+        needs = Needs(cuda=cuda, modules=tuple(modules), min_cc=min_cc, dtypes=dtypes, supports=supports)
+        doc_lines = (make.__doc__ or "").strip().splitlines()
+        registry.add_impl(
+            Implementation(
+                suite=suite,
+                name=name,
+                backend=backend,
+                make=make,
+                needs=needs,
+                description=description or (doc_lines[0] if doc_lines else ""),
+                source=source,
+            )
+        )
+        return make
+
+    return register
+
+
+class Unsupported(Exception):
+    """Raised by an implementation's set-up for a case it cannot run: reported as SKIP with the message."""
+
+
+def skip_reason(impl: Implementation, case: Case, device: str, capability: tuple[int, int] | None = None) -> str | None:
+    """Why ``impl`` cannot run ``case`` here, or None. ``capability`` None skips the compute-capability check."""
+    import importlib.util
+
+    needs = impl.needs
+    if needs.cuda and device != "cuda":
+        return "needs a CUDA device"
+    for module in needs.modules:
+        if importlib.util.find_spec(module) is None:
+            return f"needs {module} (not installed)"
+    if needs.min_cc and capability and tuple(capability) < tuple(needs.min_cc):
+        return (f"needs compute capability {needs.min_cc[0]}.{needs.min_cc[1]}+ "
+                f"(this GPU is {capability[0]}.{capability[1]})")
+    dtype = case.values.get("dtype")
+    if needs.dtypes and dtype is not None and dtype not in needs.dtypes:
+        return f"{dtype} not supported (supports {', '.join(needs.dtypes)})"
+    if needs.supports is not None:
+        return needs.supports(case)
+    return None

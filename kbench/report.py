@@ -1,0 +1,137 @@
+"""How results look: a rich table per case, or JSON / CSV for machines."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+STATUS_STYLE = {"OK": "green", "FAIL": "bold red", "SKIP": "yellow", "CRASH": "bold red", "TIMEOUT": "bold red"}
+CPU_NOTE = ("CPU run: times are wall clock on CPU tensors (Triton through its interpreter); "
+            "they show that the kernels run, not GPU performance.")
+
+
+def format_time(ms: float | None) -> str:
+    if ms is None:
+        return "-"
+    if ms < 1:
+        return f"{ms * 1e3:.1f} us"
+    if ms < 1e3:
+        return f"{ms:.3f} ms"
+    return f"{ms / 1e3:.2f} s"
+
+
+def _num(value, fmt: str) -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def _notes(record: dict) -> list[str]:
+    notes = [record["reason"]] if record.get("reason") else []
+    return notes + list((record.get("timing") or {}).get("warnings", []))
+
+
+def spread(stats: dict) -> str:
+    """Half the p20-p80 range, relative to the median."""
+    if not stats or not stats.get("median"):
+        return "-"
+    return f"±{(stats['p80'] - stats['p20']) / 2 / stats['median']:.1%}"
+
+
+def table_for_case(title: str, records: list[dict]) -> tuple[Table, list[str]]:
+    """The case's table and its footnotes (reasons for non-OK rows, measurement warnings)."""
+    baseline = records[0].get("baseline", "") if records else ""
+    table = Table(title=title, title_justify="left", header_style="bold", box=box.SIMPLE_HEAD)
+    for name in ("implementation", "status", "median", "spread", "TFLOP/s", "GB/s", "% peak",
+                 f"vs {baseline}", "max err"):
+        table.add_column(name, justify="left" if name in ("implementation", "status") else "right")
+    footnotes = []
+    for r in records:
+        stats = (r.get("timing") or {}).get("stats") or {}
+        ok = r["status"] == "OK"
+        m = r.get("metrics") or {} if ok else {}
+        corr = r.get("correctness") or {}
+        name = r["impl"]
+        notes = _notes(r)
+        if notes:
+            footnotes.append(f"{name}: {'; '.join(notes)}")
+            name += "*"
+        speed = r.get("speedup") if ok else None
+        table.add_row(
+            name,
+            f"[{STATUS_STYLE.get(r['status'], '')}]{r['status']}[/]",
+            format_time(stats.get("median")) if ok else "-",
+            spread(stats) if ok else "-",
+            _num(m.get("tflops"), ".2f"),
+            _num(m.get("gbps"), ".1f"),
+            _num(m.get("pct_of_peak"), ".1f"),
+            f"{speed:.2f}x" if speed else "-",
+            _num(corr.get("max_abs_err"), ".1e") if corr else "-",
+        )
+    return table, footnotes
+
+
+def print_tables(records: list[dict], console: Console) -> None:
+    by_case: dict[str, list[dict]] = {}
+    for r in records:
+        by_case.setdefault(r["case_key"], []).append(r)
+    for case_key, rows in by_case.items():
+        table, footnotes = table_for_case(f"{rows[0]['suite']}: {case_key}", rows)
+        console.print(table)
+        for line in footnotes:
+            console.print(f"  * {escape(line)}", highlight=False)
+        console.print()
+    envs = [r.get("env") or {} for r in records]
+    if any(env.get("device") == "cpu" for env in envs):
+        console.print(f"[bold yellow]note:[/] {CPU_NOTE}")
+    gpu = next((env["gpu"] for env in envs if env.get("gpu")), None)
+    if gpu:
+        console.print(f"device: {gpu['name']} (driver {gpu.get('driver', '?')}, CUDA {gpu.get('cuda_runtime')}); "
+                      "% peak = share of the datasheet roofline at each kernel's arithmetic intensity",
+                      highlight=False)
+
+
+CSV_FIELDS = ("suite", "impl", "backend", "case_key", "status", "reason", "median_ms", "p20_ms", "p80_ms",
+              "samples", "tflops", "gbps", "pct_of_peak", "speedup", "max_abs_err", "max_rel_err", "method")
+
+
+def flat(record: dict) -> dict:
+    stats = (record.get("timing") or {}).get("stats") or {}
+    m = record.get("metrics") or {}
+    corr = record.get("correctness") or {}
+    return {
+        "suite": record["suite"],
+        "impl": record["impl"],
+        "backend": record.get("backend"),
+        "case_key": record["case_key"],
+        "status": record["status"],
+        "reason": record.get("reason", ""),
+        "median_ms": stats.get("median"),
+        "p20_ms": stats.get("p20"),
+        "p80_ms": stats.get("p80"),
+        "samples": stats.get("n"),
+        "tflops": m.get("tflops"),
+        "gbps": m.get("gbps"),
+        "pct_of_peak": m.get("pct_of_peak"),
+        "speedup": record.get("speedup"),
+        "max_abs_err": corr.get("max_abs_err"),
+        "max_rel_err": corr.get("max_rel_err"),
+        "method": (record.get("timing") or {}).get("method"),
+    }
+
+
+def to_csv(records: list[dict]) -> str:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=CSV_FIELDS)
+    writer.writeheader()
+    for r in records:
+        writer.writerow(flat(r))
+    return buffer.getvalue()
+
+
+def to_json(records: list[dict]) -> str:
+    return json.dumps(records, indent=2)

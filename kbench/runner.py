@@ -1,0 +1,161 @@
+"""Run a suite: every chosen implementation on every case, each in its own worker.
+
+The baseline runs first so every later record can carry its speedup the moment
+it is written. Records go to the results file one by one as they are measured.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from kbench import envinfo, metrics, results
+from kbench.devices import peaks_for
+from kbench.isolation import Worker, WorkerGone
+from kbench.registry import Implementation, Registry, skip_reason
+from kbench.suite import Case
+
+
+@dataclass
+class RunRequest:
+    suite: str
+    impls: list[Implementation]
+    cases: list[Case]
+    baseline: str
+    seed: int = 0
+    trials: int = 3
+    stop: dict = field(default_factory=dict)  # StopRule overrides
+    flush_l2: bool = True
+    cuda_graph: bool = False
+    timeout: float = 600.0
+    kernel_dirs: tuple[Path, ...] = ()
+    device: str = "auto"  # "auto", "cpu" or "cuda"
+    command: str = ""
+
+
+def host_has_gpu() -> bool:
+    """A cheap look (NVML, no CUDA context) used only to skip CUDA-only work up front."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
+        return False
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        return pynvml.nvmlDeviceGetCount() > 0
+    except Exception:  # noqa: BLE001 - no driver, no GPU
+        return False
+
+
+def _ordered(impls: list[Implementation], baseline: str) -> list[Implementation]:
+    return sorted(impls, key=lambda impl: impl.name != baseline)
+
+
+def run(
+    registry: Registry,
+    request: RunRequest,
+    out: results.ResultsFile,
+    on_start: Callable[[Implementation, Case], None] = lambda impl, case: None,
+    on_record: Callable[[dict], None] = lambda record: None,
+) -> list[dict]:
+    suite = registry.suite(request.suite)
+    if request.device == "auto":
+        static_device = "cuda" if host_has_gpu() else "cpu"
+    else:
+        static_device = request.device
+    host_env = None
+    baseline_ms: dict[str, float] = {}
+    records = []
+    for impl in _ordered(request.impls, request.baseline):
+        jobs = _ImplJobs(impl, request, static_device)
+        try:
+            for case in request.cases:
+                on_start(impl, case)
+                result, env = jobs.measure(case)
+                if env is None:  # nothing ran: describe the host without starting CUDA
+                    host_env = host_env or envinfo.collect("cpu")
+                    env = host_env
+                record = _record(suite, impl, case, request, result, env, baseline_ms)
+                out.append(record)
+                records.append(record)
+                on_record(record)
+        finally:
+            jobs.close()
+    return records
+
+
+class _ImplJobs:
+    """The jobs of one implementation, sharing one worker until it crashes or hangs."""
+
+    def __init__(self, impl: Implementation, request: RunRequest, static_device: str):
+        self.impl = impl
+        self.request = request
+        self.static_device = static_device
+        self.worker: Worker | None = None
+        self.env: dict | None = None
+
+    def measure(self, case: Case) -> tuple[dict, dict | None]:
+        """Returns the job's result fields and the environment it ran in (None if no worker ran)."""
+        reason = skip_reason(self.impl, case, self.static_device)
+        if reason:
+            return {"status": "SKIP", "reason": reason}, self.env
+        job = {
+            "suite": self.request.suite,
+            "impl": self.impl.name,
+            "case": case.values,
+            "seed": self.request.seed,
+            "trials": self.request.trials,
+            "stop": self.request.stop,
+            "flush_l2": self.request.flush_l2,
+            "cuda_graph": self.request.cuda_graph,
+        }
+        try:
+            if self.worker is None:
+                self.worker = Worker(self.request.kernel_dirs, self.request.device)
+                self.env = self.worker.env
+            result = self.worker.run(job, self.request.timeout)
+        except WorkerGone as gone:
+            self.close()
+            return {"status": gone.status, "reason": gone.reason, "log": gone.log}, self.env
+        result.pop("type", None)
+        if result.pop("fatal", False):
+            self.close()  # its CUDA context is unusable: the next job starts a fresh worker
+        return result, self.env
+
+    def close(self) -> None:
+        if self.worker is not None:
+            self.worker.close()
+            self.worker = None
+
+
+def _record(suite, impl, case, request, result, env, baseline_ms) -> dict:
+    record = {
+        "schema": results.SCHEMA,
+        "created_at": results.now(),
+        "suite": suite.name,
+        "impl": impl.name,
+        "backend": impl.backend,
+        "case": case.values,
+        "case_key": case.key,
+        "status": result.get("status"),
+        "reason": result.get("reason", ""),
+        "baseline": request.baseline,
+        "flops": suite.flops(case),
+        "min_bytes": suite.min_bytes(case),
+    }
+    for key in ("correctness", "timing", "config", "log"):
+        if key in result:
+            record[key] = result[key]
+    timing = result.get("timing")
+    if record["status"] == "OK" and timing:
+        median = timing["stats"]["median"]
+        gpu = env.get("gpu") if env else None
+        peaks = peaks_for(gpu["name"]) if gpu and timing["method"] != "cpu-wall-clock" else None
+        record["metrics"] = metrics.derive(median, record["flops"], record["min_bytes"], suite.dtype(case), peaks)
+        if impl.name == request.baseline:
+            baseline_ms[case.key] = median
+        record["speedup"] = metrics.speedup(baseline_ms.get(case.key), median)
+    record["env"] = env
+    record["command"] = request.command
+    return record

@@ -1,0 +1,46 @@
+"""Statistics of timing samples: robust centre, spread and the noise of the median."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+# IQR / 1.349 estimates the standard deviation of a normal distribution, without
+# being dragged by the long right tail that timing samples have.
+IQR_TO_SIGMA = 1.349
+# The standard error of a sample median is sqrt(pi/2)·sigma/sqrt(n) for normal data.
+MEDIAN_SE_FACTOR = math.sqrt(math.pi / 2)
+
+
+def median_noise(samples) -> float:
+    """Relative standard error of the median (0.01 = the median is known to about 1 %)."""
+    x = np.asarray(samples, dtype=float)
+    if x.size < 2:
+        return math.inf
+    q25, q50, q75 = np.percentile(x, [25, 50, 75])
+    if q50 <= 0:
+        return math.inf
+    sigma = (q75 - q25) / IQR_TO_SIGMA
+    return MEDIAN_SE_FACTOR * sigma / math.sqrt(x.size) / q50
+
+
+def summarize(samples) -> dict:
+    """Median, p20/p80, quartiles, extremes and the noise of the median, in the samples' unit."""
+    x = np.asarray(samples, dtype=float)
+    if x.size == 0:
+        raise ValueError("no samples")
+    p20, q25, median, q75, p80 = np.percentile(x, [20, 25, 50, 75, 80])
+    return {
+        "n": int(x.size),
+        "median": float(median),
+        "p20": float(p20),
+        "p80": float(p80),
+        "q25": float(q25),
+        "q75": float(q75),
+        "min": float(x.min()),
+        "max": float(x.max()),
+        "mean": float(x.mean()),
+        "std": float(x.std(ddof=1)) if x.size > 1 else 0.0,
+        "median_noise": median_noise(x),
+    }

@@ -1,0 +1,135 @@
+"""Timing one zero-argument closure: CUDA events on a GPU, the wall clock on a CPU.
+
+GPU method (after triton.testing.do_bench and nvbench): warm-up outside the
+numbers; per sample, an L2 flush (a buffer twice the L2 size, allocated once,
+zeroed) *before* the start event so it is never timed; events recorded in
+batches and read after one synchronise; sampling stops by :class:`StopRule`.
+With ``cuda_graph`` the closure is captured once and each sample replays it,
+which removes the CPU launch gaps between the kernels of a launch-bound closure.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from kbench.clocks import ClockMonitor
+from kbench.stats import summarize
+from kbench.stopping import StopRule
+
+HIGH_NOISE = 0.02  # warn when the median is known to worse than 2 %
+
+
+@dataclass
+class Settings:
+    stop: StopRule = field(default_factory=StopRule)
+    warmup_time: float = 0.05  # seconds of untimed calls (at least warmup_calls)
+    warmup_calls: int = 3
+    flush_l2: bool = True
+    cuda_graph: bool = False
+
+
+def _batch_size(per_call: float, target: float = 0.02) -> int:
+    """Samples per synchronise: about ``target`` seconds of work, 1..200."""
+    return int(min(200, max(1, target / max(per_call, 1e-7))))
+
+
+def _warm_up(call, sync, settings: Settings) -> float:
+    """Run untimed calls (JIT, autotune, module load); returns the seconds per call seen."""
+    calls, start = 0, time.perf_counter()
+    while calls < settings.warmup_calls or time.perf_counter() - start < settings.warmup_time:
+        call()
+        sync()
+        calls += 1
+        if calls >= 10_000:
+            break
+    return (time.perf_counter() - start) / calls
+
+
+def _finish(samples_s: list[float], stop_reason: str, method: str, settings: Settings, extra_warnings=()) -> dict:
+    stats = summarize([s * 1e3 for s in samples_s])  # milliseconds
+    warnings = list(extra_warnings)
+    if stats["n"] < settings.stop.min_samples:
+        warnings.append(f"only {stats['n']} samples ({stop_reason})")
+    if stats["median_noise"] > max(HIGH_NOISE, settings.stop.target_noise):
+        warnings.append(f"noisy: median known to ±{stats['median_noise']:.1%}")
+    return {
+        "method": method,
+        "unit": "ms",
+        "samples": [round(s * 1e3, 6) for s in samples_s],
+        "stats": stats,
+        "stop_reason": stop_reason,
+        "warnings": warnings,
+    }
+
+
+def measure_cpu(fn, settings: Settings) -> dict:
+    """Wall-clock timing of a CPU closure. Not GPU performance, and labelled so."""
+    _warm_up(fn, lambda: None, settings)
+    samples: list[float] = []
+    start = time.perf_counter()
+    while True:
+        t0 = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - t0)
+        reason = settings.stop.reason_to_stop(samples, time.perf_counter() - start)
+        if reason:
+            return _finish(samples, reason, "cpu-wall-clock", settings)
+
+
+def measure_cuda(fn, settings: Settings, device_uuid: str | None = None) -> dict:
+    import torch
+
+    sync = torch.cuda.synchronize
+    call = fn
+    method = "cuda-events"
+    if settings.cuda_graph:
+        graph = _capture(fn)
+        call = graph.replay
+        method = "cuda-graph-replay"
+
+    per_call = _warm_up(call, sync, settings)
+    flush = None
+    if settings.flush_l2:
+        l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
+        flush = torch.empty(max(2 * l2, 1 << 20) // 4, dtype=torch.int32, device="cuda")
+        method += "+l2-flush"
+
+    clocks = ClockMonitor(device_uuid)
+    samples: list[float] = []
+    start = time.perf_counter()
+    while True:
+        batch = _batch_size(per_call)
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(batch)]
+        for begin, end in events:
+            if flush is not None:
+                flush.zero_()
+            begin.record()
+            call()
+            end.record()
+        sync()
+        clocks.sample()
+        samples.extend(begin.elapsed_time(end) / 1e3 for begin, end in events)
+        reason = settings.stop.reason_to_stop(samples, time.perf_counter() - start)
+        if reason:
+            warnings = [w for w in (clocks.warning(),) if w]
+            result = _finish(samples, reason, method, settings, warnings)
+            result["clock"] = clocks.summary()
+            return result
+
+
+def _capture(fn):
+    """Capture one call of ``fn`` into a CUDA graph (warmed up on a side stream first, as torch requires)."""
+    import torch
+
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    torch.cuda.synchronize()
+    return graph

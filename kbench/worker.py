@@ -1,0 +1,130 @@
+"""The worker process: runs jobs for one implementation, isolated from the kbench process.
+
+Started by :mod:`kbench.isolation` as ``python -m kbench.worker SPEC``. It reads
+one JSON job per line on stdin and answers one JSON line per job on the
+original stdout; anything the kernels print goes to stderr (the worker's log),
+so it cannot corrupt the protocol. A CUDA error that poisons the context ends
+the worker (after answering): the parent starts a fresh one for the next job.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import json
+import os
+import sys
+import traceback
+
+FATAL_CUDA_MARKERS = (
+    "illegal memory access",
+    "illegal instruction",
+    "unspecified launch failure",
+    "device-side assert",
+    "misaligned address",
+    "CUDA error",
+    "CUDA_ERROR",
+)
+
+
+def is_fatal(exc: BaseException) -> bool:
+    """After these the process's CUDA context is unusable: only a fresh process recovers."""
+    text = str(exc)
+    return any(marker in text for marker in FATAL_CUDA_MARKERS)
+
+
+def pick_device(requested: str) -> str:
+    import torch
+
+    if requested == "cpu":
+        return "cpu"
+    if torch.cuda.is_available():
+        return "cuda"
+    if requested == "cuda":
+        raise SystemExit("kbench worker: --device cuda asked for, but torch sees no CUDA device")
+    return "cpu"
+
+
+def execute(registry, job: dict, device: str, env: dict) -> dict:
+    """Run one job (one implementation on one case) and return the measured record fields."""
+    from kbench import correctness, timing
+    from kbench.registry import Unsupported, skip_reason
+    from kbench.stopping import rule_for
+    from kbench.suite import Case
+
+    suite = registry.suite(job["suite"])
+    impl = registry.implementations(job["suite"])[job["impl"]]
+    case = Case(job["case"])
+    capability = tuple(env["gpu"]["compute_capability"]) if env.get("gpu") else None
+    record = {"status": "SKIP", "backend": impl.backend}
+
+    reason = skip_reason(impl, case, device, capability)
+    if reason:
+        record["reason"] = reason
+        return record
+    try:
+        verdict = correctness.check(suite, impl, case, device, seed=job["seed"], trials=job["trials"])
+        record["correctness"] = verdict.as_record()
+        if not verdict.ok:
+            record.update(status="FAIL", reason=verdict.reason)
+            return record
+        fn = verdict.last[0]
+        settings = timing.Settings(stop=rule_for(device, job["stop"]), flush_l2=job["flush_l2"],
+                                   cuda_graph=job["cuda_graph"] and device == "cuda")
+        if device == "cuda":
+            gpu_uuid = env["gpu"].get("uuid") if env.get("gpu") else None
+            record["timing"] = timing.measure_cuda(fn, settings, gpu_uuid)
+        else:
+            record["timing"] = timing.measure_cpu(fn, settings)
+        record["config"] = getattr(fn, "config", {})
+        again = correctness.recheck(verdict, device)
+        if again:
+            record["correctness"].update(ok=False, reason=again)
+            record.update(status="FAIL", reason=again)
+            return record
+        record["status"] = "OK"
+        return record
+    except Unsupported as exc:
+        record.update(status="SKIP", reason=str(exc))
+        return record
+    except Exception as exc:  # noqa: BLE001 - the implementation's failure is its row's result
+        last = traceback.format_exception_only(type(exc), exc)[-1].strip()
+        traceback.print_exc()  # full traceback to the worker's log
+        record.update(status="CRASH", reason=f"raised {last}")
+        if device == "cuda" and is_fatal(exc):
+            record["fatal"] = True
+        return record
+
+
+def main() -> None:
+    protocol = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # kernels' prints go to the log, never into the protocol
+    faulthandler.enable()  # a segfault leaves a Python stack in the log
+    spec = json.loads(sys.argv[1])
+
+    def send(message: dict) -> None:
+        protocol.write(json.dumps(message) + "\n")
+        protocol.flush()
+
+    device = pick_device(spec.get("device", "auto"))
+    if device == "cpu":
+        # Must be set before any kernel module imports triton: then @triton.jit
+        # kernels run through Triton's interpreter on CPU tensors.
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+
+    from kbench import envinfo, loader
+
+    registry = loader.load(spec.get("kernel_dirs", []))
+    env = envinfo.collect(device)
+    send({"type": "hello", "device": device, "env": env})
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        job = json.loads(line)
+        record = execute(registry, job, device, env)
+        send({"type": "result", **record})
+        if record.get("fatal"):
+            sys.exit(3)
+
+
+if __name__ == "__main__":
+    main()
