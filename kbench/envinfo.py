@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import platform
 import subprocess
 
@@ -23,16 +24,20 @@ def package_versions() -> dict:
 
 
 def git_state() -> dict:
-    def git(*args):
-        return subprocess.run(["git", "-C", str(PROJECT_ROOT), *args], capture_output=True, text=True,
-                              timeout=10).stdout.strip()
+    """The project's commit. A copy without .git (a remote machine) can name it in $KBENCH_GIT_COMMIT."""
+
+    def git(*args) -> str | None:
+        done = subprocess.run(["git", "-C", str(PROJECT_ROOT), *args], capture_output=True, text=True, timeout=10)
+        return done.stdout.strip() if done.returncode == 0 else None
 
     try:
         commit = git("rev-parse", "HEAD")
-        dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
+        dirty = bool(git("status", "--porcelain", "--untracked-files=no")) if commit else None
     except (OSError, subprocess.SubprocessError):
-        return {"commit": None, "dirty": None}
-    return {"commit": commit or None, "dirty": dirty if commit else None}
+        commit = dirty = None
+    if commit is None and os.environ.get("KBENCH_GIT_COMMIT"):
+        return {"commit": os.environ["KBENCH_GIT_COMMIT"], "dirty": None}
+    return {"commit": commit, "dirty": dirty}
 
 
 def nvml_info(uuid: str | None) -> dict:

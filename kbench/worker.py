@@ -87,7 +87,7 @@ def execute(registry, job: dict, device: str, env: dict) -> dict:
         record.update(status="SKIP", reason=str(exc))
         return record
     except Exception as exc:  # noqa: BLE001 - the implementation's failure is its row's result
-        last = traceback.format_exception_only(type(exc), exc)[-1].strip()
+        last = traceback.format_exception_only(type(exc), exc)[-1].strip().splitlines()[0]
         traceback.print_exc()  # full traceback to the worker's log
         record.update(status="CRASH", reason=f"raised {last}")
         if device == "cuda" and is_fatal(exc):
