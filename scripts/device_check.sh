@@ -6,6 +6,8 @@ set -u
 OUT=${OUT:-/tmp/kbench-device}
 mkdir -p "$OUT"
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 COLUMNS=150
+# The copy on the device has no .git: the caller passes the commit it sent.
+export KBENCH_GIT_COMMIT=${KBENCH_GIT_COMMIT:-unknown}
 kb() { python3 -m kbench "$@"; echo "[exit $?]"; }
 
 echo "== $(date -u +%FT%TZ) device check"
@@ -22,9 +24,27 @@ echo "== N=4096 B=2 H=16"
 kb run attention --n 4096 --d 128 --batch 2 --heads 16 --out "$OUT/run-n4096.jsonl"
 echo "== do_bench cross-check"
 python3 scripts/sdpa_do_bench.py 4096
-echo "== correctness sweep: odd N, causal, both head dims, fp16/bf16"
-kb run attention --n 1,77,1000 --d 64,128 --dtype fp16,bf16 --causal --impl triton-fa2,sdpa,naive \
-   --max-time 0.3 --format csv --out "$OUT/sweep.jsonl" > "$OUT/sweep.csv"; cut -d, -f2,4,5,6,15 "$OUT/sweep.csv"
+echo "== correctness sweep: odd N, causal and not, both head dims, every dtype"
+for causal in --no-causal --causal; do
+  kb run attention --n 1,77,1000,4099 --d 64,128 --dtype fp16,bf16,fp32 $causal --impl triton-fa2,sdpa,naive \
+     --max-time 0.3 --format csv --out "$OUT/sweep.jsonl" > /dev/null
+done
+python3 - "$OUT/sweep.jsonl" <<'PY'
+import collections, json, sys
+rows = [json.loads(line) for line in open(sys.argv[1])]
+count = collections.Counter((r["impl"], r["status"]) for r in rows)
+print("sweep statuses:", dict(count))
+for r in rows:
+    if r["status"] != "OK":
+        print("  ", r["impl"], r["case_key"], r["status"], r["reason"][:120])
+worst = collections.defaultdict(float)
+for r in rows:
+    err = (r.get("correctness") or {}).get("max_abs_err")
+    if err is not None:
+        key = (r["impl"], r["case"]["dtype"])
+        worst[key] = max(worst[key], err)
+print("worst max abs error by impl, dtype:", {f"{k[0]}/{k[1]}": f"{v:.2e}" for k, v in sorted(worst.items())})
+PY
 echo "== isolation: an illegal memory access costs only its row"
 kb run attention --n 1024 --d 128 --impl sdpa,broken-illegal-access,triton-fa2 --kernels scripts/device_fixtures \
    --out "$OUT/isolation.jsonl"
