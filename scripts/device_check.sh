@@ -27,7 +27,7 @@ python3 scripts/sdpa_do_bench.py 4096
 echo "== correctness sweep: odd N, causal and not, both head dims, every dtype"
 for causal in --no-causal --causal; do
   kb run attention --n 1,77,1000,4099 --d 64,128 --dtype fp16,bf16,fp32 $causal --impl triton-fa2,sdpa,naive \
-     --max-time 0.3 --format csv --out "$OUT/sweep.jsonl" > /dev/null
+     --min-time 0.05 --max-time 0.2 --format csv --out "$OUT/sweep.jsonl" > /dev/null
 done
 python3 - "$OUT/sweep.jsonl" <<'PY'
 import collections, json, sys
