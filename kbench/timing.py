@@ -18,6 +18,8 @@ from kbench.stats import summarize
 from kbench.stopping import StopRule
 
 HIGH_NOISE = 0.02  # warn when the median is known to worse than 2 %
+# A Python launch costs ~3-6 us: under this a closure's time is mostly launch overhead.
+LAUNCH_BOUND_MS = 0.020
 
 
 @dataclass
@@ -51,6 +53,8 @@ def _finish(samples_s: list[float], stop_reason: str, method: str, settings: Set
     warnings = list(extra_warnings)
     if stats["n"] < settings.stop.min_samples:
         warnings.append(f"only {stats['n']} samples ({stop_reason})")
+    if method.startswith("cuda-events") and stats["median"] < LAUNCH_BOUND_MS:
+        warnings.append("launch-bound (< 20 us a call): --cuda-graph times it without launch gaps")
     if stats["median_noise"] > max(HIGH_NOISE, settings.stop.target_noise):
         warnings.append(f"noisy: median known to ±{stats['median_noise']:.1%}")
     return {
