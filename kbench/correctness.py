@@ -89,7 +89,7 @@ def compare(result, expected_like, ref, atol: float, rtol: float) -> tuple[str, 
     return "", max_abs, max_rel
 
 
-def check(suite, impl, case, device: str, seed: int, trials: int) -> Verdict:
+def check(suite, impl, case, device: str, seed: int, trials: int, params: dict | None = None) -> Verdict:
     import torch
 
     atol, rtol = suite.tolerance(case)
@@ -98,7 +98,7 @@ def check(suite, impl, case, device: str, seed: int, trials: int) -> Verdict:
         inputs = suite.make_inputs(case, seed=seed + trial, device=device)
         originals = {name: t.clone() for name, t in inputs.items()}
         out = suite.make_output(case, inputs)
-        fn = impl.make(case, inputs, out)
+        fn = impl.make(case, inputs, out, **(params or {}))
         result = call_and_collect(fn, out, device)
         ref = suite.reference(case, originals)
         reason, max_abs, max_rel = compare(result, out, ref, atol, rtol)

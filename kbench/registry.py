@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import itertools
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -59,6 +60,60 @@ class Implementation:
     needs: Needs
     description: str
     source: str  # file it was loaded from
+    # Tunable parameters and their defaults (tile shapes, warps...), passed to
+    # make() as keyword arguments; `--param NAME=V1,V2` picks or sweeps them.
+    params: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """An implementation with every parameter fixed: what one row of results measures."""
+
+    impl: Implementation
+    params: dict
+    label: str  # "cupy-fa2" or "cupy-fa2[block_m=64,warps=4]" when parameters were given
+
+
+def parse_param_args(args: list[str]) -> dict[str, list[str]]:
+    """["block_m=64,128", "warps=4"] -> {"block_m": ["64", "128"], "warps": ["4"]}."""
+    requested: dict[str, list[str]] = {}
+    for arg in args:
+        name, sep, values = arg.partition("=")
+        name = name.strip().replace("-", "_")
+        parts = [v.strip() for v in values.split(",") if v.strip()]
+        if not sep or not name or not parts:
+            raise UserError(f"--param: expected NAME=VALUE[,VALUE...], got {arg!r}")
+        requested[name] = parts
+    return requested
+
+
+def variants(impls: list[Implementation], requested: dict[str, list[str]]) -> list[Variant]:
+    """Every implementation x every combination of the requested values of the parameters it declares."""
+    declared = {name for impl in impls for name in impl.params}
+    for name in requested:
+        if name not in declared:
+            takers = ", ".join(f"{i.name} takes {', '.join(i.params)}" for i in impls if i.params) or "none take any"
+            raise UserError(f"--param: no chosen implementation has a parameter {name!r} ({takers})")
+    out = []
+    for impl in impls:
+        names = [name for name in requested if name in impl.params]
+        if not names:
+            out.append(Variant(impl, dict(impl.params), impl.name))
+            continue
+        choices = [[_param_value(impl, name, raw) for raw in requested[name]] for name in names]
+        for combo in itertools.product(*choices):
+            chosen = dict(zip(names, combo))
+            label = f"{impl.name}[{','.join(f'{k}={v}' for k, v in chosen.items())}]"
+            out.append(Variant(impl, {**impl.params, **chosen}, label))
+    return out
+
+
+def _param_value(impl: Implementation, name: str, raw: str):
+    kind = type(impl.params[name])
+    try:
+        return kind(raw)
+    except ValueError:
+        raise UserError(f"--param {name}: {raw!r} is not a valid {kind.__name__} for {impl.name}") from None
 
 
 @dataclass
@@ -153,8 +208,9 @@ def implementation(
     dtypes: tuple[str, ...] | None = None,
     supports: Callable[[Case], str | None] | None = None,
     description: str = "",
+    params: dict | None = None,
 ) -> Callable[[Factory], Factory]:
-    """Function decorator: register ``make(case, inputs, out) -> closure`` as an implementation."""
+    """Function decorator: register ``make(case, inputs, out, **params) -> closure`` as an implementation."""
 
     def register(make: Factory) -> Factory:
         registry, source = _target()
@@ -169,6 +225,7 @@ def implementation(
                 needs=needs,
                 description=description or (doc_lines[0] if doc_lines else ""),
                 source=source,
+                params=dict(params or {}),
             )
         )
         return make

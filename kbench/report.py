@@ -55,14 +55,14 @@ def table_for_case(title: str, records: list[dict]) -> tuple[Table, list[str]]:
         ok = r["status"] == "OK"
         m = r.get("metrics") or {} if ok else {}
         corr = r.get("correctness") or {}
-        name = r["impl"]
+        name = r.get("label", r["impl"])
         notes = _notes(r)
         if notes:
             footnotes.append(f"{name}: {'; '.join(notes)}")
             name += "*"
         speed = r.get("speedup") if ok else None
         table.add_row(
-            name,
+            escape(name),
             f"[{STATUS_STYLE.get(r['status'], '')}]{r['status']}[/]",
             format_time(stats.get("median")) if ok else "-",
             spread(stats) if ok else "-",
@@ -106,6 +106,7 @@ def flat(record: dict) -> dict:
     return {
         "suite": record["suite"],
         "impl": record["impl"],
+        "label": record.get("label", record["impl"]),
         "backend": record.get("backend"),
         "case_key": record["case_key"],
         "status": record["status"],

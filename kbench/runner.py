@@ -14,14 +14,14 @@ from typing import Callable
 from kbench import envinfo, metrics, results
 from kbench.devices import peaks_for
 from kbench.isolation import Worker, WorkerGone
-from kbench.registry import Implementation, Registry, skip_reason
+from kbench.registry import Implementation, Registry, Variant, skip_reason
 from kbench.suite import Case
 
 
 @dataclass
 class RunRequest:
     suite: str
-    impls: list[Implementation]
+    variants: list[Variant]  # implementations with their parameters fixed
     cases: list[Case]
     baseline: str
     seed: int = 0
@@ -48,15 +48,19 @@ def host_has_gpu() -> bool:
         return False
 
 
-def _ordered(impls: list[Implementation], baseline: str) -> list[Implementation]:
-    return sorted(impls, key=lambda impl: impl.name != baseline)
+def _by_implementation(variants: list[Variant], baseline: str) -> list[list[Variant]]:
+    """Variants grouped per implementation (they share a worker), the baseline's group first."""
+    groups: dict[str, list[Variant]] = {}
+    for variant in variants:
+        groups.setdefault(variant.impl.name, []).append(variant)
+    return sorted(groups.values(), key=lambda group: group[0].impl.name != baseline)
 
 
 def run(
     registry: Registry,
     request: RunRequest,
     out: results.ResultsFile,
-    on_start: Callable[[Implementation, Case], None] = lambda impl, case: None,
+    on_start: Callable[[Variant, Case], None] = lambda variant, case: None,
     on_record: Callable[[dict], None] = lambda record: None,
 ) -> list[dict]:
     suite = registry.suite(request.suite)
@@ -67,26 +71,27 @@ def run(
     host_env = None
     baseline_ms: dict[str, float] = {}
     records = []
-    for impl in _ordered(request.impls, request.baseline):
-        jobs = _ImplJobs(impl, request, static_device)
+    for group in _by_implementation(request.variants, request.baseline):
+        jobs = _ImplJobs(group[0].impl, request, static_device)
         try:
-            for case in request.cases:
-                on_start(impl, case)
-                result, env = jobs.measure(case)
-                if env is None:  # nothing ran: describe the host without starting CUDA
-                    host_env = host_env or envinfo.collect("cpu")
-                    env = host_env
-                record = _record(suite, impl, case, request, result, env, baseline_ms)
-                out.append(record)
-                records.append(record)
-                on_record(record)
+            for variant in group:
+                for case in request.cases:
+                    on_start(variant, case)
+                    result, env = jobs.measure(variant, case)
+                    if env is None:  # nothing ran: describe the host without starting CUDA
+                        host_env = host_env or envinfo.collect("cpu")
+                        env = host_env
+                    record = _record(suite, variant, case, request, result, env, baseline_ms)
+                    out.append(record)
+                    records.append(record)
+                    on_record(record)
         finally:
             jobs.close()
     return records
 
 
 class _ImplJobs:
-    """The jobs of one implementation, sharing one worker until it crashes or hangs."""
+    """The jobs of one implementation (all its variants), sharing one worker until it crashes or hangs."""
 
     def __init__(self, impl: Implementation, request: RunRequest, static_device: str):
         self.impl = impl
@@ -95,7 +100,7 @@ class _ImplJobs:
         self.worker: Worker | None = None
         self.env: dict | None = None
 
-    def measure(self, case: Case) -> tuple[dict, dict | None]:
+    def measure(self, variant: Variant, case: Case) -> tuple[dict, dict | None]:
         """Returns the job's result fields and the environment it ran in (None if no worker ran)."""
         reason = skip_reason(self.impl, case, self.static_device)
         if reason:
@@ -103,6 +108,7 @@ class _ImplJobs:
         job = {
             "suite": self.request.suite,
             "impl": self.impl.name,
+            "params": variant.params,
             "case": case.values,
             "seed": self.request.seed,
             "trials": self.request.trials,
@@ -129,12 +135,15 @@ class _ImplJobs:
             self.worker = None
 
 
-def _record(suite, impl, case, request, result, env, baseline_ms) -> dict:
+def _record(suite, variant: Variant, case, request, result, env, baseline_ms) -> dict:
+    impl = variant.impl
     record = {
         "schema": results.SCHEMA,
         "created_at": results.now(),
         "suite": suite.name,
         "impl": impl.name,
+        "label": variant.label,
+        "params": variant.params,
         "backend": impl.backend,
         "case": case.values,
         "case_key": case.key,
@@ -154,7 +163,7 @@ def _record(suite, impl, case, request, result, env, baseline_ms) -> dict:
         peaks = peaks_for(gpu["name"]) if gpu and timing["method"] != "cpu-wall-clock" else None
         record["metrics"] = metrics.derive(median, record["flops"], record["min_bytes"], suite.dtype(case), peaks)
         if impl.name == request.baseline:
-            baseline_ms[case.key] = median
+            baseline_ms.setdefault(case.key, median)
         record["speedup"] = metrics.speedup(baseline_ms.get(case.key), median)
     record["env"] = env
     record["command"] = request.command

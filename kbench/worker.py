@@ -62,7 +62,8 @@ def execute(registry, job: dict, device: str, env: dict) -> dict:
         record["reason"] = reason
         return record
     try:
-        verdict = correctness.check(suite, impl, case, device, seed=job["seed"], trials=job["trials"])
+        verdict = correctness.check(suite, impl, case, device, seed=job["seed"], trials=job["trials"],
+                                    params=job.get("params"))
         record["correctness"] = verdict.as_record()
         if not verdict.ok:
             record.update(status="FAIL", reason=verdict.reason)

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from kbench import loader
@@ -32,7 +33,9 @@ def list_command(
             reason = skip_reason(impl, default_case, device)
             here = "[green]yes[/]" if reason is None else f"[yellow]no[/]: {reason}"
             name = f"{impl.name} (baseline)" if impl.name == suite.baseline else impl.name
-            table.add_row(name, impl.backend, impl.needs.describe(), here, impl.description)
+            params = ", ".join(f"{k}={v}" for k, v in impl.params.items())
+            about = f"{impl.description} [dim](--param {escape(params)})[/]" if params else impl.description
+            table.add_row(name, impl.backend, impl.needs.describe(), here, about)
         stdout.print(table)
     for path, error in registry.load_errors.items():
         stderr.print(f"[yellow]warning:[/] could not load {path}: {error}", highlight=False)

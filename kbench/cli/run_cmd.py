@@ -20,7 +20,7 @@ from typer.core import TyperGroup
 from kbench import loader
 from kbench.cli.common import split_list, stderr, stdout, user_errors
 from kbench.errors import UserError
-from kbench.registry import _did_you_mean
+from kbench.registry import _did_you_mean, parse_param_args, variants
 from kbench.stopping import CPU_DEFAULTS, StopRule
 from kbench.suite import Case, Suite
 
@@ -59,6 +59,8 @@ def _common_options(suite: Suite) -> list[inspect.Parameter]:
 
     return [
         option("impl", Optional[str], None, "--impl", help="Implementations to run, comma-separated (default: all)."),
+        option("param", Optional[List[str]], None, "--param",
+               help="An implementation parameter, NAME=VALUE or a sweep NAME=V1,V2 (repeatable; see kbench list)."),
         option("baseline", str, suite.baseline, "--baseline", help="Implementation that speedups are relative to."),
         option("seed", int, 0, "--seed", help="Seed of the first correctness trial's random inputs."),
         option("trials", int, suite.trials, "--trials", help="Correctness trials, each on fresh random inputs."),
@@ -125,7 +127,7 @@ def make_cases(suite: Suite, raw: dict) -> list[Case]:
     return cases
 
 
-def execute(suite: Suite, cases: list[Case], *, impl, baseline, seed, trials, out, fmt, kernels, timeout,
+def execute(suite: Suite, cases: list[Case], *, impl, param, baseline, seed, trials, out, fmt, kernels, timeout,
             cuda_graph, flush_l2, min_time, max_time, target_noise, device) -> None:
     from kbench import report, results, runner
 
@@ -147,14 +149,17 @@ def execute(suite: Suite, cases: list[Case], *, impl, baseline, seed, trials, ou
     known = registry.implementations(suite.name)
     if baseline not in known:
         raise UserError(f"--baseline: unknown implementation {baseline!r}{_did_you_mean(baseline, known)}")
-    if baseline not in {i.name for i in impls}:
+    added_baseline = baseline not in {i.name for i in impls}
+    if added_baseline:
         impls = [known[baseline], *impls]
+    chosen = variants(impls, parse_param_args(param or []))
+    if added_baseline:
         stderr.print(f"(baseline {baseline} added so speedups can be computed)")
 
     path = Path(out) if out else results.default_path(suite.name)
     results_file = results.ResultsFile(path)
     request = runner.RunRequest(
-        suite=suite.name, impls=impls, cases=cases, baseline=baseline, seed=seed, trials=trials, stop=stop,
+        suite=suite.name, variants=chosen, cases=cases, baseline=baseline, seed=seed, trials=trials, stop=stop,
         flush_l2=flush_l2, cuda_graph=cuda_graph, timeout=timeout, kernel_dirs=tuple(kernels or ()),
         device=device, command=shlex.join(["kbench", *sys.argv[1:]]),
     )
@@ -174,23 +179,25 @@ def execute(suite: Suite, cases: list[Case], *, impl, baseline, seed, trials, ou
 def _run_with_progress(registry, request, results_file) -> list[dict]:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+    from rich.markup import escape
+
     from kbench import runner
 
-    total = len(request.impls) * len(request.cases)
+    total = len(request.variants) * len(request.cases)
     done: list[dict] = []
     progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn(), console=stderr, transient=True)
     task = progress.add_task("starting", total=total)
 
-    def on_start(impl, case):
-        progress.update(task, description=f"{impl.name} [dim]{case.key}[/]")
+    def on_start(variant, case):
+        progress.update(task, description=f"{escape(variant.label)} [dim]{case.key}[/]")
 
     def on_record(record):
         done.append(record)
         progress.advance(task)
         status = record["status"]
         if status in ("FAIL", "CRASH", "TIMEOUT"):
-            progress.console.print(f"  {record['impl']} {record['case_key']}: {status} {record.get('reason', '')}",
+            progress.console.print(f"  {record['label']} {record['case_key']}: {status} {record.get('reason', '')}",
                                    highlight=False, markup=False)
 
     try:

@@ -1,0 +1,319 @@
+// FlashAttention-2 forward, by hand: mma.sync tensor-core PTX, ldmatrix, cp.async.
+//
+// One thread block owns BLOCK_M query rows of one (batch, head); its WARPS warps
+// split those rows (split-Q: ROWS = BLOCK_M / WARPS rows each, no inter-warp
+// reduction) and share the K/V tiles, which stream through shared memory in
+// BLOCK_N-row tiles with cp.async, double-buffered: tile j+1 loads while tile j
+// computes. Per tile and warp:
+//   S = Q Kᵀ            mma.m16n8k16, A = Q from smem (ldmatrix), B = K rows (ldmatrix)
+//   online softmax      row max / sum over the 4 lanes of a quad (__shfl_xor_sync),
+//                       exp2 with scale·log2(e) folded in, O rescaled, no division yet
+//   O += P V            A = P straight from the S accumulators (the m16n8 C layout is
+//                       the m16k16 A layout), B = V rows through ldmatrix.trans
+// and O / l once at the end (deferred normalisation), optionally the log-sum-exp.
+//
+// Shared memory rows are D halves (128 or 256 bytes); 16-byte chunk c of row r
+// is stored at chunk c ^ (r % 8) (XOR swizzle), so the 8 row addresses of every
+// ldmatrix 8x8 matrix, and the cp.async stores of a warp, hit 8 different bank groups.
+//
+// No headers, so NVRTC (cupy.RawModule) and nvcc compile it alike: elements are
+// raw 16-bit patterns, converted with cvt.rn.{f16,bf16}x2.f32.
+
+__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
+
+template <bool BF16>
+__device__ __forceinline__ void mma_16816(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+    if (BF16) {
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+            "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    } else {
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+            "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
+}
+
+// Two floats -> one register of two 16-bit values, `lo` in the low half (lower address).
+template <bool BF16>
+__device__ __forceinline__ unsigned pack2(float lo, float hi) {
+    unsigned r;
+    if (BF16) {
+        asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+    } else {
+        asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+    }
+    return r;
+}
+
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], unsigned addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], unsigned addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+
+// 16 bytes global -> shared, bypassing L1; src_bytes = 0 writes zeros (rows past N).
+__device__ __forceinline__ void cp_async_16(unsigned dst, const void* src, int src_bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::); }
+
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+    return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+// Byte offset of (row, 16-byte chunk) in a swizzled tile whose rows are D halves.
+template <int D>
+__device__ __forceinline__ unsigned swizzled(int row, int chunk) {
+    return static_cast<unsigned>(row * D * 2 + ((chunk ^ (row & 7)) << 4));
+}
+
+// Issue cp.async for a ROWS x D tile starting at global row `row0`; rows >= n are zero-filled.
+template <int ROWS, int D, int THREADS>
+__device__ __forceinline__ void load_tile(unsigned dst, const unsigned short* src, long long row_stride,
+                                          int row0, int n, int tid) {
+    constexpr int CHUNKS = D / 8;
+#pragma unroll
+    for (int i = tid; i < ROWS * CHUNKS; i += THREADS) {
+        const int row = i / CHUNKS;
+        const int chunk = i % CHUNKS;
+        const bool valid = row0 + row < n;
+        const unsigned short* g = src + (valid ? (row0 + row) * row_stride : 0) + chunk * 8;
+        cp_async_16(dst + swizzled<D>(row, chunk), g, valid ? 16 : 0);
+    }
+}
+
+template <int D, int BLOCK_M, int BLOCK_N, int WARPS, bool BF16, bool CAUSAL>
+__global__ void __launch_bounds__(WARPS * 32)
+fa2_forward(const unsigned short* __restrict__ Q, const unsigned short* __restrict__ K,
+            const unsigned short* __restrict__ V, unsigned short* __restrict__ O, float* __restrict__ LSE,
+            int heads, int n,
+            long long q_sb, long long q_sh, long long q_sn,
+            long long k_sb, long long k_sh, long long k_sn,
+            long long v_sb, long long v_sh, long long v_sn,
+            long long o_sb, long long o_sh, long long o_sn,
+            float scale_log2) {
+    constexpr int THREADS = WARPS * 32;
+    constexpr int ROWS = BLOCK_M / WARPS;  // query rows per warp
+    constexpr int MT = ROWS / 16;          // m16 tiles per warp
+    constexpr int NT = BLOCK_N / 8;        // n8 tiles of S
+    constexpr int DT = D / 8;              // n8 tiles of O
+    constexpr int KD = D / 16;             // k16 steps of Q Kᵀ
+    constexpr int KN = BLOCK_N / 16;       // k16 steps of P V
+    static_assert(ROWS % 16 == 0, "each warp needs a multiple of 16 query rows");
+    static_assert(BLOCK_N % 16 == 0 && D % 16 == 0, "tiles are multiples of 16");
+
+    extern __shared__ __align__(128) unsigned short smem[];
+    const unsigned sQ = smem_addr(smem);
+    const unsigned sK = sQ + BLOCK_M * D * 2;  // two K buffers, then two V buffers
+    const unsigned sV = sK + 2 * BLOCK_N * D * 2;
+    constexpr unsigned KV_BYTES = BLOCK_N * D * 2;
+
+    const int tid = threadIdx.x;
+    const int warp = tid / 32;
+    const int lane = tid % 32;
+    const int b = blockIdx.y / heads;
+    const int h = blockIdx.y % heads;
+    const int m0 = blockIdx.x * BLOCK_M;
+    const int warp_row0 = m0 + warp * ROWS;
+    const unsigned short* q = Q + b * q_sb + h * q_sh;
+    const unsigned short* k = K + b * k_sb + h * k_sh;
+    const unsigned short* v = V + b * v_sb + h * v_sh;
+
+    int n_tiles = (n + BLOCK_N - 1) / BLOCK_N;
+    if (CAUSAL) {  // tiles wholly right of the diagonal are never loaded
+        const int last = min(m0 + BLOCK_M, n) - 1;
+        n_tiles = min(n_tiles, last / BLOCK_N + 1);
+    }
+
+    load_tile<BLOCK_M, D, THREADS>(sQ, q, q_sn, m0, n, tid);
+    load_tile<BLOCK_N, D, THREADS>(sK, k, k_sn, 0, n, tid);
+    load_tile<BLOCK_N, D, THREADS>(sV, v, v_sn, 0, n, tid);
+    cp_async_commit();
+
+    float o[MT][DT][4];
+    float row_max[MT][2];
+    float row_sum[MT][2];  // this thread's partial sums; the quad adds them at the end
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+        for (int dt = 0; dt < DT; ++dt) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) o[mt][dt][e] = 0.f;
+        }
+        row_max[mt][0] = row_max[mt][1] = neg_inf();
+        row_sum[mt][0] = row_sum[mt][1] = 0.f;
+    }
+
+    for (int j = 0; j < n_tiles; ++j) {
+        const unsigned kbuf = sK + (j & 1) * KV_BYTES;
+        const unsigned vbuf = sV + (j & 1) * KV_BYTES;
+        cp_async_wait_all();
+        __syncthreads();  // tile j is in; every warp is done with tile j-1's buffers
+        if (j + 1 < n_tiles) {
+            const unsigned next = ((j + 1) & 1) * KV_BYTES;
+            load_tile<BLOCK_N, D, THREADS>(sK + next, k, k_sn, (j + 1) * BLOCK_N, n, tid);
+            load_tile<BLOCK_N, D, THREADS>(sV + next, v, v_sn, (j + 1) * BLOCK_N, n, tid);
+        }
+        cp_async_commit();
+
+        const int key0 = j * BLOCK_N;
+        if (CAUSAL && key0 > warp_row0 + ROWS - 1) continue;  // this warp's rows see none of it
+
+        // ---- S = Q Kᵀ -------------------------------------------------------
+        float s[MT][NT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) s[mt][nt][e] = 0.f;
+#pragma unroll
+        for (int kd = 0; kd < KD; ++kd) {
+            unsigned a[MT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+                const int row = warp * ROWS + mt * 16 + (lane % 16);
+                ldmatrix_x4(a[mt], sQ + swizzled<D>(row, kd * 2 + lane / 16));
+            }
+#pragma unroll
+            for (int np = 0; np < NT / 2; ++np) {  // two n8 tiles per ldmatrix.x4
+                unsigned bk[4];
+                const int row = np * 16 + (lane % 8) + (lane / 16) * 8;
+                ldmatrix_x4(bk, kbuf + swizzled<D>(row, kd * 2 + (lane / 8) % 2));
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    mma_16816<BF16>(s[mt][2 * np], a[mt], bk[0], bk[1]);
+                    mma_16816<BF16>(s[mt][2 * np + 1], a[mt], bk[2], bk[3]);
+                }
+            }
+        }
+
+        // ---- masks: keys past N, and keys after the query when causal -------
+        const bool tail = key0 + BLOCK_N > n;
+        const bool diagonal = CAUSAL && key0 + BLOCK_N - 1 > warp_row0;
+        if (tail || diagonal) {
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        const int col = key0 + nt * 8 + 2 * (lane % 4) + (e & 1);
+                        const int row = warp_row0 + mt * 16 + lane / 4 + (e / 2) * 8;
+                        if (col >= n || (CAUSAL && col > row)) s[mt][nt][e] = neg_inf();
+                    }
+        }
+
+        // ---- online softmax (rows lane/4 and lane/4 + 8 of each m16 tile) ----
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                float mx = row_max[mt][r];
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * r], s[mt][nt][2 * r + 1]));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                // A row with no visible key yet keeps max -inf: subtract 0 instead of -inf.
+                const float shift = (mx == neg_inf()) ? 0.f : mx * scale_log2;
+                const float alpha = exp2f(row_max[mt][r] * scale_log2 - shift);
+                float sum = 0.f;
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+                    for (int e = 2 * r; e < 2 * r + 2; ++e) {
+                        const float p = exp2f(fmaf(s[mt][nt][e], scale_log2, -shift));
+                        s[mt][nt][e] = p;
+                        sum += p;
+                    }
+                }
+                row_sum[mt][r] = row_sum[mt][r] * alpha + sum;
+                row_max[mt][r] = mx;
+#pragma unroll
+                for (int dt = 0; dt < DT; ++dt) {
+                    o[mt][dt][2 * r] *= alpha;
+                    o[mt][dt][2 * r + 1] *= alpha;
+                }
+            }
+        }
+
+        // ---- O += P V -------------------------------------------------------
+#pragma unroll
+        for (int kn = 0; kn < KN; ++kn) {
+            unsigned p[MT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+                p[mt][0] = pack2<BF16>(s[mt][2 * kn][0], s[mt][2 * kn][1]);
+                p[mt][1] = pack2<BF16>(s[mt][2 * kn][2], s[mt][2 * kn][3]);
+                p[mt][2] = pack2<BF16>(s[mt][2 * kn + 1][0], s[mt][2 * kn + 1][1]);
+                p[mt][3] = pack2<BF16>(s[mt][2 * kn + 1][2], s[mt][2 * kn + 1][3]);
+            }
+#pragma unroll
+            for (int dp = 0; dp < DT / 2; ++dp) {  // two n8 tiles of O per ldmatrix.x4.trans
+                unsigned bv[4];
+                const int row = kn * 16 + (lane % 8) + ((lane / 8) % 2) * 8;
+                ldmatrix_x4_trans(bv, vbuf + swizzled<D>(row, dp * 2 + lane / 16));
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    mma_16816<BF16>(o[mt][2 * dp], p[mt], bv[0], bv[1]);
+                    mma_16816<BF16>(o[mt][2 * dp + 1], p[mt], bv[2], bv[3]);
+                }
+            }
+        }
+    }
+    cp_async_wait_all();  // no copy may still target shared memory when the block exits
+
+    // ---- O / l, once -----------------------------------------------------------
+    unsigned short* out = O + b * o_sb + h * o_sh;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            float l = row_sum[mt][r];
+            l += __shfl_xor_sync(0xffffffffu, l, 1);
+            l += __shfl_xor_sync(0xffffffffu, l, 2);
+            const float inv = 1.f / l;
+            const int row = warp_row0 + mt * 16 + lane / 4 + r * 8;
+            if (row < n) {
+                unsigned* dst = reinterpret_cast<unsigned*>(out + row * o_sn + 2 * (lane % 4));
+#pragma unroll
+                for (int dt = 0; dt < DT; ++dt)
+                    dst[dt * 4] = pack2<BF16>(o[mt][dt][2 * r] * inv, o[mt][dt][2 * r + 1] * inv);
+                if (LSE != nullptr && lane % 4 == 0)  // natural-log log-sum-exp of the scaled scores
+                    LSE[static_cast<long long>(blockIdx.y) * n + row] =
+                        (row_max[mt][r] * scale_log2 + log2f(l)) * 0.6931471805599453f;
+            }
+        }
+    }
+}
+
+#ifdef KBENCH_INSTANTIATE
+// nvcc build check (tests/): instantiate the configurations kbench launches.
+#define KBENCH_FA2(D, BM, BN, W)                                                                        \
+    template __global__ void fa2_forward<D, BM, BN, W, false, false>(                                   \
+        const unsigned short*, const unsigned short*, const unsigned short*, unsigned short*, float*, int, \
+        int, long long, long long, long long, long long, long long, long long, long long, long long,     \
+        long long, long long, long long, long long, float);                                             \
+    template __global__ void fa2_forward<D, BM, BN, W, true, true>(                                     \
+        const unsigned short*, const unsigned short*, const unsigned short*, unsigned short*, float*, int, \
+        int, long long, long long, long long, long long, long long, long long, long long, long long,     \
+        long long, long long, long long, long long, float);
+KBENCH_FA2(64, 128, 64, 4)
+KBENCH_FA2(128, 128, 64, 4)
+KBENCH_FA2(128, 128, 128, 4)
+KBENCH_FA2(128, 64, 64, 4)
+#endif

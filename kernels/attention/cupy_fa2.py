@@ -1,0 +1,113 @@
+"""FlashAttention-2 forward as a CuPy RawKernel: mma.sync PTX, ldmatrix, cp.async double buffering.
+
+The CUDA source is ``cupy_fa2.cu`` beside this file, compiled at run time with
+NVRTC through ``cupy.RawModule`` (CuPy caches the binary on disk, so a second run
+does not recompile). Tile shape and warps are parameters:
+
+    kbench run attention --impl cupy-fa2 --param block_m=128 --param block_n=128 --param warps=4
+
+Each record's ``config`` carries the compiled kernel's registers per thread,
+shared memory per block and local-memory (spill) bytes per thread, read from
+the function's attributes.
+"""
+
+from functools import lru_cache
+from pathlib import Path
+
+from kbench.registry import Unsupported, implementation
+
+SOURCE = Path(__file__).with_suffix(".cu")
+LOG2_E = 1.4426950408889634
+HEAD_DIMS = (64, 128)
+
+
+def smem_bytes(d: int, block_m: int, block_n: int) -> int:
+    """Q tile, plus two K and two V tiles (double buffering), 2 bytes an element."""
+    return (block_m + 4 * block_n) * d * 2
+
+
+def check_config(d: int, block_m: int, block_n: int, warps: int) -> str | None:
+    if warps < 1 or block_m % (16 * warps):
+        return f"block_m={block_m} must give each of the {warps} warps a multiple of 16 rows"
+    if block_n < 16 or block_n % 16:
+        return f"block_n={block_n} must be a positive multiple of 16"
+    if warps * 32 > 1024:
+        return f"{warps} warps exceed 1024 threads per block"
+    return None
+
+
+@lru_cache(maxsize=None)
+def compiled(d: int, block_m: int, block_n: int, warps: int, bf16: bool, causal: bool):
+    """The kernel for one configuration (NVRTC compiles once per process; CuPy's disk cache across runs)."""
+    import cupy
+
+    name = (f"fa2_forward<{d}, {block_m}, {block_n}, {warps}, "
+            f"{'true' if bf16 else 'false'}, {'true' if causal else 'false'}>")
+    module = cupy.RawModule(code=SOURCE.read_text(), options=("-std=c++17",), name_expressions=(name,))
+    return module.get_function(name)
+
+
+def _supports(case):
+    if case.d not in HEAD_DIMS:
+        return f"head dim {case.d} (cupy-fa2 is built for d = 64 and 128)"
+    return None
+
+
+@implementation(
+    "attention", "cupy-fa2", backend="cupy", cuda=True, modules=("torch", "cupy"), min_cc=(8, 0),
+    dtypes=("fp16", "bf16"), supports=_supports,
+    params={"block_m": 128, "block_n": 64, "warps": 4, "lse": 0},
+    description="FlashAttention-2 in CUDA C++: mma.sync m16n8k16, ldmatrix, cp.async double buffering",
+)
+def cupy_fa2(case, inputs, out, block_m, block_n, warps, lse):
+    import cupy
+    import numpy as np
+    import torch
+
+    q, k, v = inputs["q"], inputs["k"], inputs["v"]
+    reason = check_config(case.d, block_m, block_n, warps)
+    if reason:
+        raise Unsupported(reason)
+    smem = smem_bytes(case.d, block_m, block_n)
+    limit = cupy.cuda.runtime.getDeviceProperties(q.device.index or 0)["sharedMemPerBlockOptin"]
+    if smem > limit:
+        raise Unsupported(f"needs {smem // 1024} KiB of shared memory per block; this GPU allows {limit // 1024} KiB")
+    for t in (q, k, v, out):
+        if t.stride(-1) != 1:
+            raise Unsupported("cupy-fa2 needs a contiguous last dimension")
+
+    kernel = compiled(case.d, block_m, block_n, warps, case.dtype == "bf16", bool(case.causal))
+    if smem > 48 * 1024:  # above 48 KiB a block must opt in to its dynamic shared memory
+        kernel.max_dynamic_shared_size_bytes = smem
+    lse_out = torch.empty(case.batch * case.heads, case.n, device=q.device, dtype=torch.float32) if lse else None
+
+    def ptr(t):
+        return np.uint64(t.data_ptr() if t is not None else 0)
+
+    def strides(t):
+        return tuple(np.int64(s) for s in t.stride()[:3])
+
+    args = (ptr(q), ptr(k), ptr(v), ptr(out), ptr(lse_out), np.int32(case.heads), np.int32(case.n),
+            *strides(q), *strides(k), *strides(v), *strides(out), np.float32(case.d**-0.5 * LOG2_E))
+    grid = ((case.n + block_m - 1) // block_m, case.batch * case.heads)
+    block = (warps * 32,)
+    stream = [None]
+
+    def run():
+        # Launch on torch's current stream (it changes under CUDA-graph capture).
+        current = torch.cuda.current_stream().cuda_stream
+        if current != stream[0]:
+            cupy.cuda.ExternalStream(current).use()
+            stream[0] = current
+        kernel(grid, block, args, shared_mem=smem)
+
+    run.config = {
+        "block_m": block_m, "block_n": block_n, "warps": warps, "lse": bool(lse),
+        "registers_per_thread": kernel.num_regs,
+        "local_bytes_per_thread": kernel.local_size_bytes,  # spills (and any local arrays)
+        "static_smem_bytes": kernel.shared_size_bytes,
+        "dynamic_smem_bytes": smem,
+        "grid": list(grid), "threads_per_block": warps * 32,
+    }
+    run.lse = lse_out  # for tests that check the log-sum-exp
+    return run
