@@ -95,7 +95,7 @@ def print_tables(records: list[dict], console: Console) -> None:
                       highlight=False)
 
 
-CSV_FIELDS = ("suite", "impl", "backend", "case_key", "status", "reason", "median_ms", "p20_ms", "p80_ms",
+CSV_FIELDS = ("suite", "impl", "label", "backend", "case_key", "status", "reason", "median_ms", "p20_ms", "p80_ms",
               "samples", "tflops", "gbps", "pct_of_peak", "speedup", "max_abs_err", "max_rel_err", "method")
 
 

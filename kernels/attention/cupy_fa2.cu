@@ -21,6 +21,14 @@
 
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
 
+// 2^x in one MUFU.EX2: exp2f() adds range fix-ups around it (denormal results,
+// which softmax flushes to zero anyway).
+__device__ __forceinline__ float fast_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
 template <bool BF16>
 __device__ __forceinline__ void mma_16816(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
     if (BF16) {
@@ -82,17 +90,26 @@ __device__ __forceinline__ unsigned swizzled(int row, int chunk) {
 }
 
 // Issue cp.async for a ROWS x D tile starting at global row `row0`; rows >= n are zero-filled.
+// Each thread keeps one 16-byte column (chunk) and walks rows ROW_STEP apart; when
+// ROW_STEP is a multiple of 8 its swizzled column never changes, so the addresses
+// cost two registers instead of one pair per row (which spilled at 255 registers).
 template <int ROWS, int D, int THREADS>
 __device__ __forceinline__ void load_tile(unsigned dst, const unsigned short* src, long long row_stride,
                                           int row0, int n, int tid) {
     constexpr int CHUNKS = D / 8;
+    static_assert(THREADS % CHUNKS == 0, "a block must cover whole rows");
+    constexpr int ROW_STEP = THREADS / CHUNKS;
+    const int chunk = tid % CHUNKS;
+    const int first = tid / CHUNKS;
+    const unsigned short* col = src + chunk * 8;
 #pragma unroll
-    for (int i = tid; i < ROWS * CHUNKS; i += THREADS) {
-        const int row = i / CHUNKS;
-        const int chunk = i % CHUNKS;
+    for (int k = 0; k < (ROWS + ROW_STEP - 1) / ROW_STEP; ++k) {
+        const int row = first + k * ROW_STEP;
+        if (ROWS % ROW_STEP != 0 && row >= ROWS) break;
         const bool valid = row0 + row < n;
-        const unsigned short* g = src + (valid ? (row0 + row) * row_stride : 0) + chunk * 8;
-        cp_async_16(dst + swizzled<D>(row, chunk), g, valid ? 16 : 0);
+        const int swizzle_row = (ROW_STEP % 8 == 0) ? first : row;
+        const unsigned to = dst + row * D * 2 + ((chunk ^ (swizzle_row & 7)) << 4);
+        cp_async_16(to, col + (valid ? (row0 + row) * row_stride : 0), valid ? 16 : 0);
     }
 }
 
@@ -219,6 +236,9 @@ fa2_forward(const unsigned short* __restrict__ Q, const unsigned short* __restri
         }
 
         // ---- online softmax (rows lane/4 and lane/4 + 8 of each m16 tile) ----
+        // P is packed to 16-bit pairs as soon as it is computed: the packed pairs
+        // are exactly the A fragments of P V, and the fp32 S registers die here.
+        unsigned p[MT][NT][2];
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
@@ -230,16 +250,14 @@ fa2_forward(const unsigned short* __restrict__ Q, const unsigned short* __restri
                 mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
                 // A row with no visible key yet keeps max -inf: subtract 0 instead of -inf.
                 const float shift = (mx == neg_inf()) ? 0.f : mx * scale_log2;
-                const float alpha = exp2f(row_max[mt][r] * scale_log2 - shift);
+                const float alpha = fast_exp2(row_max[mt][r] * scale_log2 - shift);
                 float sum = 0.f;
 #pragma unroll
                 for (int nt = 0; nt < NT; ++nt) {
-#pragma unroll
-                    for (int e = 2 * r; e < 2 * r + 2; ++e) {
-                        const float p = exp2f(fmaf(s[mt][nt][e], scale_log2, -shift));
-                        s[mt][nt][e] = p;
-                        sum += p;
-                    }
+                    const float p0 = fast_exp2(fmaf(s[mt][nt][2 * r], scale_log2, -shift));
+                    const float p1 = fast_exp2(fmaf(s[mt][nt][2 * r + 1], scale_log2, -shift));
+                    sum += p0 + p1;
+                    p[mt][nt][r] = pack2<BF16>(p0, p1);
                 }
                 row_sum[mt][r] = row_sum[mt][r] * alpha + sum;
                 row_max[mt][r] = mx;
@@ -254,14 +272,6 @@ fa2_forward(const unsigned short* __restrict__ Q, const unsigned short* __restri
         // ---- O += P V -------------------------------------------------------
 #pragma unroll
         for (int kn = 0; kn < KN; ++kn) {
-            unsigned p[MT][4];
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt) {
-                p[mt][0] = pack2<BF16>(s[mt][2 * kn][0], s[mt][2 * kn][1]);
-                p[mt][1] = pack2<BF16>(s[mt][2 * kn][2], s[mt][2 * kn][3]);
-                p[mt][2] = pack2<BF16>(s[mt][2 * kn + 1][0], s[mt][2 * kn + 1][1]);
-                p[mt][3] = pack2<BF16>(s[mt][2 * kn + 1][2], s[mt][2 * kn + 1][3]);
-            }
 #pragma unroll
             for (int dp = 0; dp < DT / 2; ++dp) {  // two n8 tiles of O per ldmatrix.x4.trans
                 unsigned bv[4];
@@ -269,8 +279,11 @@ fa2_forward(const unsigned short* __restrict__ Q, const unsigned short* __restri
                 ldmatrix_x4_trans(bv, vbuf + swizzled<D>(row, dp * 2 + lane / 16));
 #pragma unroll
                 for (int mt = 0; mt < MT; ++mt) {
-                    mma_16816<BF16>(o[mt][2 * dp], p[mt], bv[0], bv[1]);
-                    mma_16816<BF16>(o[mt][2 * dp + 1], p[mt], bv[2], bv[3]);
+                    // The m16n8 C layout of S tiles 2kn and 2kn+1 is the m16k16 A layout.
+                    const unsigned a[4] = {p[mt][2 * kn][0], p[mt][2 * kn][1], p[mt][2 * kn + 1][0],
+                                           p[mt][2 * kn + 1][1]};
+                    mma_16816<BF16>(o[mt][2 * dp], a, bv[0], bv[1]);
+                    mma_16816<BF16>(o[mt][2 * dp + 1], a, bv[2], bv[3]);
                 }
             }
         }
