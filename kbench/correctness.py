@@ -16,8 +16,8 @@ class Verdict:
     ok: bool
     reason: str = ""
     trials: int = 0
-    max_abs_err: float = 0.0
-    max_rel_err: float = 0.0  # max |out - ref| / max |ref|
+    max_abs_err: float | None = 0.0  # None: not measurable (wrong shape, NaN output)
+    max_rel_err: float | None = 0.0  # max |out - ref| / max |ref|
     atol: float = 0.0
     rtol: float = 0.0
     # The last trial's closure, inputs, output buffer and reference, reused for timing.
@@ -56,25 +56,21 @@ def call_and_collect(fn, out, device: str):
     return out if returned is None else returned
 
 
-def compare(result, expected_like, ref, atol: float, rtol: float) -> tuple[str, float, float]:
-    """Returns (failure reason or "", max abs error, max relative error)."""
+def compare(result, expected_like, ref, atol: float, rtol: float) -> tuple[str, float | None, float | None]:
+    """Returns (failure reason or "", max abs error, max relative error); errors are None when unmeasurable."""
     import torch
 
     if not isinstance(result, torch.Tensor):
-        return f"returned {type(result).__name__}, not a tensor", float("nan"), float("nan")
+        return f"returned {type(result).__name__}, not a tensor", None, None
     if tuple(result.shape) != tuple(ref.shape):
-        return f"wrong shape {tuple(result.shape)}, expected {tuple(ref.shape)}", float("nan"), float("nan")
+        return f"wrong shape {tuple(result.shape)}, expected {tuple(ref.shape)}", None, None
     if result.dtype != expected_like.dtype:
-        return f"wrong dtype {result.dtype}, expected {expected_like.dtype}", float("nan"), float("nan")
+        return f"wrong dtype {result.dtype}, expected {expected_like.dtype}", None, None
     got = result.detach().to(device=ref.device, dtype=torch.float64)
     finite = torch.isfinite(got)
     bad_values = int((~finite).sum())
     if bad_values:
-        return (
-            f"{bad_values} of {got.numel()} outputs are NaN/Inf (unwritten, or overflow)",
-            float("nan"),
-            float("nan"),
-        )
+        return f"{bad_values} of {got.numel()} outputs are NaN/Inf (unwritten, or overflow)", None, None
     err = (got - ref).abs()
     max_abs = float(err.max()) if err.numel() else 0.0
     scale = float(ref.abs().max()) if ref.numel() else 0.0
@@ -103,8 +99,8 @@ def check(suite, impl, case, device: str, seed: int, trials: int, params: dict |
         ref = suite.reference(case, originals)
         reason, max_abs, max_rel = compare(result, out, ref, atol, rtol)
         verdict.trials = trial + 1
-        verdict.max_abs_err = max(verdict.max_abs_err, max_abs) if max_abs == max_abs else max_abs
-        verdict.max_rel_err = max(verdict.max_rel_err, max_rel) if max_rel == max_rel else max_rel
+        verdict.max_abs_err = None if max_abs is None else max(verdict.max_abs_err or 0.0, max_abs)
+        verdict.max_rel_err = None if max_rel is None else max(verdict.max_rel_err or 0.0, max_rel)
         if not reason:
             changed = [name for name, t in inputs.items() if not torch.equal(t, originals[name])]
             if changed:

@@ -29,6 +29,17 @@ class WorkerGone(Exception):
         self.log = log  # the worker's stderr, kept for the user to read
 
 
+def describe_death(lines: list[str]) -> str:
+    fatal = next((i for i, line in enumerate(lines) if line.startswith("Fatal Python error")), None)
+    if fatal is None:
+        noise = ("Extension modules:", "(total:")
+        useful = [line for line in lines if not line.startswith(noise)]
+        return useful[-1] if useful else ""
+    # faulthandler lists the most recent call first under the thread header.
+    frame = next((line for line in lines[fatal + 1:] if line.startswith("File ")), "")
+    return f"{lines[fatal]} ({frame})" if frame else lines[fatal]
+
+
 class Worker:
     def __init__(self, kernel_dirs=(), device: str = "auto", env: dict | None = None):
         spec = json.dumps({"kernel_dirs": [str(p) for p in kernel_dirs], "device": device})
@@ -43,6 +54,7 @@ class Worker:
         )
         self._buffer = b""
         self.keep_log = False
+        self.busy = False  # a job is in flight: closing must not wait for it
         hello = self._read(STARTUP_TIMEOUT, what="start")
         self.device = hello["device"]
         self.env = hello["env"]
@@ -54,7 +66,12 @@ class Worker:
             self.process.stdin.flush()
         except (BrokenPipeError, OSError):
             raise self._gone("CRASH", "worker exited before the job started") from None
+        self.busy = True
         record = self._read(timeout, what="job")
+        self.busy = False
+        if record.get("status") == "CRASH":
+            self.keep_log = True  # the worker's log holds the full traceback
+            record["log"] = self.log.name
         if record.get("fatal"):
             self.close()
         return record
@@ -93,14 +110,15 @@ class Worker:
         return WorkerGone(status, reason, self.log.name)
 
     def log_tail(self) -> str:
-        """The last informative line of the worker's log."""
+        """What the worker's log says about its death: faulthandler's "Fatal Python error"
+        and the innermost frame, else the last line."""
         try:
             with open(self.log.name, "rb") as fh:
-                fh.seek(max(0, os.path.getsize(self.log.name) - 4096))
+                fh.seek(max(0, os.path.getsize(self.log.name) - 16384))
                 lines = [ln.strip() for ln in fh.read().decode(errors="replace").splitlines() if ln.strip()]
         except OSError:
             return ""
-        return lines[-1] if lines else ""
+        return describe_death(lines)
 
     @property
     def alive(self) -> bool:
@@ -115,14 +133,15 @@ class Worker:
         self.process.wait()
 
     def close(self) -> None:
-        """End the worker: close its stdin, then kill it if it lingers."""
-        if self.alive:
-            try:
+        """End the worker: an idle one exits when its stdin closes; a busy (hung) one is killed at once."""
+        try:
+            if self.alive and not self.busy:
                 self.process.stdin.close()
                 self.process.wait(timeout=10)
-            except (OSError, subprocess.TimeoutExpired):
-                pass
-        self.kill()
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        finally:  # also on a second Ctrl-C: never leave a worker behind
+            self.kill()
         if not self.keep_log:
             try:
                 os.unlink(self.log.name)

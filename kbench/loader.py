@@ -80,4 +80,10 @@ def load(kernel_dirs: list[Path] | tuple = (), with_kernels: bool = True) -> Reg
             raise UserError(f"kernel folder {str(folder)!r} does not exist")
         for path in python_files(folder.resolve()):
             load_file(path, registry)
+    for suite_name, impls in registry.impls.items():
+        if suite_name not in registry.suites:
+            for impl in impls.values():
+                registry.load_errors[impl.source] = (
+                    f"implementation {impl.name!r} names unknown suite {suite_name!r}"
+                    f" (suites: {', '.join(registry.suites)})")
     return registry

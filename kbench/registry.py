@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from kbench.errors import UserError
-from kbench.suite import Case, Suite
+from kbench.suite import Case, Suite, parse_value
 
 # A closure factory: make(case, inputs, out) -> zero-argument callable.
 Factory = Callable[..., Callable[[], object]]
@@ -110,10 +110,9 @@ def variants(impls: list[Implementation], requested: dict[str, list[str]]) -> li
 
 def _param_value(impl: Implementation, name: str, raw: str):
     kind = type(impl.params[name])
-    try:
-        return kind(raw)
-    except ValueError:
-        raise UserError(f"--param {name}: {raw!r} is not a valid {kind.__name__} for {impl.name}") from None
+    if kind not in (bool, int, float, str):
+        raise UserError(f"--param {name}: {impl.name}'s default {impl.params[name]!r} cannot be set from the command line")
+    return parse_value(kind, raw, f"--param {name} (for {impl.name})")
 
 
 @dataclass

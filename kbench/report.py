@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 
 from rich import box
 from rich.console import Console
 from rich.markup import escape
+
+from kbench import results
 from rich.table import Table
 
 STATUS_STYLE = {"OK": "green", "FAIL": "bold red", "SKIP": "yellow", "CRASH": "bold red", "TIMEOUT": "bold red"}
@@ -135,4 +136,4 @@ def to_csv(records: list[dict]) -> str:
 
 
 def to_json(records: list[dict]) -> str:
-    return json.dumps(records, indent=2)
+    return results.dumps(records, indent=2)

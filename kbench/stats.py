@@ -42,5 +42,5 @@ def summarize(samples) -> dict:
         "max": float(x.max()),
         "mean": float(x.mean()),
         "std": float(x.std(ddof=1)) if x.size > 1 else 0.0,
-        "median_noise": median_noise(x),
+        "median_noise": median_noise(x) if x.size > 1 else None,  # unknown from one sample
     }

@@ -13,6 +13,28 @@ from typing import Any
 from kbench.errors import UserError
 
 
+def parse_value(kind: type, text: str, option: str) -> Any:
+    """One command-line value as ``kind`` (bool, int, float or str); UserError names ``option``."""
+    if kind is bool:
+        lowered = text.lower()
+        if lowered in ("1", "true", "yes", "on"):
+            return True
+        if lowered in ("0", "false", "no", "off"):
+            return False
+        raise UserError(f"{option}: {text!r} is not a boolean (use true or false)")
+    if kind is int:
+        try:
+            return int(text)
+        except ValueError:
+            raise UserError(f"{option}: {text!r} is not an integer") from None
+    if kind is float:
+        try:
+            return float(text)
+        except ValueError:
+            raise UserError(f"{option}: {text!r} is not a number") from None
+    return text
+
+
 @dataclass(frozen=True)
 class Axis:
     """One case parameter. Every axis becomes a ``kbench run SUITE --NAME`` option
@@ -39,25 +61,7 @@ class Axis:
         return values
 
     def _convert(self, part: str) -> Any:
-        if self.type is bool:
-            lowered = part.lower()
-            if lowered in ("1", "true", "yes", "on"):
-                return True
-            if lowered in ("0", "false", "no", "off"):
-                return False
-            raise UserError(f"{self.option}: {part!r} is not a boolean (use true or false)")
-        if self.type is int:
-            try:
-                value = int(part)
-            except ValueError:
-                raise UserError(f"{self.option}: {part!r} is not an integer") from None
-        elif self.type is float:
-            try:
-                value = float(part)
-            except ValueError:
-                raise UserError(f"{self.option}: {part!r} is not a number") from None
-        else:
-            value = part
+        value = parse_value(self.type, part, self.option)
         if self.choices is not None and value not in self.choices:
             raise UserError(
                 f"{self.option}: unknown value {part!r} (choose from {', '.join(map(str, self.choices))})"

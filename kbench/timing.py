@@ -55,7 +55,7 @@ def _finish(samples_s: list[float], stop_reason: str, method: str, settings: Set
         warnings.append(f"only {stats['n']} samples ({stop_reason})")
     if method.startswith("cuda-events") and stats["median"] < LAUNCH_BOUND_MS:
         warnings.append("launch-bound (< 20 us a call): --cuda-graph times it without launch gaps")
-    if stats["median_noise"] > max(HIGH_NOISE, settings.stop.target_noise):
+    if stats["median_noise"] is not None and stats["median_noise"] > max(HIGH_NOISE, settings.stop.target_noise):
         warnings.append(f"noisy: median known to ±{stats['median_noise']:.1%}")
     return {
         "method": method,

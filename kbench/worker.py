@@ -96,14 +96,33 @@ def execute(registry, job: dict, device: str, env: dict) -> dict:
         return record
 
 
+def exit_with_parent(interval: float = 1.0) -> None:
+    """End this process when the kbench process that started it dies (SIGKILL included)."""
+    import threading
+    import time
+
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(interval)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="kbench-parent-watch", daemon=True).start()
+
+
 def main() -> None:
+    exit_with_parent()
     protocol = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # kernels' prints go to the log, never into the protocol
     faulthandler.enable()  # a segfault leaves a Python stack in the log
     spec = json.loads(sys.argv[1])
 
+    from kbench.results import dumps
+
     def send(message: dict) -> None:
-        protocol.write(json.dumps(message) + "\n")
+        protocol.write(dumps(message) + "\n")
         protocol.flush()
 
     device = pick_device(spec.get("device", "auto"))

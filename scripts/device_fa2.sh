@@ -24,7 +24,7 @@ STEPS=${STEPS:-correct sanitize bench}
 if [[ $STEPS == *correct* ]]; then
 echo "== correctness: N in {1,17,128,255,256,1000,4096}, d 64/128, fp16/bf16, causal and not, B=3 H=5"
 for causal in --no-causal --causal; do
-  kb run attention --impl cupy-fa2 --baseline cupy-fa2 --n 1,17,128,255,256,1000,4096 --d 64,128 --dtype fp16,bf16 \
+  kb run attention --impl cupy-fa2 --baseline cupy-fa2 --n ${CORRECT_N:-1,17,128,255,256,1000,4096} --d 64,128 --dtype fp16,bf16 \
      --batch 3 --heads 5 $causal ${CORRECT_PARAMS:---param block_m=128,64 --param block_n=64,128} \
      --min-time 0.02 --max-time 0.05 --format csv --out "$OUT/fa2-correct.jsonl" > /dev/null
 done
@@ -53,8 +53,9 @@ fi
 if [[ $STEPS == *bench* ]]; then
 echo "== benchmark: fp16, B*H*N = 128k tokens; d=128 non-causal at four N, then d=64 and causal"
 PARAMS=${PARAMS:---param block_m=128,64 --param block_n=64,128 --param warps=4,8}
-for spec in "1024 8 16 128 --no-causal" "4096 2 16 128 --no-causal" "8192 1 16 128 --no-causal" \
-            "16384 1 8 128 --no-causal" "4096 2 16 64 --no-causal" "4096 2 16 128 --causal"; do
+SPECS=${SPECS:-"1024 8 16 128 --no-causal|4096 2 16 128 --no-causal|8192 1 16 128 --no-causal|16384 1 8 128 --no-causal|4096 2 16 64 --no-causal|4096 2 16 128 --causal"}
+IFS='|' read -ra SPEC_LIST <<< "$SPECS"
+for spec in "${SPEC_LIST[@]}"; do
   set -- $spec
   kb run attention --impl sdpa,sdpa-cudnn,triton-fa2,cupy-fa2 --baseline sdpa --n $1 --batch $2 --heads $3 --d $4 $5 \
      $PARAMS --format csv --out "$OUT/fa2-bench.jsonl" > /dev/null

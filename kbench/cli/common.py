@@ -25,7 +25,7 @@ def user_errors():
     try:
         yield
     except UserError as exc:
-        stderr.print(f"[bold red]kbench: error:[/] {escape(str(exc))}", highlight=False)
+        stderr.print(f"[bold red]kbench: error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         raise typer.Exit(exc.exit_code) from None
 
 

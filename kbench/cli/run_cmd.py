@@ -10,6 +10,7 @@ from __future__ import annotations
 import inspect
 import itertools
 import shlex
+import signal
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -31,6 +32,10 @@ GPU_STOP = StopRule()
 
 class SuiteGroup(TyperGroup):
     """`kbench run NAME`: an unknown suite gets one line with a suggestion."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.suggest_commands = False  # Typer's own suggestion would repeat ours
 
     def get_command(self, ctx, cmd_name):
         command = super().get_command(ctx, cmd_name)
@@ -139,8 +144,10 @@ def execute(suite: Suite, cases: list[Case], *, impl, param, baseline, seed, tri
         raise UserError("--trials must be at least 1")
     stop = {"min_time": min_time, "max_time": max_time, "target_noise": target_noise}
     stop = {key: value for key, value in stop.items() if value is not None}  # unset: the device's defaults
-    if timeout <= 0 or any(value < 0 for value in stop.values()):
-        raise UserError("--timeout, --min-time, --max-time and --target-noise must be positive")
+    if timeout <= 0 or stop.get("min_time", 0) < 0 or any(stop.get(k, 1) <= 0 for k in ("max_time", "target_noise")):
+        raise UserError("--timeout, --max-time and --target-noise must be positive, --min-time not negative")
+    if device == "cuda" and not runner.host_has_gpu():
+        raise UserError("--device cuda: no CUDA device is visible on this machine")
 
     registry = loader.load(kernels or [])
     for path, error in registry.load_errors.items():
@@ -200,6 +207,10 @@ def _run_with_progress(registry, request, results_file) -> list[dict]:
             progress.console.print(f"  {record['label']} {record['case_key']}: {status} {record.get('reason', '')}",
                                    highlight=False, markup=False)
 
+    def on_sigterm(signum, frame):
+        raise KeyboardInterrupt  # CI cancellation, `timeout`: clean up as for Ctrl-C
+
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
     try:
         with progress:
             runner.run(registry, request, results_file, on_start=on_start, on_record=on_record)
@@ -207,5 +218,6 @@ def _run_with_progress(registry, request, results_file) -> list[dict]:
         stderr.print(f"interrupted: {len(done)} records kept in {results_file.path}", highlight=False)
         raise typer.Exit(130) from None
     finally:
+        signal.signal(signal.SIGTERM, previous)
         results_file.close()
     return done

@@ -12,9 +12,10 @@
 //                       the m16k16 A layout), B = V rows through ldmatrix.trans
 // and O / l once at the end (deferred normalisation), optionally the log-sum-exp.
 //
-// Shared memory rows are D halves (128 or 256 bytes); 16-byte chunk c of row r
-// is stored at chunk c ^ (r % 8) (XOR swizzle), so the 8 row addresses of every
-// ldmatrix 8x8 matrix, and the cp.async stores of a warp, hit 8 different bank groups.
+// Shared memory rows are D halves (128 or 256 bytes); by default 16-byte chunk c
+// of row r is stored at chunk c ^ (r % 8) (XOR swizzle), so the 8 row addresses of
+// every ldmatrix 8x8 matrix, and the cp.async stores of a warp, hit 8 different
+// bank groups (see Tile below for the padded and plain layouts it is measured against).
 //
 // No headers, so NVRTC (cupy.RawModule) and nvcc compile it alike: elements are
 // raw 16-bit patterns, converted with cvt.rn.{f16,bf16}x2.f32.
@@ -83,17 +84,28 @@ __device__ __forceinline__ unsigned smem_addr(const void* p) {
     return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
 
-// Byte offset of (row, 16-byte chunk) in a swizzled tile whose rows are D halves.
-template <int D>
-__device__ __forceinline__ unsigned swizzled(int row, int chunk) {
-    return static_cast<unsigned>(row * D * 2 + ((chunk ^ (row & 7)) << 4));
-}
+// Shared-memory layouts of a tile whose rows are D 16-bit elements:
+//   SWIZZLE  chunk c of row r at chunk c ^ (r % 8): no bank conflicts, no padding
+//   PAD      rows padded by 16 bytes: no bank conflicts, 16 bytes a row more
+//   PLAIN    rows back to back: the 8 rows of an ldmatrix 8x8 share banks (8-way conflicts)
+// (the layout is a parameter so that what swizzling buys can be measured).
+enum Layout { SWIZZLE = 0, PAD = 1, PLAIN = 2 };
+
+template <int D, int LAYOUT>
+struct Tile {
+    static constexpr int ROW_BYTES = D * 2 + (LAYOUT == PAD ? 16 : 0);
+    // Byte offset of (row, 16-byte chunk).
+    static __device__ __forceinline__ unsigned offset(int row, int chunk) {
+        const int c = (LAYOUT == SWIZZLE) ? (chunk ^ (row & 7)) : chunk;
+        return static_cast<unsigned>(row * ROW_BYTES + (c << 4));
+    }
+};
 
 // Issue cp.async for a ROWS x D tile starting at global row `row0`; rows >= n are zero-filled.
 // Each thread keeps one 16-byte column (chunk) and walks rows ROW_STEP apart; when
 // ROW_STEP is a multiple of 8 its swizzled column never changes, so the addresses
 // cost two registers instead of one pair per row (which spilled at 255 registers).
-template <int ROWS, int D, int THREADS>
+template <int ROWS, int D, int THREADS, int LAYOUT>
 __device__ __forceinline__ void load_tile(unsigned dst, const unsigned short* src, long long row_stride,
                                           int row0, int n, int tid) {
     constexpr int CHUNKS = D / 8;
@@ -102,18 +114,19 @@ __device__ __forceinline__ void load_tile(unsigned dst, const unsigned short* sr
     const int chunk = tid % CHUNKS;
     const int first = tid / CHUNKS;
     const unsigned short* col = src + chunk * 8;
+    const unsigned column = Tile<D, LAYOUT>::offset(first, chunk) - first * Tile<D, LAYOUT>::ROW_BYTES;
 #pragma unroll
     for (int k = 0; k < (ROWS + ROW_STEP - 1) / ROW_STEP; ++k) {
         const int row = first + k * ROW_STEP;
         if (ROWS % ROW_STEP != 0 && row >= ROWS) break;
         const bool valid = row0 + row < n;
-        const int swizzle_row = (ROW_STEP % 8 == 0) ? first : row;
-        const unsigned to = dst + row * D * 2 + ((chunk ^ (swizzle_row & 7)) << 4);
+        const unsigned to = (ROW_STEP % 8 == 0) ? dst + row * Tile<D, LAYOUT>::ROW_BYTES + column
+                                                : dst + Tile<D, LAYOUT>::offset(row, chunk);
         cp_async_16(to, col + (valid ? (row0 + row) * row_stride : 0), valid ? 16 : 0);
     }
 }
 
-template <int D, int BLOCK_M, int BLOCK_N, int WARPS, bool BF16, bool CAUSAL>
+template <int D, int BLOCK_M, int BLOCK_N, int WARPS, bool BF16, bool CAUSAL, int LAYOUT>
 __global__ void __launch_bounds__(WARPS * 32)
 fa2_forward(const unsigned short* __restrict__ Q, const unsigned short* __restrict__ K,
             const unsigned short* __restrict__ V, unsigned short* __restrict__ O, float* __restrict__ LSE,
@@ -133,11 +146,12 @@ fa2_forward(const unsigned short* __restrict__ Q, const unsigned short* __restri
     static_assert(ROWS % 16 == 0, "each warp needs a multiple of 16 query rows");
     static_assert(BLOCK_N % 16 == 0 && D % 16 == 0, "tiles are multiples of 16");
 
+    using T = Tile<D, LAYOUT>;
     extern __shared__ __align__(128) unsigned short smem[];
     const unsigned sQ = smem_addr(smem);
-    const unsigned sK = sQ + BLOCK_M * D * 2;  // two K buffers, then two V buffers
-    const unsigned sV = sK + 2 * BLOCK_N * D * 2;
-    constexpr unsigned KV_BYTES = BLOCK_N * D * 2;
+    const unsigned sK = sQ + BLOCK_M * T::ROW_BYTES;  // two K buffers, then two V buffers
+    constexpr unsigned KV_BYTES = BLOCK_N * T::ROW_BYTES;
+    const unsigned sV = sK + 2 * KV_BYTES;
 
     const int tid = threadIdx.x;
     const int warp = tid / 32;
@@ -156,9 +170,9 @@ fa2_forward(const unsigned short* __restrict__ Q, const unsigned short* __restri
         n_tiles = min(n_tiles, last / BLOCK_N + 1);
     }
 
-    load_tile<BLOCK_M, D, THREADS>(sQ, q, q_sn, m0, n, tid);
-    load_tile<BLOCK_N, D, THREADS>(sK, k, k_sn, 0, n, tid);
-    load_tile<BLOCK_N, D, THREADS>(sV, v, v_sn, 0, n, tid);
+    load_tile<BLOCK_M, D, THREADS, LAYOUT>(sQ, q, q_sn, m0, n, tid);
+    load_tile<BLOCK_N, D, THREADS, LAYOUT>(sK, k, k_sn, 0, n, tid);
+    load_tile<BLOCK_N, D, THREADS, LAYOUT>(sV, v, v_sn, 0, n, tid);
     cp_async_commit();
 
     float o[MT][DT][4];
@@ -182,8 +196,8 @@ fa2_forward(const unsigned short* __restrict__ Q, const unsigned short* __restri
         __syncthreads();  // tile j is in; every warp is done with tile j-1's buffers
         if (j + 1 < n_tiles) {
             const unsigned next = ((j + 1) & 1) * KV_BYTES;
-            load_tile<BLOCK_N, D, THREADS>(sK + next, k, k_sn, (j + 1) * BLOCK_N, n, tid);
-            load_tile<BLOCK_N, D, THREADS>(sV + next, v, v_sn, (j + 1) * BLOCK_N, n, tid);
+            load_tile<BLOCK_N, D, THREADS, LAYOUT>(sK + next, k, k_sn, (j + 1) * BLOCK_N, n, tid);
+            load_tile<BLOCK_N, D, THREADS, LAYOUT>(sV + next, v, v_sn, (j + 1) * BLOCK_N, n, tid);
         }
         cp_async_commit();
 
@@ -204,13 +218,13 @@ fa2_forward(const unsigned short* __restrict__ Q, const unsigned short* __restri
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
                 const int row = warp * ROWS + mt * 16 + (lane % 16);
-                ldmatrix_x4(a[mt], sQ + swizzled<D>(row, kd * 2 + lane / 16));
+                ldmatrix_x4(a[mt], sQ + T::offset(row, kd * 2 + lane / 16));
             }
 #pragma unroll
             for (int np = 0; np < NT / 2; ++np) {  // two n8 tiles per ldmatrix.x4
                 unsigned bk[4];
                 const int row = np * 16 + (lane % 8) + (lane / 16) * 8;
-                ldmatrix_x4(bk, kbuf + swizzled<D>(row, kd * 2 + (lane / 8) % 2));
+                ldmatrix_x4(bk, kbuf + T::offset(row, kd * 2 + (lane / 8) % 2));
 #pragma unroll
                 for (int mt = 0; mt < MT; ++mt) {
                     mma_16816<BF16>(s[mt][2 * np], a[mt], bk[0], bk[1]);
@@ -276,7 +290,7 @@ fa2_forward(const unsigned short* __restrict__ Q, const unsigned short* __restri
             for (int dp = 0; dp < DT / 2; ++dp) {  // two n8 tiles of O per ldmatrix.x4.trans
                 unsigned bv[4];
                 const int row = kn * 16 + (lane % 8) + ((lane / 8) % 2) * 8;
-                ldmatrix_x4_trans(bv, vbuf + swizzled<D>(row, dp * 2 + lane / 16));
+                ldmatrix_x4_trans(bv, vbuf + T::offset(row, dp * 2 + lane / 16));
 #pragma unroll
                 for (int mt = 0; mt < MT; ++mt) {
                     // The m16n8 C layout of S tiles 2kn and 2kn+1 is the m16k16 A layout.
@@ -316,17 +330,18 @@ fa2_forward(const unsigned short* __restrict__ Q, const unsigned short* __restri
 
 #ifdef KBENCH_INSTANTIATE
 // nvcc build check (tests/): instantiate the configurations kbench launches.
-#define KBENCH_FA2(D, BM, BN, W)                                                                        \
-    template __global__ void fa2_forward<D, BM, BN, W, false, false>(                                   \
-        const unsigned short*, const unsigned short*, const unsigned short*, unsigned short*, float*, int, \
-        int, long long, long long, long long, long long, long long, long long, long long, long long,     \
-        long long, long long, long long, long long, float);                                             \
-    template __global__ void fa2_forward<D, BM, BN, W, true, true>(                                     \
+#define KBENCH_FA2_ONE(D, BM, BN, W, BF16, CAUSAL, LAYOUT)                                                  \
+    template __global__ void fa2_forward<D, BM, BN, W, BF16, CAUSAL, LAYOUT>(                               \
         const unsigned short*, const unsigned short*, const unsigned short*, unsigned short*, float*, int, \
         int, long long, long long, long long, long long, long long, long long, long long, long long,     \
         long long, long long, long long, long long, float);
+#define KBENCH_FA2(D, BM, BN, W)                    \
+    KBENCH_FA2_ONE(D, BM, BN, W, false, false, SWIZZLE) \
+    KBENCH_FA2_ONE(D, BM, BN, W, true, true, SWIZZLE)
 KBENCH_FA2(64, 128, 64, 4)
 KBENCH_FA2(128, 128, 64, 4)
 KBENCH_FA2(128, 128, 128, 4)
 KBENCH_FA2(128, 64, 64, 4)
+KBENCH_FA2_ONE(128, 128, 64, 4, false, false, PAD)
+KBENCH_FA2_ONE(128, 128, 64, 4, false, false, PLAIN)
 #endif

@@ -5,6 +5,7 @@ NVRTC through ``cupy.RawModule`` (CuPy caches the binary on disk, so a second ru
 does not recompile). Tile shape and warps are parameters:
 
     kbench run attention --impl cupy-fa2 --param block_m=128 --param block_n=128 --param warps=4
+    kbench run attention --impl cupy-fa2 --param smem_layout=swizzle,pad,plain
 
 Each record's ``config`` carries the compiled kernel's registers per thread,
 shared memory per block and local-memory (spill) bytes per thread, read from
@@ -21,12 +22,18 @@ LOG2_E = 1.4426950408889634
 HEAD_DIMS = (64, 128)
 
 
-def smem_bytes(d: int, block_m: int, block_n: int) -> int:
-    """Q tile, plus two K and two V tiles (double buffering), 2 bytes an element."""
-    return (block_m + 4 * block_n) * d * 2
+LAYOUTS = {"swizzle": 0, "pad": 1, "plain": 2}  # shared-memory layouts (see Tile in the .cu)
 
 
-def check_config(d: int, block_m: int, block_n: int, warps: int) -> str | None:
+def smem_bytes(d: int, block_m: int, block_n: int, layout: str = "swizzle") -> int:
+    """Q tile, plus two K and two V tiles (double buffering), 2 bytes an element (+16 a row padded)."""
+    row_bytes = d * 2 + (16 if layout == "pad" else 0)
+    return (block_m + 4 * block_n) * row_bytes
+
+
+def check_config(d: int, block_m: int, block_n: int, warps: int, layout: str = "swizzle") -> str | None:
+    if layout not in LAYOUTS:
+        return f"smem_layout={layout!r} is not one of {', '.join(LAYOUTS)}"
     if warps < 1 or block_m % (16 * warps):
         return f"block_m={block_m} must give each of the {warps} warps a multiple of 16 rows"
     if block_n < 16 or block_n % 16:
@@ -37,12 +44,12 @@ def check_config(d: int, block_m: int, block_n: int, warps: int) -> str | None:
 
 
 @lru_cache(maxsize=None)
-def compiled(d: int, block_m: int, block_n: int, warps: int, bf16: bool, causal: bool):
+def compiled(d: int, block_m: int, block_n: int, warps: int, bf16: bool, causal: bool, layout: str):
     """The kernel for one configuration (NVRTC compiles once per process; CuPy's disk cache across runs)."""
     import cupy
 
     name = (f"fa2_forward<{d}, {block_m}, {block_n}, {warps}, "
-            f"{'true' if bf16 else 'false'}, {'true' if causal else 'false'}>")
+            f"{'true' if bf16 else 'false'}, {'true' if causal else 'false'}, {LAYOUTS[layout]}>")
     module = cupy.RawModule(code=SOURCE.read_text(), options=("-std=c++17",), name_expressions=(name,))
     return module.get_function(name)
 
@@ -56,19 +63,19 @@ def _supports(case):
 @implementation(
     "attention", "cupy-fa2", backend="cupy", cuda=True, modules=("torch", "cupy"), min_cc=(8, 0),
     dtypes=("fp16", "bf16"), supports=_supports,
-    params={"block_m": 128, "block_n": 64, "warps": 4, "lse": 0},
+    params={"block_m": 128, "block_n": 64, "warps": 4, "smem_layout": "swizzle", "lse": 0},
     description="FlashAttention-2 in CUDA C++: mma.sync m16n8k16, ldmatrix, cp.async double buffering",
 )
-def cupy_fa2(case, inputs, out, block_m, block_n, warps, lse):
+def cupy_fa2(case, inputs, out, block_m, block_n, warps, smem_layout, lse):
     import cupy
     import numpy as np
     import torch
 
     q, k, v = inputs["q"], inputs["k"], inputs["v"]
-    reason = check_config(case.d, block_m, block_n, warps)
+    reason = check_config(case.d, block_m, block_n, warps, smem_layout)
     if reason:
         raise Unsupported(reason)
-    smem = smem_bytes(case.d, block_m, block_n)
+    smem = smem_bytes(case.d, block_m, block_n, smem_layout)
     limit = cupy.cuda.runtime.getDeviceProperties(q.device.index or 0)["sharedMemPerBlockOptin"]
     if smem > limit:
         raise Unsupported(f"needs {smem // 1024} KiB of shared memory per block; this GPU allows {limit // 1024} KiB")
@@ -76,7 +83,7 @@ def cupy_fa2(case, inputs, out, block_m, block_n, warps, lse):
         if t.stride(-1) != 1:
             raise Unsupported("cupy-fa2 needs a contiguous last dimension")
 
-    kernel = compiled(case.d, block_m, block_n, warps, case.dtype == "bf16", bool(case.causal))
+    kernel = compiled(case.d, block_m, block_n, warps, case.dtype == "bf16", bool(case.causal), smem_layout)
     if smem > 48 * 1024:  # above 48 KiB a block must opt in to its dynamic shared memory
         kernel.max_dynamic_shared_size_bytes = smem
     lse_out = torch.empty(case.batch * case.heads, case.n, device=q.device, dtype=torch.float32) if lse else None
@@ -102,7 +109,7 @@ def cupy_fa2(case, inputs, out, block_m, block_n, warps, lse):
         kernel(grid, block, args, shared_mem=smem)
 
     run.config = {
-        "block_m": block_m, "block_n": block_n, "warps": warps, "lse": bool(lse),
+        "block_m": block_m, "block_n": block_n, "warps": warps, "smem_layout": smem_layout, "lse": bool(lse),
         "registers_per_thread": kernel.num_regs,
         "local_bytes_per_thread": kernel.local_size_bytes,  # spills (and any local arrays)
         "static_smem_bytes": kernel.shared_size_bytes,

@@ -1,0 +1,113 @@
+"""triton-fa2 (through Triton's interpreter), naive and sdpa-math against the float64 reference,
+through the real engine path: kbench.correctness.check with fresh seeds per case."""
+
+from __future__ import annotations
+
+import itertools
+import zlib
+
+import pytest
+import torch
+
+from kbench.correctness import check, recheck
+from kbench.suite import Case
+
+NS = (1, 17, 77, 130)
+HEAD_DIMS = (64, 128)
+DTYPES = ("fp16", "bf16", "fp32")
+
+
+def seed_for(case: Case) -> int:
+    """A different, reproducible seed for every case."""
+    return zlib.crc32(case.key.encode()) % 100_000
+
+
+def _triton_cases():
+    for n, d, dtype, causal in itertools.product(NS, HEAD_DIMS, DTYPES, (False, True)):
+        # batch x heads > 1 on half of the grid (odd and even N both), 1 x 1 on the rest
+        batch, heads = (2, 3) if n in (17, 130) else (1, 1)
+        yield Case({"n": n, "d": d, "batch": batch, "heads": heads, "dtype": dtype, "causal": causal})
+
+
+@pytest.mark.parametrize("case", list(_triton_cases()), ids=lambda c: c.key)
+def test_triton_fa2_matches_reference(registry, attention, case):
+    impl = registry.implementations("attention")["triton-fa2"]
+    verdict = check(attention, impl, case, "cpu", seed=seed_for(case), trials=2)
+    assert verdict.ok, verdict.reason
+    atol, _ = attention.tolerance(case)
+    assert verdict.max_abs_err <= atol
+    assert recheck(verdict, "cpu") == ""  # a second call on the same buffers is right too
+    fn = verdict.last[0]
+    assert fn.config["BLOCK_M"] == 64  # the interpreter's tile config
+
+
+def test_triton_fa2_batch_and_heads_are_independent(registry, attention):
+    """Each (batch, head) slice equals the same computation done alone: no mixing across slices."""
+    impl = registry.implementations("attention")["triton-fa2"]
+    case = Case({"n": 33, "d": 64, "batch": 2, "heads": 2, "dtype": "fp32", "causal": True})
+    inputs = attention.make_inputs(case, seed=9, device="cpu")
+    out = attention.make_output(case, inputs)
+    impl.make(case, inputs, out)()
+    single = Case({**case.values, "batch": 1, "heads": 1})
+    for b in range(2):
+        for h in range(2):
+            part = {name: t[b : b + 1, h : h + 1].contiguous() for name, t in inputs.items()}
+            alone = attention.make_output(single, part)
+            impl.make(single, part, alone)()
+            torch.testing.assert_close(out[b : b + 1, h : h + 1], alone, rtol=1e-6, atol=1e-6)
+
+
+def test_triton_fa2_rejects_non_contiguous_last_dim(registry, attention):
+    from kbench.registry import Unsupported
+
+    impl = registry.implementations("attention")["triton-fa2"]
+    case = Case({"n": 16, "d": 16, "batch": 1, "heads": 1, "dtype": "fp32", "causal": False})
+    inputs = attention.make_inputs(case, seed=0, device="cpu")
+    inputs["q"] = inputs["q"].transpose(-1, -2).contiguous().transpose(-1, -2)
+    with pytest.raises(Unsupported, match="contiguous last dimension"):
+        impl.make(case, inputs, attention.make_output(case, inputs))
+
+
+@pytest.mark.parametrize("name", ["naive", "sdpa-math"])
+@pytest.mark.parametrize("case", [
+    Case({"n": 17, "d": 64, "batch": 2, "heads": 2, "dtype": "fp16", "causal": True}),
+    Case({"n": 77, "d": 128, "batch": 1, "heads": 3, "dtype": "bf16", "causal": False}),
+    Case({"n": 33, "d": 32, "batch": 1, "heads": 1, "dtype": "fp32", "causal": True}),
+    Case({"n": 1, "d": 64, "batch": 1, "heads": 1, "dtype": "fp32", "causal": False}),
+], ids=lambda c: c.key)
+def test_torch_implementations_match_reference(registry, attention, name, case):
+    impl = registry.implementations("attention")[name]
+    verdict = check(attention, impl, case, "cpu", seed=seed_for(case) + 1, trials=2)
+    assert verdict.ok, verdict.reason
+    assert verdict.max_abs_err <= attention.tolerance(case)[0]
+    assert recheck(verdict, "cpu") == ""
+
+
+SDP_FLAGS = ("flash", "cudnn", "mem_efficient", "math")
+
+
+@pytest.fixture(autouse=True)
+def restore_sdpa_flags():
+    """sdpa-* pin one backend through torch's global flags: put them back after each test."""
+    before = {name: getattr(torch.backends.cuda, f"{name}_sdp_enabled")() for name in SDP_FLAGS}
+    yield
+    for name, enabled in before.items():
+        getattr(torch.backends.cuda, f"enable_{name}_sdp")(enabled)
+
+
+def test_sdpa_math_pins_its_backend_and_records_it(registry, attention):
+    impl = registry.implementations("attention")["sdpa-math"]
+    case = Case({"n": 8, "d": 16, "batch": 1, "heads": 1, "dtype": "fp32", "causal": False})
+    verdict = check(attention, impl, case, "cpu", seed=0, trials=1)
+    assert verdict.ok, verdict.reason
+    assert verdict.last[0].config["backend"] == "math"
+    enabled = {name: getattr(torch.backends.cuda, f"{name}_sdp_enabled")() for name in SDP_FLAGS}
+    assert enabled == {"flash": False, "cudnn": False, "mem_efficient": False, "math": True}
+
+
+def test_sdpa_flash_runs_on_cpu(registry, attention):
+    impl = registry.implementations("attention")["sdpa"]
+    case = Case({"n": 19, "d": 32, "batch": 1, "heads": 2, "dtype": "fp16", "causal": True})
+    verdict = check(attention, impl, case, "cpu", seed=3, trials=2)
+    assert verdict.ok, verdict.reason
+    assert verdict.last[0].config["backend"] == "flash"

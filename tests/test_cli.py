@@ -1,0 +1,319 @@
+"""The command line: help, version, list, env, a real small run and the output formats."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import subprocess
+import sys
+
+import pytest
+
+import kbench
+from kbench.report import CPU_NOTE
+
+SMALL = ("--n", "64", "--d", "64", "--max-time", "0.3", "--min-time", "0.05")
+
+
+# --- help and version ------------------------------------------------------
+
+def test_root_help_lists_commands(cli, flat_text):
+    result = cli("--help")
+    assert result.exit_code == 0, result.output
+    text = flat_text(result.stdout)
+    assert "Usage: kbench" in text
+    for command in ("run", "list", "env"):
+        assert f" {command} " in text
+    assert "--version" in text
+
+
+def test_short_help_flag(cli, flat_text):
+    result = cli("-h")
+    assert result.exit_code == 0
+    assert "Usage: kbench" in flat_text(result.stdout)
+
+
+def test_run_help_lists_suites(cli, flat_text):
+    result = cli("run", "--help")
+    assert result.exit_code == 0, result.output
+    text = flat_text(result.stdout)
+    assert "Usage: kbench run" in text
+    assert "attention" in text
+
+
+def test_run_attention_help_lists_axes_with_defaults_and_common_options(cli, flat_text):
+    result = cli("run", "attention", "--help")
+    assert result.exit_code == 0, result.output
+    text = flat_text(result.stdout)
+    assert "Usage: kbench run attention" in text
+    for axis, default in (("--n", "256"), ("--d", "128"), ("--batch", "1"), ("--heads", "1"), ("--dtype", "fp16")):
+        assert axis in text
+        assert f"[default: {default}]" in text
+    assert "fp16|bf16|fp32" in text
+    assert "--causal" in text and "--no-causal" in text
+    for option in ("--impl", "--baseline", "--seed", "--trials", "--out", "--format", "--kernels", "--timeout",
+                   "--min-time", "--max-time", "--target-noise", "--device", "--cuda-graph", "--flush-l2"):
+        assert option in text, option
+    assert "[default: naive]" in text  # the suite's baseline
+
+
+def test_list_help(cli, flat_text):
+    result = cli("list", "--help")
+    assert result.exit_code == 0, result.output
+    text = flat_text(result.stdout)
+    assert "Usage: kbench list" in text
+    assert "--kernels" in text
+
+
+def test_env_help(cli, flat_text):
+    result = cli("env", "--help")
+    assert result.exit_code == 0, result.output
+    text = flat_text(result.stdout)
+    assert "Usage: kbench env" in text
+    assert "--json" in text
+
+
+def test_version(cli):
+    result = cli("--version")
+    assert result.exit_code == 0
+    assert result.stdout.strip() == f"kbench {kbench.__version__}"
+
+
+def test_real_help_subprocess_does_not_import_torch(kbench_proc):
+    """`python -X importtime -m kbench --help`: every imported module is listed on stderr; torch must not be."""
+    proc = kbench_proc("--help", python_args=("-X", "importtime"))
+    assert proc.returncode == 0, proc.stderr
+    assert "Usage: kbench" in proc.stdout
+    modules = [line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")]
+    assert "kbench.cli" in modules  # the import log is really there
+    imported_torch = [m for m in modules if m == "torch" or m.startswith("torch.")]
+    assert imported_torch == []
+
+
+@pytest.mark.parametrize("args", [["--help"], ["run", "--help"], ["run", "attention", "--help"], ["list", "--help"],
+                                  ["env", "--help"], ["--version"]])
+def test_help_paths_do_not_import_torch(args, proc_env, tmp_path):
+    script = (
+        "import sys\n"
+        "from typer.testing import CliRunner\n"
+        "from kbench.cli import app\n"
+        f"result = CliRunner().invoke(app, {args!r})\n"
+        "assert result.exit_code == 0, result.output\n"
+        "print('torch' in sys.modules, 'kbench.cli' in sys.modules)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=proc_env(), capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["False", "True"]
+
+
+# --- list and env ----------------------------------------------------------
+
+def test_list_shows_builtin_implementations_and_cpu_availability(cli, wide_console):
+    result = cli("list")
+    assert result.exit_code == 0, result.output
+    rows = {}
+    for line in result.stdout.splitlines():
+        cells = [c.strip() for c in line.strip().strip("│").split("│")]
+        if len(cells) == 5 and cells[0]:
+            rows[cells[0].split(" ")[0]] = cells
+    for name in ("naive", "sdpa", "sdpa-math", "triton-fa2"):
+        assert rows[name][3] == "yes", rows[name]
+    assert rows["naive"][0] == "naive (baseline)"
+    for name in ("sdpa-cudnn", "sdpa-efficient", "cupy-fa2"):
+        assert rows[name][3] == "no: needs a CUDA device", rows[name]
+    assert rows["triton-fa2"][1] == "triton"
+    assert "runs here (cpu)" in result.stdout
+    assert "warning" not in result.stderr
+
+
+def test_list_with_user_folder_shows_user_kernel(cli, write_kernels, flat_text):
+    folder = write_kernels({"mine.py": """
+        @implementation("attention", "user-listed", backend="torch", description="a user kernel")
+        def mine(case, inputs, out):
+            return _correct(case, inputs, out)
+    """})
+    result = cli("list", "--kernels", folder)
+    assert result.exit_code == 0, result.output
+    text = flat_text(result.stdout)
+    assert "user-listed" in text and "a user kernel" in text
+    assert "triton-fa2" in text
+
+
+def test_env_table(cli, flat_text, wide_console):
+    result = cli("env")
+    assert result.exit_code == 0, result.output
+    text = flat_text(result.stdout)
+    assert "kbench environment" in text
+    assert "device cpu" in text
+    assert "torch" in text and "python" in text
+    assert "none: no GPU" in text
+
+
+def test_env_json(cli):
+    result = cli("env", "--json")
+    assert result.exit_code == 0, result.output
+    env = json.loads(result.stdout)
+    assert env["device"] == "cpu"
+    assert env["gpu"] is None
+    assert env["peaks"] is None
+    assert env["kbench"] == kbench.__version__
+    assert "torch" in env["packages"] and "numpy" in env["packages"]
+    assert set(env["git"]) == {"commit", "dirty"}
+
+
+# --- a real run ------------------------------------------------------------
+
+def test_real_run_naive_and_triton(cli, tmp_path, jsonl, flat_text, wide_console):
+    out = tmp_path / "tmp" / "x.jsonl"  # the folder does not exist yet
+    result = cli("run", "attention", *SMALL, "--impl", "naive,triton-fa2", "--out", out)
+    assert result.exit_code == 0, result.output
+    assert "Traceback" not in result.output
+    text = flat_text(result.stdout)
+    assert "attention: n=64,d=64,batch=1,heads=1,dtype=fp16,causal=False" in text
+    assert flat_text(CPU_NOTE) in text
+    assert f"results: {out} (2 records)" in flat_text(result.stderr)
+
+    records = jsonl(out)
+    assert [r["impl"] for r in records] == ["naive", "triton-fa2"]
+    for r in records:
+        assert r["status"] == "OK", r.get("reason")
+        assert r["schema"] == 1
+        assert r["case"] == {"n": 64, "d": 64, "batch": 1, "heads": 1, "dtype": "fp16", "causal": False}
+        assert r["env"]["device"] == "cpu"
+        assert r["timing"]["method"] == "cpu-wall-clock"
+        assert r["timing"]["stats"]["n"] == len(r["timing"]["samples"]) >= 1
+        assert r["correctness"]["ok"] is True and r["correctness"]["trials"] == 3
+        assert r["correctness"]["max_abs_err"] <= r["correctness"]["atol"]
+        assert r["metrics"]["pct_of_peak"] is None  # no GPU: no roofline
+        assert r["flops"] == 4.0 * 64 * 64 * 64
+    assert records[0]["speedup"] == pytest.approx(1.0)
+    assert records[1]["speedup"] == pytest.approx(
+        records[0]["timing"]["stats"]["median"] / records[1]["timing"]["stats"]["median"])
+    assert records[1]["config"]["BLOCK_M"] == 64  # the CPU tile config was used
+    assert records[1]["backend"] == "triton"
+    # both rows in the table
+    assert "naive OK" in text and "triton-fa2 OK" in text
+
+
+def test_format_json(cli, tmp_path, jsonl):
+    out = tmp_path / "j.jsonl"
+    result = cli("run", "attention", "--n", "32", "--d", "32", "--max-time", "0.2", "--impl", "naive",
+                 "--format", "json", "--out", out)
+    assert result.exit_code == 0, result.output
+    records = json.loads(result.stdout)
+    assert isinstance(records, list) and len(records) == 1
+    assert records[0]["impl"] == "naive" and records[0]["status"] == "OK"
+    assert records[0]["case_key"] == "n=32,d=32,batch=1,heads=1,dtype=fp16,causal=False"
+    assert records == jsonl(out)  # the same records as the results file
+
+
+def test_format_csv(cli, tmp_path):
+    from kbench.report import CSV_FIELDS
+
+    out = tmp_path / "c.jsonl"
+    result = cli("run", "attention", "--n", "32", "--d", "32", "--max-time", "0.2", "--impl", "sdpa-cudnn",
+                 "--format", "csv", "--out", out)
+    assert result.exit_code == 0, result.output
+    rows = list(csv.DictReader(io.StringIO(result.stdout)))
+    assert tuple(rows[0].keys()) == CSV_FIELDS
+    by_impl = {row["impl"]: row for row in rows}
+    assert set(by_impl) == {"naive", "sdpa-cudnn"}  # the baseline is added
+    assert by_impl["naive"]["status"] == "OK"
+    assert float(by_impl["naive"]["median_ms"]) > 0
+    assert int(by_impl["naive"]["samples"]) >= 1
+    assert by_impl["naive"]["method"] == "cpu-wall-clock"
+    assert by_impl["sdpa-cudnn"]["status"] == "SKIP"
+    assert by_impl["sdpa-cudnn"]["reason"] == "needs a CUDA device"
+    assert "baseline naive added" in result.stderr
+
+
+def test_user_kernel_runs_via_kernels_option(cli, tmp_path, write_kernels, jsonl):
+    folder = write_kernels({"user_attention.py": """
+        @implementation("attention", "user-attn", backend="torch")
+        def user_attn(case, inputs, out):
+            run = _correct(case, inputs, out)
+            run.config = {"from": "user"}
+            return run
+    """})
+    out = tmp_path / "u.jsonl"
+    result = cli("run", "attention", "--n", "24", "--d", "16", "--causal", "--max-time", "0.2", "--kernels", folder,
+                 "--impl", "user-attn", "--baseline", "user-attn", "--out", out)
+    assert result.exit_code == 0, result.output
+    (record,) = jsonl(out)
+    assert record["impl"] == "user-attn"
+    assert record["status"] == "OK", record.get("reason")
+    assert record["case"]["causal"] is True
+    assert record["config"] == {"from": "user"}
+
+
+# --- exit codes, with the runner replaced (no workers) ------------------------
+
+def _fake_record(status: str, impl: str = "naive") -> dict:
+    return {"schema": 1, "suite": "attention", "impl": impl, "label": impl, "backend": "torch", "case": {},
+            "case_key": "n=1", "status": status, "reason": "" if status == "OK" else f"why {status}",
+            "baseline": "naive", "env": {"device": "cpu"}}
+
+
+@pytest.mark.parametrize("status,code", [("OK", 0), ("SKIP", 0), ("FAIL", 1), ("CRASH", 1), ("TIMEOUT", 1)])
+def test_exit_code_follows_worst_status(cli, monkeypatch, tmp_path, status, code):
+    from kbench import runner
+
+    def fake_run(registry, request, out, on_start, on_record):
+        for variant in request.variants:
+            for case in request.cases:
+                on_start(variant, case)
+                name = variant.impl.name
+                record = _fake_record("OK" if name == "naive" else status, name)
+                out.append(record)
+                on_record(record)
+
+    monkeypatch.setattr(runner, "run", fake_run)
+    result = cli("run", "attention", "--impl", "naive,sdpa", "--out", tmp_path / "e.jsonl")
+    assert result.exit_code == code, result.output
+    assert "Traceback" not in result.output
+    if code:
+        assert f"{status} why {status}" in result.stderr
+
+
+def test_keyboard_interrupt_exits_130_and_keeps_records(cli, monkeypatch, tmp_path, jsonl):
+    from kbench import runner
+
+    def fake_run(registry, request, out, on_start, on_record):
+        record = _fake_record("OK")
+        out.append(record)
+        on_record(record)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "run", fake_run)
+    out = tmp_path / "i.jsonl"
+    result = cli("run", "attention", "--impl", "naive", "--out", out)
+    assert result.exit_code == 130
+    assert f"interrupted: 1 records kept in {out}" in result.stderr
+    assert "Traceback" not in result.output
+    assert len(jsonl(out)) == 1
+
+
+def test_param_sweep_runs_each_variant(cli, tmp_path, write_kernels, jsonl):
+    """--param NAME=V1,V2 makes one row per value, labelled, all in the implementation's one worker."""
+    folder = write_kernels({"tunable.py": """
+        @implementation("attention", "tunable", backend="torch", params={"mode": "right", "tile": 32})
+        def tunable(case, inputs, out, mode, tile):
+            if mode == "wrong":
+                return lambda: inputs["v"]
+            run = _correct(case, inputs, out)
+            run.config = {"mode": mode, "tile": tile}
+            return run
+    """})
+    out = tmp_path / "p.jsonl"
+    result = cli("run", "attention", "--n", "16", "--d", "16", "--max-time", "0.1", "--kernels", folder,
+                 "--impl", "tunable", "--baseline", "tunable", "--param", "mode=right,wrong",
+                 "--param", "tile=64", "--out", out)
+    assert result.exit_code == 1, result.output  # the wrong variant FAILs
+    records = jsonl(out)
+    assert [(r["label"], r["status"]) for r in records] == [
+        ("tunable[mode=right,tile=64]", "OK"), ("tunable[mode=wrong,tile=64]", "FAIL")]
+    assert records[0]["params"] == {"mode": "right", "tile": 64}
+    assert records[0]["config"]["tile"] == 64  # an int, converted from the command line's text
+    assert "tunable[mode=wrong,tile=64]" in result.stderr

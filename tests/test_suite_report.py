@@ -1,0 +1,239 @@
+"""Case axes, the attention suite's data and reference, derived metrics and report formatting."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+import torch
+from rich.console import Console
+
+from kbench import metrics, report
+from kbench.devices import PEAKS, peaks_for
+from kbench.errors import UserError
+from kbench.suite import Axis, Case, Suite
+
+# --- axes and cases --------------------------------------------------------------
+
+def test_axis_parse_ints_floats_strings_bools():
+    assert Axis("n", int, (1,), "").parse("256") == [256]
+    assert Axis("n", int, (1,), "").parse(" 1, 2 ,3") == [1, 2, 3]
+    assert Axis("x", float, (1.0,), "").parse("0.5,2") == [0.5, 2.0]
+    assert Axis("s", str, ("a",), "", choices=("a", "b")).parse("b,a") == ["b", "a"]
+    flag = Axis("causal", bool, (False,), "")
+    assert flag.parse("true,0,YES,off") == [True, False, True, False]
+    with pytest.raises(UserError, match="'maybe' is not a boolean"):
+        flag.parse("maybe")
+    with pytest.raises(UserError, match="--x: 'abc' is not a number"):
+        Axis("x", float, (1.0,), "").parse("abc")
+    with pytest.raises(UserError, match=r"--s: unknown value 'c' \(choose from a, b\)"):
+        Axis("s", str, ("a",), "", choices=("a", "b")).parse("c")
+    with pytest.raises(UserError, match="empty value"):
+        Axis("n", int, (1,), "").parse("1,")
+
+
+def test_axis_option_name():
+    assert Axis("head_dim", int, (1,), "").option == "--head-dim"
+
+
+def test_case_identity():
+    a = Case({"n": 1, "dtype": "fp16"})
+    assert a.key == "n=1,dtype=fp16"
+    assert repr(a) == "Case(n=1,dtype=fp16)"
+    assert a.n == 1 and a.dtype == "fp16"
+    with pytest.raises(AttributeError):
+        a.d  # noqa: B018
+    assert a == Case({"n": 1, "dtype": "fp16"}) and hash(a) == hash(Case({"n": 1, "dtype": "fp16"}))
+    assert a != Case({"n": 2, "dtype": "fp16"})
+    assert len({a, Case({"n": 1, "dtype": "fp16"})}) == 1
+
+
+def test_suite_base_dtype_and_tolerance():
+    class Toy(Suite):
+        tolerances = {"fp32": (1.0, 2.0), "fp16": (3.0, 4.0)}
+
+    toy = Toy()
+    assert toy.dtype(Case({})) == "fp32"
+    assert toy.tolerance(Case({"dtype": "fp16"})) == (3.0, 4.0)
+    with pytest.raises(NotImplementedError):
+        toy.make_inputs(Case({}), 0, "cpu")
+
+
+# --- the attention suite -------------------------------------------------------------
+
+def _case(**kw):
+    values = {"n": 12, "d": 16, "batch": 2, "heads": 3, "dtype": "fp16", "causal": False}
+    values.update(kw)
+    return Case(values)
+
+
+def test_attention_axes_and_defaults(attention):
+    defaults = {axis.name: axis.default for axis in attention.axes}
+    assert defaults == {"n": (256,), "d": (128,), "batch": (1,), "heads": (1,), "dtype": ("fp16",),
+                        "causal": (False,)}
+    assert attention.baseline == "naive" and attention.trials == 3
+
+
+@pytest.mark.parametrize("kw,message", [
+    ({"n": 0}, "--n must be positive"), ({"batch": -1}, "--batch must be positive"),
+    ({"heads": 0}, "--heads must be positive"), ({"d": 12}, "--d 12 is not supported"),
+    ({"d": 264}, "--d 264 is not supported"), ({"d": 0}, "--d 0 is not supported"),
+])
+def test_attention_validate_rejects(attention, kw, message):
+    with pytest.raises(UserError, match=message):
+        attention.validate(_case(**kw))
+
+
+def test_attention_validate_accepts(attention):
+    for d in (8, 24, 256):
+        attention.validate(_case(d=d))
+
+
+def test_make_inputs_deterministic_and_fresh(attention):
+    case = _case(dtype="bf16")
+    a = attention.make_inputs(case, seed=3, device="cpu")
+    b = attention.make_inputs(case, seed=3, device="cpu")
+    c = attention.make_inputs(case, seed=4, device="cpu")
+    assert set(a) == {"q", "k", "v"}
+    for name in a:
+        assert a[name].shape == (2, 3, 12, 16) and a[name].dtype == torch.bfloat16
+        assert torch.equal(a[name], b[name])
+        assert not torch.equal(a[name], c[name])
+        assert a[name].abs().sum() > 0
+    assert not torch.equal(a["q"], a["k"])  # three different tensors
+
+
+def test_make_output_shape_dtype(attention):
+    case = _case(dtype="fp32")
+    out = attention.make_output(case, attention.make_inputs(case, 0, "cpu"))
+    assert out.shape == (2, 3, 12, 16) and out.dtype == torch.float32
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_reference_matches_torch_sdpa_in_float64(attention, causal):
+    case = _case(n=13, causal=causal)
+    inputs = attention.make_inputs(case, seed=1, device="cpu")
+    ref = attention.reference(case, inputs)
+    q, k, v = (inputs[x].double() for x in "qkv")
+    expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    assert ref.dtype == torch.float64
+    torch.testing.assert_close(ref, expected, rtol=1e-12, atol=1e-12)
+    if causal:  # the first query sees only the first key
+        torch.testing.assert_close(ref[..., 0, :], v[..., 0, :])
+
+
+def test_flops_and_bytes(attention):
+    case = _case(n=256, d=128, batch=1, heads=1, dtype="fp16")
+    assert attention.flops(case) == 4 * 256 * 256 * 128
+    assert attention.flops(_case(n=256, d=128, batch=1, heads=1, causal=True)) == 2 * 256 * 256 * 128
+    assert attention.min_bytes(case) == 4 * 256 * 128 * 2
+    assert attention.min_bytes(_case(n=256, d=128, batch=2, heads=4, dtype="fp32")) == 4 * 8 * 256 * 128 * 4
+    assert attention.tolerance(_case(dtype="bf16")) == (4e-2, 4e-2)
+
+
+# --- metrics and peaks -----------------------------------------------------------------
+
+def test_derive_without_peaks():
+    m = metrics.derive(median_ms=2.0, flops=4e12, min_bytes=2e9, dtype="fp16", peaks=None)
+    assert m["tflops"] == pytest.approx(2000.0)
+    assert m["gbps"] == pytest.approx(1000.0)
+    assert m["intensity"] == pytest.approx(2000.0)
+    assert m["pct_of_peak"] is None and m["bound"] is None
+
+
+def test_derive_roofline():
+    h100 = peaks_for("NVIDIA H100 80GB HBM3")
+    # compute bound: intensity 1e4 flop/byte x 3.35 TB/s > 989 TFLOP/s
+    m = metrics.derive(median_ms=1.0, flops=494.5e9, min_bytes=494.5e5, dtype="fp16", peaks=h100)
+    assert m["bound"] == "compute"
+    assert m["pct_of_peak"] == pytest.approx(50.0)
+    # memory bound: intensity 1 flop/byte -> roof 3.35 TFLOP/s
+    m = metrics.derive(median_ms=1.0, flops=3.35e9, min_bytes=3.35e9, dtype="fp16", peaks=h100)
+    assert m["bound"] == "memory"
+    assert m["pct_of_peak"] == pytest.approx(100.0)
+    # a dtype the table lacks: no percentage
+    assert metrics.derive(1.0, 1e9, 1e9, "int8", h100)["pct_of_peak"] is None
+
+
+def test_speedup():
+    assert metrics.speedup(2.0, 1.0) == 2.0
+    assert metrics.speedup(None, 1.0) is None
+    assert metrics.speedup(1.0, None) is None
+    assert metrics.speedup(0.0, 1.0) is None
+
+
+def test_peaks_for():
+    assert peaks_for("NVIDIA H200").name == "H200"
+    assert peaks_for("NVIDIA H100 80GB HBM3").name == "H100"
+    assert peaks_for("NVIDIA A100-SXM4-80GB").name == "A100"
+    assert peaks_for("Tesla T4") is None and peaks_for(None) is None
+    for p in PEAKS:
+        assert p.compute_peak("fp16") >= p.compute_peak("fp32")
+
+
+# --- report ----------------------------------------------------------------------------------
+
+def _record(impl, status="OK", median=1.5, reason="", speedup=None, warnings=(), device="cpu"):
+    r = {"suite": "attention", "impl": impl, "backend": "torch", "case_key": "n=1", "status": status,
+         "reason": reason, "baseline": "naive", "env": {"device": device, "gpu": None}}
+    if status == "OK":
+        r["timing"] = {"method": "cpu-wall-clock", "stats": {"median": median, "p20": median * 0.9,
+                                                             "p80": median * 1.1, "n": 7},
+                       "warnings": list(warnings)}
+        r["metrics"] = {"tflops": 1.234, "gbps": 56.78, "pct_of_peak": None}
+        r["correctness"] = {"max_abs_err": 1e-4, "max_rel_err": 2e-4}
+        r["speedup"] = speedup
+    return r
+
+
+def test_format_time_and_spread():
+    assert report.format_time(None) == "-"
+    assert report.format_time(0.0123) == "12.3 us"
+    assert report.format_time(12.3456) == "12.346 ms"
+    assert report.format_time(2500) == "2.50 s"
+    assert report.spread({"median": 2.0, "p20": 1.8, "p80": 2.2}) == "±10.0%"
+    assert report.spread({}) == "-"
+
+
+def test_table_footnotes_mark_rows_with_notes():
+    rows = [_record("naive", speedup=1.0), _record("slow", warnings=["noisy: median known to ±3.0%"]),
+            _record("bad", status="CRASH", reason="worker killed by SIGSEGV")]
+    table, notes = report.table_for_case("attention: n=1", rows)
+    assert notes == ["slow: noisy: median known to ±3.0%", "bad: worker killed by SIGSEGV"]
+    console = Console(width=200, record=True, file=io.StringIO())
+    console.print(table)
+    text = console.export_text()
+    assert "slow*" in text and "bad*" in text and "naive*" not in text
+    assert "1.500 ms" in text and "1.00x" in text and "vs naive" in text
+
+
+def test_print_tables_groups_by_case_and_notes_cpu():
+    rows = [_record("naive"), dict(_record("naive"), case_key="n=2")]
+    console = Console(width=200, record=True, file=io.StringIO())
+    report.print_tables(rows, console)
+    text = console.export_text()
+    assert "attention: n=1" in text and "attention: n=2" in text
+    assert "CPU run: times are wall clock" in text
+
+
+def test_print_tables_gpu_line_and_markup_safety():
+    gpu = {"name": "NVIDIA H200", "driver": "570.1", "cuda_runtime": "12.8"}
+    rows = [dict(_record("naive", status="FAIL", reason="values [1, 2] wrong"), env={"device": "cuda", "gpu": gpu})]
+    console = Console(width=200, record=True, file=io.StringIO())
+    report.print_tables(rows, console)
+    text = console.export_text()
+    assert "device: NVIDIA H200 (driver 570.1, CUDA 12.8)" in text
+    assert "CPU run" not in text
+    assert "naive: values [1, 2] wrong" in text  # footnotes are escaped, not read as markup
+
+
+def test_csv_and_json():
+    rows = [_record("naive", speedup=1.0), _record("x", status="SKIP", reason="needs a CUDA device")]
+    parsed = list(csv.DictReader(io.StringIO(report.to_csv(rows))))
+    assert [r["impl"] for r in parsed] == ["naive", "x"]
+    assert parsed[0]["median_ms"] == "1.5" and parsed[0]["samples"] == "7" and parsed[0]["speedup"] == "1.0"
+    assert parsed[1]["status"] == "SKIP" and parsed[1]["median_ms"] == ""
+    assert tuple(parsed[0]) == report.CSV_FIELDS
+    assert json.loads(report.to_json(rows)) == rows
