@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 import json
 import subprocess
 import sys
@@ -194,7 +195,8 @@ def test_real_run_naive_and_triton(cli, tmp_path, jsonl, flat_text, wide_console
     assert records[1]["config"]["BLOCK_M"] == 64  # the CPU tile config was used
     assert records[1]["backend"] == "triton"
     # both rows in the table
-    assert "naive OK" in text and "triton-fa2 OK" in text
+    # a row may carry a footnote mark (naive*) when its timing has a warning
+    assert re.search(r"naive\*? OK", text) and re.search(r"triton-fa2\*? OK", text), text
 
 
 def test_format_json(cli, tmp_path, jsonl):
