@@ -62,6 +62,26 @@ def load_file(path: Path, registry: Registry) -> None:
             registry.load_errors[str(path)] = last
 
 
+def load_helper(path: Path):
+    """Import a private helper (a `_name.py` beside kernels, which the loader skips) by path, once.
+
+    Kernel files are not a package, so `from ._common import x` cannot work:
+    `helpers = load_helper(Path(__file__).parent / "_common.py")` does.
+    """
+    path = Path(path).resolve()
+    name = _module_name(path)
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # Triton reads jit functions' source through their module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            sys.modules.pop(name, None)
+            raise
+    return sys.modules[name]
+
+
 def kernel_dirs_from_env() -> list[Path]:
     raw = os.environ.get(ENV_KERNELS, "")
     return [Path(p) for p in raw.split(os.pathsep) if p]

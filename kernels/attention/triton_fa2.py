@@ -8,6 +8,9 @@ the end (deferred normalisation). The scale is folded into base-2 exponentials
 loop stops at the diagonal, so fully masked K/V tiles are never loaded.
 """
 
+from pathlib import Path
+
+from kbench.loader import load_helper
 from kbench.registry import Unsupported, implementation
 
 try:  # Triton is optional: without it this file still registers, and the impl SKIPs.
@@ -16,20 +19,14 @@ try:  # Triton is optional: without it this file still registers, and the impl S
 except ImportError:  # pragma: no cover - exercised only where triton is absent
     triton = None
 
+utils = load_helper(Path(__file__).parent.parent / "_triton_utils.py")
+
 LOG2_E = 1.4426950408889634
 HEAD_DIMS = (16, 32, 64, 128, 256)  # tl.arange needs a power of two
 
 if triton is not None:
 
-    @triton.jit
-    def _dot(a, b, acc, FP32_DOT: tl.constexpr):
-        # FP32_DOT: exact fp32 products (fp32 inputs must not silently become TF32;
-        # and Triton 3.8's CPU interpreter returns garbage for bf16 tl.dot, while
-        # bf16 values widened to fp32 give the same products a tensor core forms).
-        if FP32_DOT:
-            return tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee")
-        else:
-            return tl.dot(a, b, acc)
+    _dot = utils.dot
 
     @triton.jit
     def _fa2_forward(
@@ -40,7 +37,7 @@ if triton is not None:
         stride_ob, stride_oh, stride_on,
         heads, n_ctx, qk_scale_log2,
         HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-        CAUSAL: tl.constexpr, FP32_DOT: tl.constexpr,
+        CAUSAL: tl.constexpr, PRECISION: tl.constexpr,
     ):
         start_m = tl.program_id(0)
         bh = tl.program_id(1)
@@ -72,7 +69,7 @@ if triton is not None:
             col_ok = cols < n_ctx
             # K loaded transposed ([HEAD_DIM, BLOCK_N]) so S = Q·Kᵀ is a plain dot.
             k = tl.load(k_base + cols[None, :] * stride_kn + offs_d[:, None], mask=col_ok[None, :], other=0.0)
-            s = _dot(q, k, tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32), FP32_DOT) * qk_scale_log2
+            s = _dot(q, k, tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32), PRECISION) * qk_scale_log2
             keep = col_ok[None, :]
             if CAUSAL:
                 keep = keep & (cols[None, :] <= offs_m[:, None])
@@ -85,7 +82,7 @@ if triton is not None:
             acc = acc * alpha[:, None]
 
             v = tl.load(v_base + cols[:, None] * stride_vn + offs_d[None, :], mask=col_ok[:, None], other=0.0)
-            acc = _dot(p.to(v.dtype), v, acc, FP32_DOT)
+            acc = _dot(p.to(v.dtype), v, acc, PRECISION)
             m_i = m_new
 
         acc = acc / l_i[:, None]
@@ -122,7 +119,7 @@ def triton_fa2(case, inputs, out):
     cfg = config_for(case, q.device.type)
     grid = (triton.cdiv(case.n, cfg["BLOCK_M"]), case.batch * case.heads)
     qk_scale_log2 = case.d**-0.5 * LOG2_E
-    fp32_dot = case.dtype == "fp32" or (q.device.type == "cpu" and case.dtype == "bf16")
+    precision = utils.dot_precision(case.dtype)  # fp32: exact, never silently TF32
 
     def run():
         _fa2_forward[grid](
@@ -133,7 +130,7 @@ def triton_fa2(case, inputs, out):
             out.stride(0), out.stride(1), out.stride(2),
             case.heads, case.n, qk_scale_log2,
             HEAD_DIM=case.d, BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"],
-            CAUSAL=case.causal, FP32_DOT=fp32_dot,
+            CAUSAL=case.causal, PRECISION=precision,
             num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
         )
 

@@ -1,0 +1,46 @@
+"""Triton helpers shared by the Triton kernels (a private file: the loader does not register it).
+
+Use from a kernel file:
+    from kbench.loader import load_helper
+    utils = load_helper(Path(__file__).parent.parent / "_triton_utils.py")
+"""
+
+import os
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError:  # pragma: no cover - only where triton is absent
+    triton = None
+
+
+def interpreted() -> bool:
+    """True when @triton.jit kernels run through Triton's CPU interpreter."""
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def dot_precision(dtype: str, tf32: bool = False) -> str:
+    """How `dot` multiplies for an element type: "native", "tf32" or "ieee" (exact fp32).
+
+    fp32 is exact fp32 unless TF32 is asked for. bf16 is widened to fp32 on the
+    CPU interpreter, whose bf16 tl.dot returns garbage (Triton 3.8 and 3.9);
+    bf16 values are exact in fp32, so the products match a tensor core's.
+    """
+    if dtype == "fp32":
+        return "tf32" if tf32 else "ieee"
+    if dtype == "bf16" and interpreted():
+        return "ieee"
+    return "native"
+
+
+if triton is not None:
+
+    @triton.jit
+    def dot(a, b, acc, PRECISION: tl.constexpr):
+        """acc + a @ b in fp32, with the multiply chosen by dot_precision()."""
+        if PRECISION == "ieee":
+            return tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee")
+        elif PRECISION == "tf32":
+            return tl.dot(a, b, acc, input_precision="tf32")
+        else:
+            return tl.dot(a, b, acc)

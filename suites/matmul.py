@@ -1,0 +1,85 @@
+"""Dense matrix product C = A · B, row-major A (M x K) and B (K x N), the second seed text's kernels.
+
+FLOPs are 2·M·N·K; the fewest bytes are A and B read once and C written once.
+"""
+
+import math
+
+from kbench.errors import UserError
+from kbench.registry import suite
+from kbench.suite import Axis, Suite
+
+DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
+ELEMENT_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4}
+# Unit roundoff of the output element, and of TF32's 10-bit mantissa.
+UNIT_ROUNDOFF = {"fp16": 2.0**-11, "bf16": 2.0**-8, "fp32": 2.0**-24}
+TF32_ROUNDOFF = 2.0**-11
+FP32_ROUNDOFF = 2.0**-24
+
+
+def torch_dtype(name: str):
+    import torch
+
+    return getattr(torch, DTYPES[name])
+
+
+@suite
+class Matmul(Suite):
+    name = "matmul"
+    description = "Matrix product C = A·B, A (M x K) and B (K x N) row-major"
+    axes = (
+        Axis("m", int, (1024,), "rows of A and C"),
+        Axis("n", int, (1024,), "columns of B and C"),
+        Axis("k", int, (1024,), "columns of A, rows of B (the reduction)"),
+        Axis("dtype", str, ("fp16",), "element type of A, B and C", choices=tuple(DTYPES)),
+        Axis("tf32", bool, (False,), "allow TF32 tensor cores for fp32 (cublas, triton)"),
+    )
+    baseline = "cublas"
+    trials = 3
+
+    def validate(self, case):
+        for axis in ("m", "n", "k"):
+            if case.values[axis] <= 0:
+                raise UserError(f"--{axis} must be positive (got {case.values[axis]})")
+        if case.tf32 and case.dtype != "fp32":
+            raise UserError(f"--tf32 applies to fp32 only (got --dtype {case.dtype})")
+
+    def tolerance(self, case):
+        """Scaled with K. Inputs are N(0, 1), so entries of C are about sqrt(K) in size.
+
+        The reference uses the same (already rounded) inputs, so a correct kernel
+        differs by: rounding C to its type (relative, u_out); fp32 accumulation,
+        a random walk of K roundings of partial sums of size up to sqrt(K)
+        (about u32·K); and with TF32 the inputs' 10-bit mantissas (u_tf32·sqrt(K)).
+        Each term gets a factor of 4.
+        """
+        u_out = UNIT_ROUNDOFF[case.dtype]
+        atol = u_out * math.sqrt(case.k) + FP32_ROUNDOFF * case.k
+        if case.tf32:
+            atol += 2 * TF32_ROUNDOFF * math.sqrt(case.k)
+        return 4 * atol, 4 * u_out
+
+    def make_inputs(self, case, seed, device):
+        import torch
+
+        gen = torch.Generator(device="cpu").manual_seed(seed)
+        dtype = torch_dtype(case.dtype)
+        a = torch.randn(case.m, case.k, generator=gen, dtype=torch.float32)
+        b = torch.randn(case.k, case.n, generator=gen, dtype=torch.float32)
+        return {"a": a.to(device=device, dtype=dtype), "b": b.to(device=device, dtype=dtype)}
+
+    def make_output(self, case, inputs):
+        import torch
+
+        return torch.empty(case.m, case.n, dtype=torch_dtype(case.dtype), device=inputs["a"].device)
+
+    def reference(self, case, inputs):
+        import torch
+
+        return inputs["a"].to(torch.float64) @ inputs["b"].to(torch.float64)
+
+    def flops(self, case):
+        return 2.0 * case.m * case.n * case.k
+
+    def min_bytes(self, case):
+        return float(case.m * case.k + case.k * case.n + case.m * case.n) * ELEMENT_BYTES[case.dtype]
