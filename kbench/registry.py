@@ -63,6 +63,9 @@ class Implementation:
     # Tunable parameters and their defaults (tile shapes, warps...), passed to
     # make() as keyword arguments; `--param NAME=V1,V2` picks or sweeps them.
     params: dict = field(default_factory=dict)
+    # explain(case, params) -> {figure: value}: launch geometry and resources for
+    # `kbench explain`, computed without running the kernel.
+    explain: Callable[[Case, dict], dict] | None = None
 
 
 @dataclass(frozen=True)
@@ -208,6 +211,7 @@ def implementation(
     supports: Callable[[Case], str | None] | None = None,
     description: str = "",
     params: dict | None = None,
+    explain: Callable[[Case, dict], dict] | None = None,
 ) -> Callable[[Factory], Factory]:
     """Function decorator: register ``make(case, inputs, out, **params) -> closure`` as an implementation."""
 
@@ -225,6 +229,7 @@ def implementation(
                 description=description or (doc_lines[0] if doc_lines else ""),
                 source=source,
                 params=dict(params or {}),
+                explain=explain,
             )
         )
         return make

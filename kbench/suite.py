@@ -140,3 +140,12 @@ class Suite:
         """The fewest bytes that must move through device memory: each input
         read once, each output written once."""
         raise NotImplementedError
+
+    def explain(self, case: Case) -> dict:
+        """Figures of the problem itself for `kbench explain` (suites add their own)."""
+        flops, nbytes = self.flops(case), self.min_bytes(case)
+        return {
+            "FLOPs": f"{flops:,.0f}",
+            "fewest bytes (inputs read once, outputs written once)": f"{nbytes:,.0f}",
+            "arithmetic intensity at the fewest bytes": f"{flops / nbytes:,.1f} FLOP/byte",
+        }

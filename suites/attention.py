@@ -85,3 +85,24 @@ class Attention(Suite):
     def min_bytes(self, case):
         # Q, K, V read once and O written once.
         return 4.0 * case.batch * case.heads * case.n * case.d * ELEMENT_BYTES[case.dtype]
+
+    def naive_bytes(self, case):
+        """HBM traffic of the three-kernel version: S = QKᵀ written and read back by the
+        softmax, P written and read back by P·V, on top of Q, K, V in and O out.
+        (The seed's N = 2048 example: S and P are 8 MB each, 32 MB of traffic.)"""
+        e = ELEMENT_BYTES[case.dtype]
+        heads = case.batch * case.heads
+        return self.min_bytes(case) + 4.0 * heads * case.n * case.n * e
+
+    def explain(self, case):
+        figures = super().explain(case)
+        naive = self.naive_bytes(case)
+        e = ELEMENT_BYTES[case.dtype]
+        figures.update({
+            "S and P (N x N) per head": f"{case.n * case.n * e:,} bytes each",
+            "naive attention HBM bytes (S and P written and read)": f"{naive:,.0f}",
+            "naive arithmetic intensity": f"{self.flops(case) / naive:,.1f} FLOP/byte",
+            "fused (FlashAttention) HBM bytes": f"{self.min_bytes(case):,.0f} "
+                                                f"({naive / self.min_bytes(case):,.1f}x fewer)",
+        })
+        return figures

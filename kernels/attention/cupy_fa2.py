@@ -43,15 +43,72 @@ def check_config(d: int, block_m: int, block_n: int, warps: int, layout: str = "
     return None
 
 
+def name_expression(d: int, block_m: int, block_n: int, warps: int, bf16: bool, causal: bool, layout: str) -> str:
+    """The template instantiation NVRTC compiles (and `kbench explain` hands to ptxas)."""
+    return (f"fa2_forward<{d}, {block_m}, {block_n}, {warps}, "
+            f"{'true' if bf16 else 'false'}, {'true' if causal else 'false'}, {LAYOUTS[layout]}>")
+
+
 @lru_cache(maxsize=None)
 def compiled(d: int, block_m: int, block_n: int, warps: int, bf16: bool, causal: bool, layout: str):
     """The kernel for one configuration (NVRTC compiles once per process; CuPy's disk cache across runs)."""
     import cupy
 
-    name = (f"fa2_forward<{d}, {block_m}, {block_n}, {warps}, "
-            f"{'true' if bf16 else 'false'}, {'true' if causal else 'false'}, {LAYOUTS[layout]}>")
+    name = name_expression(d, block_m, block_n, warps, bf16, causal, layout)
     module = cupy.RawModule(code=SOURCE.read_text(), options=("-std=c++17",), name_expressions=(name,))
     return module.get_function(name)
+
+
+def explain(case, params) -> dict:
+    """The seed text's walkthrough for this case and configuration: launch geometry,
+    shared memory, mma.sync counts, registers and spills (ptxas), occupancy."""
+    from kbench.kernel_resources import from_nvcc
+    from kbench.occupancy import blocks_per_sm
+
+    bm, bn, warps, layout = params["block_m"], params["block_n"], params["warps"], params["smem_layout"]
+    reason = check_config(case.d, bm, bn, warps, layout)
+    if reason:
+        return {"configuration": f"not runnable: {reason}"}
+    rows = bm // warps
+    q_tiles = -(-case.n // bm)
+    kv_tiles = -(-case.n // bn)
+    s_mma = (rows // 16) * (bn // 8) * (case.d // 16)  # m16 x n8 tiles of S, k16 steps over d
+    pv_mma = (rows // 16) * (case.d // 8) * (bn // 16)  # m16 x n8 tiles of O, k16 steps over keys
+    # Tiles a block visits: all of them, or up to the diagonal when causal.
+    visits = sum(min(kv_tiles, (min((i + 1) * bm, case.n) - 1) // bn + 1) if case.causal else kv_tiles
+                 for i in range(q_tiles))
+    smem = smem_bytes(case.d, bm, bn, layout)
+    row_bytes = case.d * 2 + (16 if layout == "pad" else 0)
+    figures = {
+        "grid": f"{q_tiles} Q tiles x {case.batch * case.heads} (batch x heads) = "
+                f"{q_tiles * case.batch * case.heads} blocks",
+        "block": f"{warps} warps = {warps * 32} threads; each warp owns {rows} query rows (split-Q)",
+        "K/V tiles per block": f"{kv_tiles} of {bn} keys" + (" (causal: up to the diagonal)" if case.causal else ""),
+        "shared memory per block": f"{smem:,} bytes = Q {bm * row_bytes:,} + K/V {2 * bn * row_bytes:,} "
+                                   f"x 2 buffers ({layout} layout)",
+        "mma.sync m16n8k16 per warp per K/V tile": f"S=QKᵀ {rows // 16} x {bn // 8} x {case.d // 16} = {s_mma}, "
+                                                   f"O+=PV {rows // 16} x {case.d // 8} x {bn // 16} = {pv_mma}",
+        "mma.sync in the whole launch": f"{(s_mma + pv_mma) * warps * visits * case.batch * case.heads:,}",
+    }
+    try:
+        resources = from_nvcc(SOURCE, name_expression(case.d, bm, bn, warps, case.dtype == "bf16",
+                                                      bool(case.causal), layout))
+    except RuntimeError as exc:
+        resources = None
+        figures["registers"] = f"could not compile: {exc}"
+    if resources:
+        occupancy = blocks_per_sm(warps * 32, resources["registers"], smem, (9, 0))
+        figures.update({
+            "registers per thread": f"{resources['registers']} ({resources['source']})",
+            "spills per thread": f"{resources['spill_stores']} bytes stored, {resources['spill_loads']} loaded "
+                                 f"(stack frame {resources['stack_bytes']} bytes)",
+            "blocks per SM (sm_90)": f"{occupancy['blocks_per_sm']}, limited by "
+                                     f"{' and '.join(occupancy['limited_by'])}: {occupancy['warps_per_sm']} warps, "
+                                     f"occupancy {occupancy['occupancy']:.1%}",
+        })
+    elif "registers" not in figures:
+        figures["registers"] = "unknown here (no nvcc): run on the GPU, where each record's config has them"
+    return figures
 
 
 def _supports(case):
@@ -63,7 +120,7 @@ def _supports(case):
 @implementation(
     "attention", "cupy-fa2", backend="cupy", cuda=True, modules=("torch", "cupy"), min_cc=(8, 0),
     dtypes=("fp16", "bf16"), supports=_supports,
-    params={"block_m": 128, "block_n": 64, "warps": 4, "smem_layout": "swizzle", "lse": 0},
+    params={"block_m": 128, "block_n": 64, "warps": 4, "smem_layout": "swizzle", "lse": 0}, explain=explain,
     description="FlashAttention-2 in CUDA C++: mma.sync m16n8k16, ldmatrix, cp.async double buffering",
 )
 def cupy_fa2(case, inputs, out, block_m, block_n, warps, smem_layout, lse):

@@ -1,0 +1,123 @@
+"""`kbench explain`: the first seed text's numbers, recomputed."""
+
+import math
+import random
+import shutil
+
+import pytest
+from typer.testing import CliRunner
+
+from kbench.cli.explain_cmd import build
+from kbench.mma_layout import a_elements, b_elements, d_elements
+from kbench.occupancy import blocks_per_sm
+from kbench.online_softmax import softmax_weighted_sum, steps
+from kbench.suite import Case
+
+
+def attention_case(n=256, d=128, causal=False):
+    return Case({"n": n, "d": d, "batch": 1, "heads": 1, "dtype": "fp16", "causal": causal})
+
+
+def test_mma_lane_zero_as_in_the_seed():
+    assert a_elements(0) == [(0, 0), (0, 1), (8, 0), (8, 1), (0, 8), (0, 9), (8, 8), (8, 9)]
+    assert b_elements(0) == [(0, 0), (1, 0), (8, 0), (9, 0)]
+    assert d_elements(0) == [(0, 0), (0, 1), (8, 0), (8, 1)]
+    assert d_elements(1) == [(0, 2), (0, 3), (8, 2), (8, 3)]
+    assert d_elements(4) == [(1, 0), (1, 1), (9, 0), (9, 1)]
+
+
+@pytest.mark.parametrize("fragment,rows,cols,per_lane", [(a_elements, 16, 16, 8), (b_elements, 16, 8, 4),
+                                                         (d_elements, 16, 8, 4)])
+def test_the_warp_holds_every_element_once(fragment, rows, cols, per_lane):
+    held = [element for lane in range(32) for element in fragment(lane)]
+    assert all(len(fragment(lane)) == per_lane for lane in range(32))
+    assert sorted(held) == [(r, c) for r in range(rows) for c in range(cols)]
+
+
+def test_online_softmax_worked_example():
+    first, second = steps([1, 3, 5, 2], [10, 20, 30, 40], block=2)
+    assert (first.m, first.alpha) == (3, 0.0)
+    assert first.p == pytest.approx((0.1353, 1.0), abs=1e-4)
+    assert first.l == pytest.approx(1.1353, abs=1e-4) and first.o == pytest.approx(21.353, abs=1e-3)
+    assert second.m == 5 and second.alpha == pytest.approx(0.1353, abs=1e-4)
+    assert second.l == pytest.approx(1.2034, abs=1e-4) and second.o == pytest.approx(34.881, abs=1e-3)
+    # The seed's 28.986 comes from 4-digit intermediates; exactly it is 28.9847.
+    assert second.o / second.l == pytest.approx(28.986, abs=2e-3)
+    assert second.o / second.l == pytest.approx(softmax_weighted_sum([1, 3, 5, 2], [10, 20, 30, 40]), rel=1e-12)
+
+
+@pytest.mark.parametrize("block", [1, 3, 7, 100])
+def test_online_softmax_equals_two_pass_for_any_blocking(block):
+    rng = random.Random(block)
+    s = [rng.uniform(-30, 30) for _ in range(50)]
+    v = [rng.uniform(-5, 5) for _ in range(50)]
+    last = steps(s, v, block)[-1]
+    assert last.o / last.l == pytest.approx(softmax_weighted_sum(s, v), rel=1e-12)
+
+
+def test_naive_attention_traffic_as_in_the_seed(registry):
+    suite = registry.suite("attention")
+    case = attention_case(n=2048)
+    # S and P are 8 MB each (fp16, N=2048): written and read once each, 32 MB of traffic.
+    assert suite.naive_bytes(case) - suite.min_bytes(case) == 4 * 2048 * 2048 * 2 == 32 * 2**20
+    assert "8,388,608 bytes each" in suite.explain(case)["S and P (N x N) per head"]
+
+
+def test_cupy_fa2_walkthrough_of_the_seed_configuration(registry):
+    impl = registry.implementations("attention")["cupy-fa2"]
+    figures = impl.explain(attention_case(), dict(impl.params, block_m=128, block_n=128, warps=4))
+    assert figures["grid"].endswith("= 2 blocks")  # Tr = 256 / 128 = 2 thread blocks
+    assert "each warp owns 32 query rows" in figures["block"]
+    assert "S=QKᵀ 2 x 16 x 8 = 256" in figures["mma.sync m16n8k16 per warp per K/V tile"]
+    # Q tile 32 KB, one K/V pair 64 KB (kbench double-buffers the pair).
+    assert "Q 32,768 + K/V 65,536 x 2 buffers" in figures["shared memory per block"]
+    assert figures["mma.sync in the whole launch"] == f"{2 * 4 * 2 * (256 + 256):,}"
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed: no ptxas figures")
+def test_cupy_fa2_walkthrough_reads_ptxas(registry):
+    impl = registry.implementations("attention")["cupy-fa2"]
+    figures = impl.explain(attention_case(), impl.params)
+    regs = int(figures["registers per thread"].split()[0])
+    assert 0 < regs <= 255
+    assert "blocks per SM (sm_90)" in figures
+
+
+def test_occupancy():
+    # 255 registers x 128 threads and 96 KiB of shared memory: two blocks on an sm_90 SM.
+    fit = blocks_per_sm(128, 255, 96 * 1024, (9, 0))
+    assert fit["blocks_per_sm"] == 2 and fit["occupancy"] == pytest.approx(8 / 64)
+    # The seed's 160 KiB configuration: one block, limited by shared memory.
+    fit = blocks_per_sm(128, 255, 160 * 1024, (9, 0))
+    assert fit["blocks_per_sm"] == 1 and fit["limited_by"] == ["shared memory"]
+    assert blocks_per_sm(128, 32, 300 * 1024, (9, 0))["blocks_per_sm"] == 0  # does not fit at all
+    assert blocks_per_sm(1024, 32, 0, (9, 0))["blocks_per_sm"] == 2  # 64 warps a SM
+
+
+@pytest.fixture(scope="module")
+def explain_cli():
+    app = build()
+    runner = CliRunner()
+    return lambda *args: runner.invoke(app, list(map(str, args)), env={"COLUMNS": "200"})
+
+
+def test_cli_softmax_and_mma(explain_cli):
+    result = explain_cli("softmax")
+    assert result.exit_code == 0 and "28.9847" in result.output and "34.881" in result.output
+    result = explain_cli("softmax", "--scores", "0,0", "--values", "1,3", "--block", "1")
+    assert result.exit_code == 0 and "= 2.0000" in result.output
+    result = explain_cli("mma", "--lane", "0")
+    assert result.exit_code == 0 and "(0,0) (0,1) (8,0) (8,1)" in result.output
+    for bad in (["mma", "--lane", "32"], ["softmax", "--scores", "1,2", "--values", "1"],
+                ["softmax", "--scores", "a"], ["softmax", "--block", "0"]):
+        result = explain_cli(*bad)
+        assert result.exit_code == 2 and "kbench: error:" in result.output, bad
+
+
+def test_cli_attention(explain_cli):
+    result = explain_cli("attention", "--n", "256", "--d", "128", "--impl", "cupy-fa2", "--param", "block_n=128")
+    assert result.exit_code == 0, result.output
+    assert "2 Q tiles x 1 (batch x heads) = 2 blocks" in result.output
+    assert "2 x 16 x 8 = 256" in result.output
+    result = explain_cli("attention", "--n", "0")
+    assert result.exit_code == 2
