@@ -11,7 +11,7 @@ import torch
 from rich.console import Console
 
 from kbench import metrics, report
-from kbench.devices import PEAKS, peaks_for
+from kbench.devices import PEAKS, by_key, peaks_for
 from kbench.errors import UserError
 from kbench.suite import Axis, Case, Suite
 
@@ -164,13 +164,23 @@ def test_speedup():
     assert metrics.speedup(0.0, 1.0) is None
 
 
-def test_peaks_for():
-    assert peaks_for("NVIDIA H200").name == "H200"
-    assert peaks_for("NVIDIA H100 80GB HBM3").name == "H100"
-    assert peaks_for("NVIDIA A100-SXM4-80GB").name == "A100"
+@pytest.mark.parametrize("reported,key", [
+    ("NVIDIA H200", "h200"), ("NVIDIA H100 80GB HBM3", "h100"), ("NVIDIA H100 PCIe", "h100-pcie"),
+    ("NVIDIA A100-SXM4-80GB", "a100-80"), ("NVIDIA A100-SXM4-40GB", "a100-40"),
+    ("NVIDIA A100 80GB PCIe", "a100-pcie"), ("NVIDIA A100-PCIE-40GB", "a100-pcie-40"),
+    ("NVIDIA L4", "l4"), ("NVIDIA L40S", "l40s"), ("NVIDIA GeForce RTX 4090", "rtx4090"),
+])
+def test_peaks_for(reported, key):
+    assert peaks_for(reported).key == key
+
+
+def test_peaks_table():
     assert peaks_for("Tesla T4") is None and peaks_for(None) is None
+    assert by_key("a100").ridge["fp16"] == pytest.approx(156.0)  # the seed's A100 roofline
+    assert by_key("h200").hbm_tbs == 4.8 and by_key("h200").sms == 132
     for p in PEAKS:
-        assert p.compute_peak("fp16") >= p.compute_peak("fp32")
+        assert p.compute_peak("fp16") >= p.compute_peak("fp32") > p.compute_peak("fp64")
+        assert p.source and p.l2_mb > 0 and p.boost_mhz > 1000
 
 
 # --- report ----------------------------------------------------------------------------------
