@@ -1,0 +1,289 @@
+// fp16/bf16 matmul C = A B, block-tiled WMMA with a cp.async multi-stage pipeline (issue 4).
+//
+// A is M x K, B is K x N, C is M x N, all row-major and contiguous, 16-bit
+// (fp16 or bf16); products accumulate in fp32 and C is rounded to 16 bits.
+//
+// One block of WARPS_M x WARPS_N warps owns a BM x BN tile of C; warp (wm, wn)
+// owns the WM x WN sub-tile (WM = BM / WARPS_M, WN = BN / WARPS_N) at
+// (wm·WM, wn·WN), a grid of FM x FN 16x16 fp32 accumulator fragments (the
+// default 128x128 tile and 8 warps: 2 x 4 warps of 64x32, 4 x 2 fragments).
+// K is walked BK at a time. The BM x BK tile of A and the BK x BN tile of B live
+// in shared memory in STAGES buffers; each buffer is filled with 16-byte
+// cp.async copies issued STAGES - 1 tiles ahead, so while tile t is multiplied
+// the copies of tiles t+1 .. t+STAGES-1 are in flight:
+//
+//   prologue: issue tiles 0 .. STAGES-2, one commit group each
+//   for t:    wait until tile t's group is done (wait_group STAGES-2); __syncthreads
+//             (tile t is visible to all, and every warp is done with tile t-1);
+//             issue tile t+STAGES-1 into tile t-1's buffer; commit;
+//             for each k16 step: load FM A and FN B fragments from shared memory
+//             (ldmatrix underneath) and do FM x FN mma_sync
+//
+// Shared rows are padded by 8 elements (16 bytes): a row of A is BK + 8
+// elements, of B BN + 8, so the 8 rows an ldmatrix reads (and the 16-byte
+// cp.async stores of a warp) fall in 8 different 16-byte bank groups.
+//
+// Edges. Copies of 16-byte chunks past M, N or K use cp.async's src-size 0,
+// which writes zeros (the source address is then clamped to the matrix start),
+// so the tiles are zero-padded and the products are exact. A chunk is wholly
+// inside or outside the matrix only when K % 8 == 0 (A) and N % 8 == 0 (B), and
+// cp.async needs 16-byte aligned sources; when the host cannot promise that it
+// launches ASYNC = false, which copies element by element with plain loads and
+// bounds checks into the same buffers (slow, but right for any M, N, K: odd K
+// or N such as 1000 x 777 x 333). The epilogue goes through shared memory, one
+// 16x16 fragment at a time per warp: stored as fp32, rounded to 16 bits by each
+// lane (8 elements of one row), and written with bounds checks (one 16-byte
+// store when the 8 elements are inside C and ASYNC holds).
+//
+// Blocks are numbered along N within groups of GROUP_M block rows (as Triton's
+// matmul tutorial does), so blocks that run together share A and B tiles in L2.
+//
+// Shared memory is dynamic: STAGES·(BM·(BK+8) + BK·(BN+8))·2 bytes, at least
+// WARPS·1 KiB for the epilogue (the host computes the same number).
+
+#include <mma.h>
+
+namespace kbench_wmma_smem {
+
+template <bool BF16>
+struct Element;
+template <>
+struct Element<false> {
+    using T = __half;
+};
+template <>
+struct Element<true> {
+    using T = __nv_bfloat16;
+};
+
+// Two floats -> one register of two 16-bit values, `lo` in the low half (lower address).
+template <bool BF16>
+__device__ __forceinline__ unsigned pack2(float lo, float hi) {
+    unsigned r;
+    if (BF16) {
+        asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+    } else {
+        asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+    }
+    return r;
+}
+
+// 16 bytes global -> shared, bypassing L1; src_bytes = 0 writes 16 zeros and reads nothing.
+__device__ __forceinline__ void cp_async_16(unsigned dst, const void* src, int src_bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes)
+                 : "memory");
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+
+// Wait until at most N of this thread's commit groups are still pending.
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+    return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+// Copy the BM x BK tile of A at (m0, k0) and the BK x BN tile of B at (k0, n0)
+// into one pipeline stage; zeros where they overhang M, N or K.
+template <int BM, int BN, int BK, int THREADS, bool ASYNC>
+__device__ __forceinline__ void load_stage(unsigned short* sa, unsigned short* sb, const unsigned short* A,
+                                           const unsigned short* B, int M, int N, int K, int m0, int n0, int k0,
+                                           int tid) {
+    constexpr int LDA = BK + 8;
+    constexpr int LDB = BN + 8;
+    if (ASYNC) {
+        constexpr int A_CHUNKS = BK / 8;  // 16-byte chunks in a row of the A tile
+        constexpr int B_CHUNKS = BN / 8;
+        static_assert((BM * A_CHUNKS) % THREADS == 0 && (BK * B_CHUNKS) % THREADS == 0,
+                      "the block copies whole tiles");
+#pragma unroll
+        for (int i = 0; i < BM * A_CHUNKS / THREADS; ++i) {
+            const int idx = tid + i * THREADS;
+            const int r = idx / A_CHUNKS;
+            const int c = (idx % A_CHUNKS) * 8;
+            const int gr = m0 + r;
+            const int gk = k0 + c;
+            const bool valid = gr < M && gk < K;  // K % 8 == 0: the chunk is wholly inside
+            const unsigned short* src = valid ? A + static_cast<long long>(gr) * K + gk : A;
+            cp_async_16(smem_addr(sa + r * LDA + c), src, valid ? 16 : 0);
+        }
+#pragma unroll
+        for (int i = 0; i < BK * B_CHUNKS / THREADS; ++i) {
+            const int idx = tid + i * THREADS;
+            const int r = idx / B_CHUNKS;
+            const int c = (idx % B_CHUNKS) * 8;
+            const int gk = k0 + r;
+            const int gn = n0 + c;
+            const bool valid = gk < K && gn < N;  // N % 8 == 0: the chunk is wholly inside
+            const unsigned short* src = valid ? B + static_cast<long long>(gk) * N + gn : B;
+            cp_async_16(smem_addr(sb + r * LDB + c), src, valid ? 16 : 0);
+        }
+    } else {
+        static_assert((BM * BK) % THREADS == 0 && (BK * BN) % THREADS == 0, "the block copies whole tiles");
+#pragma unroll 4
+        for (int i = 0; i < BM * BK / THREADS; ++i) {
+            const int idx = tid + i * THREADS;
+            const int r = idx / BK;
+            const int c = idx % BK;
+            const int gr = m0 + r;
+            const int gk = k0 + c;
+            sa[r * LDA + c] = (gr < M && gk < K) ? A[static_cast<long long>(gr) * K + gk]
+                                                 : static_cast<unsigned short>(0);
+        }
+#pragma unroll 4
+        for (int i = 0; i < BK * BN / THREADS; ++i) {
+            const int idx = tid + i * THREADS;
+            const int r = idx / BN;
+            const int c = idx % BN;
+            const int gk = k0 + r;
+            const int gn = n0 + c;
+            sb[r * LDB + c] = (gk < K && gn < N) ? B[static_cast<long long>(gk) * N + gn]
+                                                 : static_cast<unsigned short>(0);
+        }
+    }
+}
+
+}  // namespace kbench_wmma_smem
+
+template <int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES, bool BF16, bool ASYNC>
+__global__ void __launch_bounds__(WARPS_M * WARPS_N * 32)
+matmul_wmma_smem(const unsigned short* __restrict__ A, const unsigned short* __restrict__ B,
+                 unsigned short* __restrict__ C, int M, int N, int K, int group_m) {
+    using namespace nvcuda;
+    using namespace kbench_wmma_smem;
+    using T = typename Element<BF16>::T;
+    constexpr int THREADS = WARPS_M * WARPS_N * 32;
+    constexpr int WM = BM / WARPS_M;  // warp tile
+    constexpr int WN = BN / WARPS_N;
+    constexpr int FM = WM / 16;  // fragments per warp
+    constexpr int FN = WN / 16;
+    constexpr int LDA = BK + 8;  // padded shared rows (elements)
+    constexpr int LDB = BN + 8;
+    constexpr int A_STAGE = BM * LDA;  // elements per stage
+    constexpr int B_STAGE = BK * LDB;
+    static_assert(WM % 16 == 0 && WN % 16 == 0 && BK % 16 == 0, "warp tiles and BK are multiples of 16");
+    static_assert(STAGES >= 2, "a pipeline has at least two stages");
+
+    extern __shared__ __align__(128) unsigned short smem[];
+    unsigned short* sA = smem;                     // STAGES x [BM][LDA]
+    unsigned short* sB = smem + STAGES * A_STAGE;  // STAGES x [BK][LDB]
+
+    const int tid = threadIdx.x;
+    const int warp = tid / 32;
+    const int lane = tid % 32;
+    const int wm = warp / WARPS_N;
+    const int wn = warp % WARPS_N;
+
+    // Block -> (block row, block column), column-fastest within groups of group_m block rows.
+    const int tiles_m = (M + BM - 1) / BM;
+    const int tiles_n = (N + BN - 1) / BN;
+    const int per_group = group_m * tiles_n;
+    const int group = blockIdx.x / per_group;
+    const int first_m = group * group_m;
+    const int rows_here = min(tiles_m - first_m, group_m);
+    const int in_group = blockIdx.x % per_group;
+    const int m0 = (first_m + in_group % rows_here) * BM;
+    const int n0 = (in_group / rows_here) * BN;
+
+    const int k_tiles = (K + BK - 1) / BK;
+
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < k_tiles)
+            load_stage<BM, BN, BK, THREADS, ASYNC>(sA + s * A_STAGE, sB + s * B_STAGE, A, B, M, N, K, m0, n0,
+                                                   s * BK, tid);
+        cp_async_commit();  // one group per tile, empty or not, so the counting below holds
+    }
+
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[FM][FN];
+#pragma unroll
+    for (int i = 0; i < FM; ++i)
+#pragma unroll
+        for (int j = 0; j < FN; ++j) wmma::fill_fragment(acc[i][j], 0.f);
+
+    for (int t = 0; t < k_tiles; ++t) {
+        // Groups committed so far: STAGES - 1 + t. Leaving STAGES - 2 pending means groups
+        // 0 .. t, hence tile t, are complete (for this thread's copies; the barrier for all).
+        cp_async_wait<STAGES - 2>();
+        __syncthreads();
+
+        const int next = t + STAGES - 1;  // goes into tile t-1's buffer, which every warp is done with
+        if (next < k_tiles) {
+            const int s = next % STAGES;
+            load_stage<BM, BN, BK, THREADS, ASYNC>(sA + s * A_STAGE, sB + s * B_STAGE, A, B, M, N, K, m0, n0,
+                                                   next * BK, tid);
+        }
+        cp_async_commit();
+
+        const unsigned short* a_tile = sA + (t % STAGES) * A_STAGE + (wm * WM) * LDA;
+        const unsigned short* b_tile = sB + (t % STAGES) * B_STAGE + wn * WN;
+#pragma unroll
+        for (int kk = 0; kk < BK; kk += 16) {
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a[FM];
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> b[FN];
+#pragma unroll
+            for (int i = 0; i < FM; ++i)
+                wmma::load_matrix_sync(a[i], reinterpret_cast<const T*>(a_tile + (i * 16) * LDA + kk), LDA);
+#pragma unroll
+            for (int j = 0; j < FN; ++j)
+                wmma::load_matrix_sync(b[j], reinterpret_cast<const T*>(b_tile + kk * LDB + j * 16), LDB);
+#pragma unroll
+            for (int i = 0; i < FM; ++i)
+#pragma unroll
+                for (int j = 0; j < FN; ++j) wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
+        }
+    }
+
+    // Epilogue: the pipeline buffers become one 16x16 fp32 scratch tile per warp.
+    cp_async_wait<0>();
+    __syncthreads();
+    float* scratch = reinterpret_cast<float*>(smem) + warp * 16 * 16;
+    const int r = lane / 2;         // each lane: row r of the fragment,
+    const int c8 = (lane % 2) * 8;  // columns c8 .. c8 + 7
+#pragma unroll
+    for (int i = 0; i < FM; ++i) {
+#pragma unroll
+        for (int j = 0; j < FN; ++j) {
+            wmma::store_matrix_sync(scratch, acc[i][j], 16, wmma::mem_row_major);
+            __syncwarp();
+            const int row = m0 + wm * WM + i * 16 + r;
+            const int col = n0 + wn * WN + j * 16 + c8;
+            if (row < M) {
+                const float4 lo = *reinterpret_cast<const float4*>(scratch + r * 16 + c8);
+                const float4 hi = *reinterpret_cast<const float4*>(scratch + r * 16 + c8 + 4);
+                const unsigned p[4] = {pack2<BF16>(lo.x, lo.y), pack2<BF16>(lo.z, lo.w), pack2<BF16>(hi.x, hi.y),
+                                       pack2<BF16>(hi.z, hi.w)};
+                unsigned short* dst = C + static_cast<long long>(row) * N + col;
+                if (ASYNC && col + 8 <= N) {
+                    // N % 8 == 0 and C 16-byte aligned: one aligned 16-byte store.
+                    *reinterpret_cast<uint4*>(dst) = make_uint4(p[0], p[1], p[2], p[3]);
+                } else {
+#pragma unroll
+                    for (int e = 0; e < 8; ++e)
+                        if (col + e < N) dst[e] = static_cast<unsigned short>(p[e / 2] >> (16 * (e % 2)));
+                }
+            }
+            __syncwarp();  // every lane has read the scratch tile before the next fragment overwrites it
+        }
+    }
+}
+
+#ifdef KBENCH_INSTANTIATE
+// nvcc build check (tests/): the configurations kbench launches.
+#define KBENCH_WMMA_SMEM_ONE(BM, BN, BK, WM, WN, S, BF16, ASYNC)                                           \
+    template __global__ void matmul_wmma_smem<BM, BN, BK, WM, WN, S, BF16, ASYNC>(                          \
+        const unsigned short*, const unsigned short*, unsigned short*, int, int, int, int);
+#define KBENCH_WMMA_SMEM(BM, BN, BK, WM, WN, S)                   \
+    KBENCH_WMMA_SMEM_ONE(BM, BN, BK, WM, WN, S, false, true)      \
+    KBENCH_WMMA_SMEM_ONE(BM, BN, BK, WM, WN, S, true, true)       \
+    KBENCH_WMMA_SMEM_ONE(BM, BN, BK, WM, WN, S, false, false)     \
+    KBENCH_WMMA_SMEM_ONE(BM, BN, BK, WM, WN, S, true, false)
+KBENCH_WMMA_SMEM(128, 128, 32, 2, 4, 3)
+KBENCH_WMMA_SMEM(128, 128, 32, 2, 2, 3)
+KBENCH_WMMA_SMEM(128, 256, 32, 2, 4, 3)
+KBENCH_WMMA_SMEM(128, 128, 64, 2, 4, 3)
+KBENCH_WMMA_SMEM(128, 128, 32, 2, 4, 4)
+#endif

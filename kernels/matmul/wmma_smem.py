@@ -1,0 +1,114 @@
+"""fp16/bf16 matmul, block-tiled WMMA: shared-memory tiles filled by a multi-stage cp.async pipeline.
+
+The CUDA source is ``wmma_smem.cu`` beside this file, compiled at run time with
+NVRTC through ``cupy.RawModule`` (it includes <mma.h>). A block of ``warps``
+warps (2 x warps/2) owns a block_m x block_n tile of C; each warp a grid of
+16x16 fp32 fragments (64x32 with the defaults). A and B tiles (block_k deep,
+rows padded by 16 bytes) stream through ``stages`` shared buffers with 16-byte
+cp.async copies that zero-fill past the matrix edges. When K or N is not a
+multiple of 8 (or a tensor is not 16-byte aligned) the same kernel is built
+with element-by-element bounds-checked copies instead: slow, but any M, N, K
+works. Blocks are grouped ``group_m`` block rows at a time for L2 reuse.
+
+    kbench run matmul --m 4096 --n 4096 --k 4096 --dtype fp16,bf16 --impl cublas,wmma-smem \\
+        --param block_n=128,256 --param stages=3,4
+"""
+
+from pathlib import Path
+
+from kbench.loader import load_helper
+from kbench.registry import Unsupported, implementation
+
+SOURCE = Path(__file__).with_suffix(".cu")
+EPILOGUE_BYTES_PER_WARP = 16 * 16 * 4  # one fp32 16x16 fragment
+MAX_FRAGMENTS_PER_WARP = 16  # 16 fp32 16x16 accumulators = 128 registers a thread (64x64 warp tile)
+
+_common = load_helper(Path(__file__).parent / "_cupy_matmul.py")
+
+
+def warp_grid(warps: int) -> tuple[int, int]:
+    """(warps_m, warps_n): two warp rows when there are at least two warps."""
+    warps_m = 2 if warps >= 2 else 1
+    return warps_m, warps // warps_m
+
+
+def smem_bytes(block_m: int, block_n: int, block_k: int, warps: int, stages: int) -> int:
+    """Dynamic shared memory: the pipeline's A and B buffers (rows padded by 8 elements), or the epilogue's scratch."""
+    pipeline = stages * (block_m * (block_k + 8) + block_k * (block_n + 8)) * 2
+    return max(pipeline, warps * EPILOGUE_BYTES_PER_WARP)
+
+
+def check_config(block_m: int, block_n: int, block_k: int, warps: int, stages: int, group_m: int) -> str | None:
+    if warps not in (1, 2, 4, 8, 16):
+        return f"warps={warps} is not one of 1, 2, 4, 8, 16"
+    warps_m, warps_n = warp_grid(warps)
+    if block_m <= 0 or block_m % (16 * warps_m):
+        return f"block_m={block_m} must give each of the {warps_m} warp rows a multiple of 16 rows"
+    if block_n <= 0 or block_n % (16 * warps_n):
+        return f"block_n={block_n} must give each of the {warps_n} warp columns a multiple of 16 columns"
+    fragments = (block_m // warps_m // 16) * (block_n // warps_n // 16)
+    if fragments > MAX_FRAGMENTS_PER_WARP:
+        return (f"a {block_m // warps_m}x{block_n // warps_n} warp tile is {fragments} accumulator fragments "
+                f"({8 * fragments} registers a thread): at most {MAX_FRAGMENTS_PER_WARP}, or it spills")
+    if block_k <= 0 or block_k % 16:
+        return f"block_k={block_k} must be a positive multiple of 16"
+    if stages < 2:
+        return f"stages={stages}: the pipeline needs at least 2"
+    if group_m < 1:
+        return f"group_m={group_m} must be at least 1"
+    threads = 32 * warps
+    if (block_m * block_k // 8) % threads or (block_k * block_n // 8) % threads:
+        return (f"the {threads} threads must copy the {block_m}x{block_k} A tile and the {block_k}x{block_n} "
+                f"B tile in whole 16-byte chunks each")
+    return None
+
+
+def async_copies(case, a, b, out) -> bool:
+    """Whether 16-byte cp.async copies (and 16-byte stores of C) are valid for this case."""
+    return case.k % 8 == 0 and case.n % 8 == 0 and _common.aligned((a, b, out), 16)
+
+
+def plan(case, a, b, out, block_m, block_n, block_k, warps, stages, group_m, smem_limit=None) -> dict:
+    """The launch for one case (raises Unsupported): kernel name, grid, block, shared memory, copy path."""
+    reason = check_config(block_m, block_n, block_k, warps, stages, group_m)
+    if reason:
+        raise Unsupported(reason)
+    if case.dtype not in ("fp16", "bf16"):
+        raise Unsupported(f"{case.dtype}: wmma-smem takes fp16 or bf16 inputs")
+    smem = smem_bytes(block_m, block_n, block_k, warps, stages)
+    if smem_limit is not None and smem > smem_limit:
+        raise Unsupported(f"needs {smem / 1024:.1f} KiB of shared memory per block; this GPU allows "
+                          f"{smem_limit / 1024:.1f} KiB (sharedMemPerBlockOptin)")
+    use_async = async_copies(case, a, b, out)
+    warps_m, warps_n = warp_grid(warps)
+    grid = (_common.ceil_div(case.m, block_m) * _common.ceil_div(case.n, block_n),)
+    _common.check_grid(grid)
+    name = (f"matmul_wmma_smem<{block_m}, {block_n}, {block_k}, {warps_m}, {warps_n}, {stages}, "
+            f"{'true' if case.dtype == 'bf16' else 'false'}, {'true' if use_async else 'false'}>")
+    return {"name": name, "grid": grid, "block": (32 * warps,), "smem": smem, "async": use_async,
+            "warps_m": warps_m, "warps_n": warps_n}
+
+
+@implementation(
+    "matmul", "wmma-smem", backend="cupy", cuda=True, modules=("torch", "cupy"), min_cc=(8, 0),
+    dtypes=("fp16", "bf16"),
+    params={"block_m": 128, "block_n": 128, "block_k": 32, "warps": 8, "stages": 3, "group_m": 8},
+    description="block-tiled WMMA (CUDA C++): 128x128x32 tiles, 8 warps of 64x32, 3-stage cp.async pipeline",
+)
+def wmma_smem(case, inputs, out, block_m, block_n, block_k, warps, stages, group_m):
+    import numpy as np
+
+    a, b, c = _common.operands(case, inputs, out)
+    p = plan(case, a, b, c, block_m, block_n, block_k, warps, stages, group_m, smem_limit=_common.smem_optin_limit(a))
+    kernel = _common.compiled(str(SOURCE), p["name"])
+    if p["smem"] > _common.STATIC_SMEM_LIMIT:  # above 48 KiB a block must opt in to its dynamic shared memory
+        kernel.max_dynamic_shared_size_bytes = p["smem"]
+    args = (*_common.pointer_args(a, b, c), np.int32(case.m), np.int32(case.n), np.int32(case.k), np.int32(group_m))
+    run = _common.launcher(kernel, p["grid"], p["block"], args, smem=p["smem"])
+    run.config = {
+        "block_m": block_m, "block_n": block_n, "block_k": block_k, "warps": warps, "stages": stages,
+        "group_m": group_m, "warp_tile": [block_m // p["warps_m"], block_n // p["warps_n"]],
+        "cp_async": p["async"],
+        **_common.kernel_config(kernel, p["grid"], p["block"], p["smem"]),
+    }
+    return run

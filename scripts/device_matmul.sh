@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# The matmul implementations on the H200 in one device call (issue 4): correctness
+# sweep on odd and even shapes, compute-sanitizer memcheck on the CUDA kernels,
+# and the benchmark against cuBLAS measured in the same run.
+#
+#   STEPS="correct sanitize bench" OUT=/tmp/kbench-device bash scripts/device_matmul.sh
+set -u
+OUT=${OUT:-/tmp/kbench-device}
+mkdir -p "$OUT"
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 COLUMNS=160 KBENCH_GIT_COMMIT=${KBENCH_GIT_COMMIT:-unknown}
+kb() { python3 -m kbench "$@"; echo "[exit $?]"; }
+summary() {  # one line per record: label, case, status, median, TFLOP/s, ratio to cublas, error, regs/smem/spill
+python3 - "$@" <<'PY'
+import json, sys
+rows = [json.loads(line) for path in sys.argv[1:] for line in open(path)]
+cublas = {r["case_key"]: (r.get("metrics") or {}).get("tflops") for r in rows if r["impl"] == "cublas" and r["status"] == "OK"}
+for r in rows:
+    st = (r.get("timing") or {}).get("stats") or {}; m = r.get("metrics") or {}
+    c = r.get("config") or {}; err = (r.get("correctness") or {}).get("max_abs_err")
+    res = (f"regs={c.get('registers_per_thread')} smem={c.get('dynamic_smem_bytes')} local={c.get('local_bytes_per_thread')}"
+           if "registers_per_thread" in c else "")
+    med = f"{st['median']*1e3:9.1f} us" if st else "        -   "
+    tf = m.get("tflops")
+    base = cublas.get(r["case_key"])
+    ratio = f"{tf / base:5.2f}x cublas" if tf and base else "     -       "
+    tfs = f"{tf:7.1f} TF/s" if tf else "      -     "
+    print(f"{r['label']:44s} {r['case_key']:44s} {r['status']:7s} {med} {tfs} {ratio} "
+          f"err={err if err is None else f'{err:.1e}'} {res} {r['reason'][:90]}")
+PY
+}
+statuses() {  # counts of (label, status), every non-OK row, worst error by dtype
+python3 - "$@" <<'PY'
+import collections, json, sys
+rows = [json.loads(line) for path in sys.argv[1:] for line in open(path)]
+print("statuses:", dict(collections.Counter((r["label"], r["status"]) for r in rows)))
+for r in rows:
+    if r["status"] not in ("OK",): print("  ", r["label"], r["case_key"], r["status"], r["reason"][:150])
+worst = collections.defaultdict(float)
+for r in rows:
+    e = (r.get("correctness") or {}).get("max_abs_err")
+    if e is not None: worst[(r["label"], r["case"]["dtype"])] = max(worst[(r["label"], r["case"]["dtype"])], e)
+print("worst max abs err by (label, dtype):", dict(worst))
+PY
+}
+STEPS=${STEPS:-correct sanitize bench}
+IMPLS=${IMPLS:-cublas,tiled-smem,tiled-regblock,wmma,wmma-smem,triton}
+
+if [[ $STEPS == *correct* ]]; then
+echo "== correctness: odd and even shapes, fp16/bf16/fp32 (each implementation's dtypes; others SKIP)"
+SHAPES=${SHAPES:-"1 1 1|17 17 17|1000 777 333|128 128 128|33 40 24|130 264 200|1024 1024 1024"}
+IFS='|' read -ra SHAPE_LIST <<< "$SHAPES"
+for shape in "${SHAPE_LIST[@]}"; do
+  set -- $shape
+  kb run matmul --impl "$IMPLS" --baseline cublas --m $1 --n $2 --k $3 --dtype fp16,bf16,fp32 \
+     --min-time 0.02 --max-time 0.05 --format csv --out "$OUT/mm-correct.jsonl" > /dev/null
+  # the other tile configurations of the tunable kernels, on the same shape
+  kb run matmul --impl wmma-smem --baseline wmma-smem --m $1 --n $2 --k $3 --dtype fp16,bf16 \
+     --param warps=4,8 --param block_n=128,256 --param stages=2,4 \
+     --min-time 0.02 --max-time 0.05 --format csv --out "$OUT/mm-correct.jsonl" > /dev/null
+  kb run matmul --impl tiled-regblock,tiled-smem --baseline tiled-smem --m $1 --n $2 --k $3 --dtype fp32 \
+     --param block_m=64 --param block_n=64 --param block_k=16 --param thread_m=4 --param thread_n=4 --param tile=32 \
+     --min-time 0.02 --max-time 0.05 --format csv --out "$OUT/mm-correct.jsonl" > /dev/null
+done
+statuses "$OUT/mm-correct.jsonl"
+fi
+
+if [[ $STEPS == *sanitize* ]]; then
+echo "== compute-sanitizer memcheck (and racecheck on the shared-memory kernels)"
+compute-sanitizer --tool memcheck --error-exitcode 9 python3 scripts/matmul_sanitize.py 2>&1 | tail -40
+echo "[memcheck exit ${PIPESTATUS[0]}]"
+compute-sanitizer --tool racecheck --error-exitcode 9 python3 scripts/matmul_sanitize.py tiled-smem,tiled-regblock,wmma-smem 2>&1 | tail -8
+echo "[racecheck exit ${PIPESTATUS[0]}]"
+fi
+
+if [[ $STEPS == *bench* ]]; then
+echo "== benchmark: 4096^3 and 8192^3, fp16 and bf16; fp32 at 4096^3"
+for size in ${BENCH_SIZES:-4096 8192}; do
+  kb run matmul --impl cublas,triton,wmma,wmma-smem --baseline cublas --m $size --n $size --k $size --dtype fp16,bf16 \
+     --format csv --out "$OUT/mm-bench.jsonl" > /dev/null
+  kb run matmul --impl cublas,wmma-smem --baseline cublas --m $size --n $size --k $size --dtype fp16,bf16 \
+     ${WMMA_SMEM_PARAMS:---param warps=4,8 --param block_n=128,256 --param stages=3,4} \
+     --format csv --out "$OUT/mm-bench.jsonl" > /dev/null
+done
+kb run matmul --impl cublas,triton,tiled-smem,tiled-regblock --baseline cublas --m 4096 --n 4096 --k 4096 --dtype fp32 \
+   --format csv --out "$OUT/mm-bench.jsonl" > /dev/null
+summary "$OUT/mm-bench.jsonl"
+fi
