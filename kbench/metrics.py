@@ -1,4 +1,5 @@
-"""Figures derived from a measured time: TFLOP/s, GB/s, % of the roofline, speedup."""
+"""Figures derived from a measured time: TFLOP/s, GB/s, % of the roofline, speedup,
+and the speed-of-light check: a time below the datasheet roofline is impossible."""
 
 from __future__ import annotations
 
@@ -28,3 +29,33 @@ def speedup(baseline_ms: float | None, median_ms: float | None) -> float | None:
     if not baseline_ms or not median_ms:
         return None
     return baseline_ms / median_ms
+
+
+# Datasheet peaks are boost-clock figures no kernel reaches: a time more than this
+# fraction under the roofline's floor is not a fast kernel but a wrong measurement.
+SPEED_OF_LIGHT_SLACK = 0.05
+
+
+def speed_of_light_ms(flops: float, min_bytes: float, dtype: str, peaks: DevicePeaks | None,
+                      memory_roof: bool = True) -> float | None:
+    """The least time the work can take on this device: its FLOPs at the compute peak, or its
+    fewest bytes at the HBM bandwidth, whichever is longer. ``memory_roof`` False (L2 not
+    flushed: inputs may be served from cache) keeps only the compute floor. None: no peaks known."""
+    if peaks is None or dtype not in peaks.tflops:
+        return None
+    floor = flops / (peaks.compute_peak(dtype) * 1e12)
+    if memory_roof and min_bytes:
+        floor = max(floor, min_bytes / (peaks.hbm_tbs * 1e12))
+    return floor * 1e3
+
+
+def impossible(median_ms: float, flops: float, min_bytes: float, dtype: str, peaks: DevicePeaks | None,
+               memory_roof: bool = True) -> str:
+    """Why a time is faster than the speed of light (the reason of a FAIL), or ""."""
+    floor = speed_of_light_ms(flops, min_bytes, dtype, peaks, memory_roof)
+    if not floor or median_ms >= floor / (1 + SPEED_OF_LIGHT_SLACK):
+        return ""
+    memory = f" and {min_bytes:.3g} bytes at {peaks.hbm_tbs:g} TB/s" if memory_roof and min_bytes else ""
+    return (f"impossible: faster than the roofline: {median_ms:.4g} ms, but {flops:.3g} FLOP at "
+            f"{peaks.compute_peak(dtype):g} TFLOP/s ({dtype}){memory} need at least {floor:.4g} ms on {peaks.name} "
+            "(work skipped, done outside the timed calls, or not covered by the events)")

@@ -6,6 +6,11 @@ zeroed) *before* the start event so it is never timed; events recorded in
 batches and read after one synchronise; sampling stops by :class:`StopRule`.
 With ``cuda_graph`` the closure is captured once and each sample replays it,
 which removes the CPU launch gaps between the kernels of a launch-bound closure.
+
+The events only see work queued on the current stream. After sampling, a few
+calls are timed on the wall clock with a device-wide synchronise after each:
+a call that takes far longer than the events say did its work where they
+cannot see it (a side stream), and is reported as such (``uncovered``).
 """
 
 from __future__ import annotations
@@ -18,6 +23,10 @@ from kbench.stats import summarize
 from kbench.stopping import StopRule
 
 HIGH_NOISE = 0.02  # warn when the median is known to worse than 2 %
+# A synchronised call may exceed the events' time by the synchronise's latency
+# (~10-20 us) and a little jitter; far more means work the events did not cover.
+UNCOVERED_FACTOR = 2.0
+UNCOVERED_SLACK_MS = 0.05
 # A Python launch costs ~3-6 us: under this a closure's time is mostly launch overhead.
 LAUNCH_BOUND_MS = 0.020
 
@@ -81,6 +90,29 @@ def measure_cpu(fn, settings: Settings) -> dict:
             return _finish(samples, reason, "cpu-wall-clock", settings)
 
 
+def uncovered_work(event_ms: float, wall_ms: float) -> str:
+    """Why the events missed part of a call's work, or "": the synchronised wall-clock time of a
+    call (``wall_ms``, device-wide synchronise) against the events' median (``event_ms``)."""
+    if wall_ms <= UNCOVERED_FACTOR * event_ms + UNCOVERED_SLACK_MS:
+        return ""
+    return (f"timing: the CUDA events saw {event_ms:.4g} ms a call, but a call with a device-wide "
+            f"synchronise takes {wall_ms:.4g} ms: work outside the timed stream "
+            "(a side stream the events do not cover?)")
+
+
+def synced_wall_ms(call, sync, per_call_s: float, budget_s: float = 0.2) -> float:
+    """Median wall-clock milliseconds of a call followed by a device-wide synchronise (3 to 50 calls)."""
+    calls = int(min(50, max(3, budget_s / max(per_call_s, 1e-7))))
+    samples = []
+    for _ in range(calls):
+        t0 = time.perf_counter()
+        call()
+        sync()
+        samples.append(time.perf_counter() - t0)
+    samples.sort()
+    return samples[len(samples) // 2] * 1e3
+
+
 def measure_cuda(fn, settings: Settings, device_uuid: str | None = None) -> dict:
     import torch
 
@@ -119,6 +151,10 @@ def measure_cuda(fn, settings: Settings, device_uuid: str | None = None) -> dict
             warnings = [w for w in (clocks.warning(),) if w]
             result = _finish(samples, reason, method, settings, warnings)
             result["clock"] = clocks.summary()
+            result["synced_wall_ms"] = synced_wall_ms(call, sync, per_call)
+            uncovered = uncovered_work(result["stats"]["median"], result["synced_wall_ms"])
+            if uncovered:
+                result["uncovered"] = uncovered
             return result
 
 

@@ -77,6 +77,9 @@ def execute(registry, job: dict, device: str, env: dict) -> dict:
         else:
             record["timing"] = timing.measure_cpu(fn, settings)
         record["config"] = getattr(fn, "config", {})
+        if record["timing"].get("uncovered"):  # the events missed its work: the time is not its time
+            record.update(status="FAIL", reason=record["timing"]["uncovered"])
+            return record
         again = correctness.recheck(verdict, device)
         if again:
             record["correctness"].update(ok=False, reason=again)
