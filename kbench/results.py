@@ -2,6 +2,12 @@
 
 Each record is written (and fsync'ed) as soon as it is measured, so an
 interrupted run loses nothing that was already measured.
+
+Two readers: :func:`read` is lenient (a run reading back its own file skips a
+torn last line left by a kill); :func:`read_strict` is for files from
+elsewhere (``kbench compare``): JSON only, and a torn or invalid line, NaN or
+Infinity, a missing field or an unknown schema version is a :class:`UserError`
+naming the file and the line. Nothing is ever unpickled.
 """
 
 from __future__ import annotations
@@ -10,12 +16,19 @@ import datetime as dt
 import json
 import math
 import os
+import re
+import tempfile
 from pathlib import Path
 
 from kbench.errors import UserError
 
 SCHEMA = 1
 STATUSES = ("OK", "FAIL", "SKIP", "CRASH", "TIMEOUT")
+FAILED = ("FAIL", "CRASH", "TIMEOUT")
+RESULTS_DIR = Path("results")
+BASELINES_DIR = RESULTS_DIR / "baselines"
+# A baseline name is a plain file name: letters, digits, '.', '_', '-', not starting with '.'.
+_BASELINE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")
 
 
 def default_path(suite: str, folder: Path = Path("results")) -> Path:
@@ -77,6 +90,179 @@ def read(path: Path) -> list[dict]:
             except json.JSONDecodeError:
                 continue
     return records
+
+
+def key(record: dict) -> tuple[str, str, str]:
+    """A record's identity across runs: (suite, label, case_key); old records without a label use impl."""
+    return (record.get("suite"), record.get("label") or record.get("impl"), record.get("case_key"))
+
+
+# --- files from elsewhere ------------------------------------------------------------
+
+def _refuse_constant(name: str):
+    raise ValueError(f"{name} is not allowed (times must be finite numbers)")
+
+
+def _location(path: Path, line: int | None) -> str:
+    return f"{path}:{line}" if line else str(path)
+
+
+def read_strict(path: Path) -> list[tuple[int, dict]]:
+    """(line number, record) for every record of a results file, checked; UserError on anything doubtful.
+
+    JSONL (one record a line, as `kbench run` writes) or a JSON array (`kbench run --format json`).
+    """
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise UserError(f"cannot read {str(path)!r}: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise UserError(f"{_location(path, line)}: not UTF-8 text (results files are JSON lines)") from None
+    if not text.strip():
+        raise UserError(f"{path}: no records (empty file)")
+    if text.lstrip().startswith("["):
+        try:
+            items = json.loads(text, parse_constant=_refuse_constant)
+        except ValueError as exc:
+            raise UserError(f"{_location(path, getattr(exc, 'lineno', None))}: not valid JSON: {_why(exc)}") from None
+        if not isinstance(items, list):
+            raise UserError(f"{path}: expected a JSON array of records")
+        entries = [(None, item) for item in items]
+    else:
+        entries = []
+        for number, line in enumerate(text.split("\n"), start=1):
+            if not line.strip():
+                continue
+            try:
+                entries.append((number, json.loads(line, parse_constant=_refuse_constant)))
+            except ValueError as exc:
+                torn = number == text.count("\n") + 1 and not text.endswith("\n")
+                hint = " (a truncated line: the run was killed while writing?)" if torn else ""
+                raise UserError(f"{path}:{number}: not valid JSON{hint}: {_why(exc)}") from None
+    checked = []
+    for index, (number, record) in enumerate(entries):
+        where = _location(path, number) if number else f"{path}: record {index + 1}"
+        _check_record(record, where)
+        checked.append((number or index + 1, record))
+    return checked
+
+
+def _why(exc: ValueError) -> str:
+    return exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+
+
+def _check_record(record, where: str) -> None:
+    if not isinstance(record, dict):
+        raise UserError(f"{where}: expected a JSON object (a record), got {type(record).__name__}")
+    schema = record.get("schema")
+    if schema != SCHEMA:
+        raise UserError(f"{where}: unknown schema version {schema!r} (this kbench reads version {SCHEMA})")
+    for name in ("suite", "impl", "case_key", "status"):
+        if not isinstance(record.get(name), str) or not record[name]:
+            raise UserError(f"{where}: field {name!r} is missing or not a string")
+    if record["status"] not in STATUSES:
+        raise UserError(f"{where}: unknown status {record['status']!r} (expected one of {', '.join(STATUSES)})")
+    if record["status"] != "OK":
+        return
+    timing = record.get("timing")
+    if not isinstance(timing, dict) or not isinstance(timing.get("stats"), dict):
+        raise UserError(f"{where}: an OK record without timing.stats")
+    _check_time(timing["stats"].get("median"), f"{where}: timing.stats.median")
+    samples = timing.get("samples", [])
+    if not isinstance(samples, list):
+        raise UserError(f"{where}: timing.samples is not a list")
+    for i, sample in enumerate(samples):
+        _check_time(sample, f"{where}: timing.samples[{i}]")
+
+
+def _check_time(value, what: str) -> None:
+    # The writer turns NaN and Infinity into null: a null time was not finite.
+    if value is None:
+        raise UserError(f"{what} is null (a NaN or Infinity time)")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise UserError(f"{what} is {value!r}, not a finite number")
+    if value < 0:
+        raise UserError(f"{what} is negative ({value!r})")
+
+
+def results_files(path: Path) -> list[Path]:
+    """A results file, or every *.jsonl / *.json file directly in a folder (sorted); UserError if none."""
+    path = Path(path)
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir() if p.is_file() and p.suffix in (".jsonl", ".json"))
+        if not files:
+            raise UserError(f"{str(path)!r}: no results files (*.jsonl) in this folder")
+        return files
+    if not path.exists():
+        raise UserError(f"cannot read {str(path)!r}: No such file or directory")
+    return [path]
+
+
+# --- baselines: written whole, atomically ---------------------------------------------
+
+def baseline_path(name: str, folder: Path = BASELINES_DIR) -> Path:
+    """results/baselines/NAME.jsonl. NAME must be a plain file name: nothing that could escape the folder."""
+    stem = name[: -len(".jsonl")] if name.endswith(".jsonl") else name
+    if not _BASELINE_NAME.fullmatch(stem) or stem in (".", ".."):
+        raise UserError(f"--save-baseline: {name!r} is not a plain name (use letters, digits, '.', '_' and '-'; "
+                        f"the baseline is written to {folder}/NAME.jsonl)")
+    return Path(folder) / f"{stem}.jsonl"
+
+
+def write_atomic(path: Path, records: list[dict]) -> None:
+    """Write every record to ``path`` at once: a temporary file in the same folder, flushed and
+    fsync'ed, then renamed over ``path``. A reader sees the old file or the whole new one, never a part."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise UserError(f"cannot write {str(path)!r}: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            os.fchmod(fh.fileno(), _file_mode(path))  # mkstemp makes it private; a baseline is an ordinary file
+            for record in records:
+                fh.write(dumps(record) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        if isinstance(exc, OSError):
+            raise UserError(f"cannot write {str(path)!r}: {exc.strerror or exc}") from None
+        raise
+    _fsync_folder(path.parent)
+
+
+def _file_mode(path: Path) -> int:
+    """The mode of the file being replaced, else what open() would give a new file (0o666 less the umask)."""
+    try:
+        return path.stat().st_mode & 0o777
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+def _fsync_folder(folder: Path) -> None:
+    """Make the rename itself durable (POSIX); a no-op where folders cannot be opened."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def now() -> str:

@@ -62,20 +62,29 @@ def run(
     out: results.ResultsFile,
     on_start: Callable[[Variant, Case], None] = lambda variant, case: None,
     on_record: Callable[[dict], None] = lambda record: None,
+    done: dict | None = None,
 ) -> list[dict]:
+    """Measure every variant x case not in ``done`` (records already in the results file, by
+    results.key: a resumed run) and return the new records."""
     suite = registry.suite(request.suite)
     if request.device == "auto":
         static_device = "cuda" if host_has_gpu() else "cpu"
     else:
         static_device = request.device
+    done = done or {}
     host_env = None
     baseline_ms: dict[str, float] = {}
+    for record in done.values():  # a resumed run's speedups are relative to the baseline it recorded
+        if record.get("impl") == request.baseline and record.get("status") == "OK" and record.get("timing"):
+            baseline_ms.setdefault(record["case_key"], record["timing"]["stats"]["median"])
     records = []
     for group in _by_implementation(request.variants, request.baseline):
         jobs = _ImplJobs(group[0].impl, request, static_device)
         try:
             for variant in group:
                 for case in request.cases:
+                    if (suite.name, variant.label, case.key) in done:
+                        continue
                     on_start(variant, case)
                     result, env = jobs.measure(variant, case)
                     if env is None:  # nothing ran: describe the host without starting CUDA
@@ -161,10 +170,17 @@ def _record(suite, variant: Variant, case, request, result, env, baseline_ms) ->
         median = timing["stats"]["median"]
         gpu = env.get("gpu") if env else None
         peaks = peaks_for(gpu["name"]) if gpu and timing["method"] != "cpu-wall-clock" else None
-        record["metrics"] = metrics.derive(median, record["flops"], record["min_bytes"], suite.dtype(case), peaks)
-        if impl.name == request.baseline:
-            baseline_ms.setdefault(case.key, median)
-        record["speedup"] = metrics.speedup(baseline_ms.get(case.key), median)
+        dtype = suite.dtype(case)
+        record["metrics"] = metrics.derive(median, record["flops"], record["min_bytes"], dtype, peaks)
+        # Without the L2 flush the inputs may come from cache: only the compute floor holds then.
+        why = metrics.impossible(median, record["flops"], record["min_bytes"], dtype, peaks,
+                                 memory_roof="l2-flush" in timing["method"])
+        if why:
+            record.update(status="FAIL", reason=why)
+        else:
+            if impl.name == request.baseline:
+                baseline_ms.setdefault(case.key, median)
+            record["speedup"] = metrics.speedup(baseline_ms.get(case.key), median)
     record["env"] = env
     record["command"] = request.command
     return record

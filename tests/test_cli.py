@@ -262,7 +262,7 @@ def _fake_record(status: str, impl: str = "naive") -> dict:
 def test_exit_code_follows_worst_status(cli, monkeypatch, tmp_path, status, code):
     from kbench import runner
 
-    def fake_run(registry, request, out, on_start, on_record):
+    def fake_run(registry, request, out, on_start, on_record, done=None):
         for variant in request.variants:
             for case in request.cases:
                 on_start(variant, case)
@@ -282,7 +282,7 @@ def test_exit_code_follows_worst_status(cli, monkeypatch, tmp_path, status, code
 def test_keyboard_interrupt_exits_130_and_keeps_records(cli, monkeypatch, tmp_path, jsonl):
     from kbench import runner
 
-    def fake_run(registry, request, out, on_start, on_record):
+    def fake_run(registry, request, out, on_start, on_record, done=None):
         record = _fake_record("OK")
         out.append(record)
         on_record(record)

@@ -71,6 +71,10 @@ def _common_options(suite: Suite) -> list[inspect.Parameter]:
         option("trials", int, suite.trials, "--trials", help="Correctness trials, each on fresh random inputs."),
         option("out", Optional[Path], None, "--out",
                help="JSONL file the records are appended to (default: results/SUITE-TIME.jsonl)."),
+        option("resume", bool, False, "--resume",
+               help="Continue an interrupted run: skip what --out already records (by implementation and case)."),
+        option("save_baseline", Optional[str], None, "--save-baseline",
+               help="Also write the run's records to results/baselines/NAME.jsonl, atomically, once it completes."),
         option("fmt", str, "table", "--format", help="Output: table, json or csv."),
         option("kernels", Optional[List[Path]], None, "--kernels",
                help="Extra folder of kernel files (repeatable); also $KBENCH_KERNELS."),
@@ -133,7 +137,8 @@ def make_cases(suite: Suite, raw: dict) -> list[Case]:
 
 
 def execute(suite: Suite, cases: list[Case], *, impl, param, baseline, seed, trials, out, fmt, kernels, timeout,
-            cuda_graph, flush_l2, min_time, max_time, target_noise, device) -> None:
+            cuda_graph, flush_l2, min_time, max_time, target_noise, device, resume=False,
+            save_baseline=None) -> None:
     from kbench import report, results, runner
 
     if fmt not in FORMATS:
@@ -148,6 +153,9 @@ def execute(suite: Suite, cases: list[Case], *, impl, param, baseline, seed, tri
         raise UserError("--timeout, --max-time and --target-noise must be positive, --min-time not negative")
     if device == "cuda" and not runner.host_has_gpu():
         raise UserError("--device cuda: no CUDA device is visible on this machine")
+    if resume and not out:
+        raise UserError("--resume needs --out FILE: the results file of the run to continue")
+    baseline_file = results.baseline_path(save_baseline) if save_baseline is not None else None
 
     registry = loader.load(kernels or [])
     for path, error in registry.load_errors.items():
@@ -164,43 +172,76 @@ def execute(suite: Suite, cases: list[Case], *, impl, param, baseline, seed, tri
         stderr.print(f"(baseline {baseline} added so speedups can be computed)")
 
     path = Path(out) if out else results.default_path(suite.name)
+    wanted = [(suite.name, variant.label, case.key) for variant in chosen for case in cases]
+    done = _recorded(path, set(wanted)) if resume else {}
     results_file = results.ResultsFile(path)
     request = runner.RunRequest(
         suite=suite.name, variants=chosen, cases=cases, baseline=baseline, seed=seed, trials=trials, stop=stop,
         flush_l2=flush_l2, cuda_graph=cuda_graph, timeout=timeout, kernel_dirs=tuple(kernels or ()),
         device=device, command=shlex.join(["kbench", *sys.argv[1:]]),
     )
-    records = _run_with_progress(registry, request, results_file)
+    if resume:
+        stderr.print(f"resuming {path}: {len(done)} of {len(wanted)} already recorded, "
+                     f"{len(wanted) - len(done)} to run", highlight=False)
+    new_records = _run_with_progress(registry, request, results_file, done)
+    records = [done[key] for key in wanted if key in done] + new_records  # the whole run
     if fmt == "json":
         print(report.to_json(records))
     elif fmt == "csv":
         print(report.to_csv(records), end="")
     else:
         report.print_tables(records, stdout)
-    stderr.print(f"results: {path} ({len(records)} records)", highlight=False)
-    failed = [r for r in records if r["status"] in ("FAIL", "CRASH", "TIMEOUT")]
+    stderr.print(f"results: {path} ({len(new_records)} records"
+                 f"{f', {len(done)} from before' if done else ''})", highlight=False)
+    failed = [r for r in records if r["status"] in results.FAILED]
+    if baseline_file is not None:
+        results.write_atomic(baseline_file, records)
+        warning = f" ({len(failed)} of them failed: a later compare reports no time for those)" if failed else ""
+        stderr.print(f"baseline: {baseline_file} ({len(records)} records){warning}", highlight=False)
     if failed:
         raise typer.Exit(1)
 
 
-def _run_with_progress(registry, request, results_file) -> list[dict]:
+def _recorded(path: Path, wanted: set) -> dict:
+    """The records of an earlier run in ``path`` that this run would make again, by key (the last one wins).
+    Read leniently: a run killed mid-write leaves a torn last line, which is skipped (and re-run)."""
+    from kbench import results
+
+    if not path.exists():
+        return {}
+    try:
+        previous = results.read(path)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"--resume: cannot read {str(path)!r}: {getattr(exc, 'strerror', None) or exc}") from None
+    done = {}
+    for record in previous:
+        if not isinstance(record, dict) or record.get("status") not in results.STATUSES:
+            continue
+        key = results.key(record)
+        if key in wanted:
+            done[key] = record
+    return done
+
+
+def _run_with_progress(registry, request, results_file, done=None) -> list[dict]:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     from rich.markup import escape
 
     from kbench import runner
 
-    total = len(request.variants) * len(request.cases)
-    done: list[dict] = []
+    done = done or {}
+    total = len(request.variants) * len(request.cases) - len(done)
     progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn(), console=stderr, transient=True)
     task = progress.add_task("starting", total=total)
+    measured: list[dict] = []
 
     def on_start(variant, case):
         progress.update(task, description=f"{escape(variant.label)} [dim]{case.key}[/]")
 
     def on_record(record):
-        done.append(record)
+        measured.append(record)
         progress.advance(task)
         status = record["status"]
         if status in ("FAIL", "CRASH", "TIMEOUT"):
@@ -213,11 +254,12 @@ def _run_with_progress(registry, request, results_file) -> list[dict]:
     previous = signal.signal(signal.SIGTERM, on_sigterm)
     try:
         with progress:
-            runner.run(registry, request, results_file, on_start=on_start, on_record=on_record)
+            runner.run(registry, request, results_file, on_start=on_start, on_record=on_record, done=done)
     except KeyboardInterrupt:
-        stderr.print(f"interrupted: {len(done)} records kept in {results_file.path}", highlight=False)
+        stderr.print(f"interrupted: {len(measured)} records kept in {results_file.path} "
+                     f"(--resume --out {results_file.path} continues)", highlight=False)
         raise typer.Exit(130) from None
     finally:
         signal.signal(signal.SIGTERM, previous)
         results_file.close()
-    return done
+    return measured
