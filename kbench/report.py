@@ -137,3 +137,88 @@ def to_csv(records: list[dict]) -> str:
 
 def to_json(records: list[dict]) -> str:
     return results.dumps(records, indent=2)
+
+
+# --- kbench compare ---------------------------------------------------------------------
+
+DECISION_STYLE = {"slower": "bold red", "failed": "bold red", "faster": "green", "same": "", "undecided": "yellow",
+                  "missing": "yellow", "new": "yellow", "skipped": "dim"}
+
+
+def _change(pair) -> str:
+    return "-" if pair.ratio is None else f"{pair.ratio - 1:+.1%}"
+
+
+def _interval(pair) -> str:
+    if pair.low is None:
+        return "-"
+    high = "inf" if pair.high == float("inf") else f"{pair.high - 1:+.1%}"
+    return f"{pair.low - 1:+.1%} .. {high}"
+
+
+def _p(pair) -> str:
+    return "-" if pair.p_value is None else f"{pair.p_value:.2g}"
+
+
+def compare_rows(pairs) -> list[list[str]]:
+    """One row of plain text per pair, in COMPARE_COLUMNS' order."""
+    rows = []
+    for p in pairs:
+        note = p.note
+        if p.env_diff:  # compared anyway (--force)
+            note = "; ".join(filter(None, [note, "env differs: " + ", ".join(name for name, _, _ in p.env_diff)]))
+        rows.append([p.suite, p.case_key, p.label, format_time(p.median("base")), format_time(p.median("current")),
+                     _change(p), _interval(p), _p(p), "-" if p.threshold is None else f"{p.threshold:.0%}",
+                     p.decision, note])
+    return rows
+
+
+COMPARE_COLUMNS = ("suite", "case", "implementation", "BASE", "CURRENT", "change", "interval", "p", "threshold",
+                   "decision", "note")
+_RIGHT = ("BASE", "CURRENT", "change", "p", "threshold")
+_DECISION = COMPARE_COLUMNS.index("decision")
+
+
+def compare_tables(pairs) -> list[Table]:
+    """A table per (suite, case), as `kbench run` prints them: one row per implementation."""
+    groups: dict[tuple, list[list[str]]] = {}
+    for row in compare_rows(pairs):
+        groups.setdefault((row[0], row[1]), []).append(row[2:])
+    tables = []
+    for (suite, case_key), rows in groups.items():
+        table = Table(title=f"{escape(suite)}: {escape(case_key)}", title_justify="left", header_style="bold",
+                      box=box.SIMPLE_HEAD)
+        for name in COMPARE_COLUMNS[2:]:
+            table.add_column(name, justify="right" if name in _RIGHT else "left")
+        for row in rows:
+            decision = row[_DECISION - 2]
+            style = DECISION_STYLE.get(decision, "")
+            cells = [escape(cell) for cell in row]
+            if style:
+                cells[_DECISION - 2] = f"[{style}]{escape(decision)}[/]"
+            table.add_row(*cells)
+        tables.append(table)
+    return tables
+
+
+def _md(cell: str) -> str:
+    return cell.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def compare_markdown(pairs, summary: str, notes: list[str] = ()) -> str:
+    """A markdown summary for a CI job page ($GITHUB_STEP_SUMMARY)."""
+    lines = ["## kbench compare", "", summary, ""]
+    lines += [f"> {_md(note)}" for note in notes]
+    if notes:
+        lines.append("")
+    lines.append("| " + " | ".join(COMPARE_COLUMNS) + " |")
+    lines.append("|" + "|".join("---:" if name in _RIGHT else "---" for name in COMPARE_COLUMNS) + "|")
+    for row in compare_rows(pairs):
+        if row[_DECISION] in ("slower", "failed"):
+            row[_DECISION] = f"**{row[_DECISION]}**"
+        lines.append("| " + " | ".join(_md(cell) for cell in row) + " |")
+    lines.append("")
+    lines.append("*change*: median of CURRENT over median of BASE, minus 1; *interval*: where that change lies "
+                 "(distribution-free); *p*: two-sided Mann-Whitney U. A pair is *slower* or *faster* only when "
+                 "its change is beyond the threshold and p < alpha.")
+    return "\n".join(lines) + "\n"

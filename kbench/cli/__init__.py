@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from kbench import __version__
-from kbench.cli import env_cmd, list_cmd, run_cmd
+from kbench.cli import compare_cmd, env_cmd, list_cmd, run_cmd
 
 app = typer.Typer(
     name="kbench",
@@ -34,6 +34,7 @@ def _root(
 app.add_typer(run_cmd.build(), name="run")
 app.command("list")(list_cmd.list_command)
 app.command("env")(env_cmd.env_command)
+app.command("compare")(compare_cmd.compare_command)
 
 
 def main() -> None:

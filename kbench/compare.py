@@ -1,0 +1,250 @@
+"""Compare a baseline's results with a current run's: match, check the environments, decide.
+
+Records are matched by (suite, label, case_key) (``label`` is the implementation
+plus its ``--param`` values; older records without one use ``impl``). Where a
+key appears more than once, the last record wins (a re-run or a resumed run
+appends). Each matched pair of OK records is decided from the raw samples:
+
+- ``ratio`` = median(CURRENT) / median(BASE);
+- ``p``: the two-sided Mann-Whitney U test of the two sets of samples;
+- a distribution-free interval for the ratio at confidence 1 - alpha, from the
+  order statistics of each set (a binomial interval for each median, at
+  1 - alpha/2 each, combined at the extremes);
+- **slower** if ratio > 1 + threshold and p < alpha; **faster** if ratio <
+  1 / (1 + threshold) and p < alpha: a change must be both beyond the threshold
+  and significant (asv's rule);
+- **same** if the whole interval lies within [1 / (1 + threshold), 1 + threshold];
+- **undecided** otherwise: too noisy, or too few samples, to say either.
+
+Pairs that cannot be timed: **failed** (CURRENT is FAIL, CRASH or TIMEOUT),
+**missing** (BASE has a measurement CURRENT lacks: no record, or a SKIP),
+**new** (CURRENT has a measurement BASE lacks), **skipped** (neither measured).
+
+Nothing here prints or exits: :mod:`kbench.cli.compare_cmd` does. numpy and
+scipy are imported where the statistics need them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from kbench import results
+
+DECISIONS = ("slower", "faster", "same", "undecided", "failed", "missing", "new", "skipped")
+# What must agree for two timings to be comparable: the device, its driver and
+# CUDA runtime, and the versions of the libraries that compile or run the kernels.
+ENV_FIELDS = ("device", "gpu.name", "gpu.driver", "gpu.cuda_runtime", "packages.torch", "packages.triton",
+              "packages.cupy-cuda13x", "packages.cupy-cuda12x")
+
+
+@dataclass
+class Located:
+    record: dict
+    where: str  # "file:line", for messages
+
+
+@dataclass
+class Pair:
+    key: tuple[str, str, str]
+    base: Located | None
+    current: Located | None
+    decision: str = ""
+    note: str = ""
+    threshold: float | None = None
+    ratio: float | None = None
+    low: float | None = None  # interval of the ratio
+    high: float | None = None
+    p_value: float | None = None
+    env_diff: list[tuple[str, object, object]] = field(default_factory=list)
+
+    @property
+    def suite(self) -> str:
+        return self.key[0]
+
+    @property
+    def label(self) -> str:
+        return self.key[1]
+
+    @property
+    def case_key(self) -> str:
+        return self.key[2]
+
+    def median(self, side: str) -> float | None:
+        located = getattr(self, side)
+        if located is None or located.record.get("status") != "OK":
+            return None
+        return located.record["timing"]["stats"]["median"]
+
+
+# --- reading -----------------------------------------------------------------------------
+
+def load(path: Path) -> dict[tuple, Located]:
+    """Every record of a results file or of the *.jsonl files of a folder, by key (the last one wins)."""
+    by_key: dict[tuple, Located] = {}
+    for file in results.results_files(path):
+        for line, record in results.read_strict(file):
+            by_key[results.key(record)] = Located(record, f"{file}:{line}")
+    return by_key
+
+
+# --- environments ----------------------------------------------------------------------------
+
+def _get(data, dotted: str):
+    for part in dotted.split("."):
+        if not isinstance(data, dict):
+            return None
+        data = data.get(part)
+    return data
+
+
+def env_differences(base: dict, current: dict) -> list[tuple[str, object, object]]:
+    """(field, base value, current value) for each field that makes two timings incomparable."""
+    diffs = []
+    base_env, current_env = base.get("env"), current.get("env")
+    if not isinstance(base_env, dict) or not isinstance(current_env, dict):
+        diffs.append(("env", "recorded" if isinstance(base_env, dict) else None,
+                      "recorded" if isinstance(current_env, dict) else None))
+    else:
+        for name in ENV_FIELDS:
+            a, b = _get(base_env, name), _get(current_env, name)
+            if a != b:
+                diffs.append((name, a, b))
+    a, b = _get(base, "timing.method"), _get(current, "timing.method")
+    if a != b:  # CUDA graph or not, L2 flushed or not, CPU wall clock
+        diffs.append(("timing.method", a, b))
+    return diffs
+
+
+# --- statistics --------------------------------------------------------------------------------
+
+def median_interval(samples, alpha: float) -> tuple[float, float]:
+    """Distribution-free interval for the median at confidence >= 1 - alpha, from order statistics:
+    [x(j), x(n-j+1)] where P(Binomial(n, 1/2) < j) <= alpha/2. (0, inf) when n is too small."""
+    import numpy as np
+    from scipy.stats import binom
+
+    x = np.sort(np.asarray(samples, dtype=float))
+    n = x.size
+    if n == 0:
+        return 0.0, math.inf
+    j = int(binom.ppf(alpha / 2, n, 0.5))  # cdf(j - 1) < alpha/2
+    if j < 1:
+        return 0.0, math.inf
+    return float(x[j - 1]), float(x[n - j])
+
+
+def ratio_interval(base, current, alpha: float) -> tuple[float, float]:
+    """Interval for median(current) / median(base) at confidence >= 1 - alpha (each median at 1 - alpha/2)."""
+    base_lo, base_hi = median_interval(base, alpha / 2)
+    cur_lo, cur_hi = median_interval(current, alpha / 2)
+    low = cur_lo / base_hi if base_hi > 0 and math.isfinite(base_hi) else 0.0
+    high = cur_hi / base_lo if base_lo > 0 else math.inf
+    return low, high
+
+
+def p_value(base, current) -> float:
+    """Two-sided Mann-Whitney U: could both sets of samples come from one distribution?"""
+    if len(base) < 2 or len(current) < 2:
+        return 1.0
+    from scipy.stats import mannwhitneyu
+
+    p = float(mannwhitneyu(base, current, alternative="two-sided").pvalue)
+    return 1.0 if math.isnan(p) else p
+
+
+@dataclass(frozen=True)
+class Decision:
+    decision: str
+    ratio: float
+    low: float
+    high: float
+    p_value: float
+
+
+def decide(base, current, threshold: float, alpha: float) -> Decision:
+    """Slower, faster, same or undecided, from two sets of samples (see the module's text)."""
+    import numpy as np
+
+    ratio = float(np.median(current) / np.median(base))
+    low, high = ratio_interval(base, current, alpha)
+    p = p_value(base, current)
+    up, down = 1 + threshold, 1 / (1 + threshold)
+    if ratio > up and p < alpha:
+        verdict = "slower"
+    elif ratio < down and p < alpha:
+        verdict = "faster"
+    elif down <= low and high <= up:
+        verdict = "same"
+    else:
+        verdict = "undecided"
+    return Decision(verdict, ratio, low, high, p)
+
+
+# --- pairs -----------------------------------------------------------------------------------
+
+def pair_up(base: dict[tuple, Located], current: dict[tuple, Located]) -> list[Pair]:
+    """Every key of either side, BASE's order first; no decisions yet."""
+    keys = list(base) + [key for key in current if key not in base]
+    return [Pair(key, base.get(key), current.get(key)) for key in keys]
+
+
+def _samples(record: dict) -> list[float]:
+    timing = record["timing"]
+    return list(timing.get("samples") or [])
+
+
+def judge(pairs: list[Pair], threshold_of: Callable[[str], float], alpha: float) -> list[Pair]:
+    """Decide every pair (in place) and return them."""
+    for pair in pairs:
+        b = pair.base.record if pair.base else None
+        c = pair.current.record if pair.current else None
+        b_ok = b is not None and b["status"] == "OK"
+        c_ok = c is not None and c["status"] == "OK"
+        if c is not None and c["status"] in results.FAILED:
+            pair.decision, pair.note = "failed", f"{c['status']}: {c.get('reason', '')}".rstrip(": ")
+        elif c is None:
+            pair.decision, pair.note = "missing", "no record in CURRENT"
+        elif b is None:
+            pair.decision, pair.note = "new", "no record in BASE"
+        elif b_ok and not c_ok:
+            pair.decision, pair.note = "missing", f"CURRENT is {c['status']}: {c.get('reason', '')}".rstrip(": ")
+        elif c_ok and not b_ok:
+            pair.decision, pair.note = "new", f"BASE is {b['status']}: {b.get('reason', '')}".rstrip(": ")
+        elif not b_ok and not c_ok:
+            pair.decision, pair.note = "skipped", c.get("reason", "")
+        else:
+            pair.env_diff = env_differences(b, c)
+            pair.threshold = threshold_of(pair.suite)
+            base_samples, current_samples = _samples(b), _samples(c)
+            if not base_samples or not current_samples:
+                pair.decision, pair.note = "undecided", "no raw samples to test"
+                pair.ratio = c["timing"]["stats"]["median"] / b["timing"]["stats"]["median"]
+                continue
+            verdict = decide(base_samples, current_samples, pair.threshold, alpha)
+            pair.decision = verdict.decision
+            pair.ratio, pair.low, pair.high, pair.p_value = verdict.ratio, verdict.low, verdict.high, verdict.p_value
+    return pairs
+
+
+def describe_key(key: tuple) -> str:
+    suite, label, case_key = key
+    return f"{suite}/{label} [{case_key}]"
+
+
+def describe_env_diff(diffs: list[tuple[str, object, object]]) -> str:
+    return ", ".join(f"{name} is {a!r} in BASE but {b!r} in CURRENT" for name, a, b in diffs)
+
+
+def counts(pairs: list[Pair]) -> dict[str, int]:
+    tally = {decision: 0 for decision in DECISIONS}
+    for pair in pairs:
+        tally[pair.decision] += 1
+    return tally
+
+
+def exit_code(pairs: list[Pair]) -> int:
+    """1 on any regression or any failure in CURRENT, else 0."""
+    return 1 if any(p.decision in ("slower", "failed") for p in pairs) else 0
