@@ -42,7 +42,13 @@ for r in rows:
 print("worst max abs err by (label, dtype):", dict(worst))
 PY
 }
-STEPS=${STEPS:-correct sanitize bench}
+STEPS=${STEPS:-smoke correct sanitize bench}
+
+if [[ $STEPS == *smoke* ]]; then
+echo "== smoke: every kernel on odd shapes in one process, quick timings"
+python3 scripts/matmul_smoke.py 2>&1 | grep -v Warning
+echo "[smoke exit ${PIPESTATUS[0]}]"
+fi
 IMPLS=${IMPLS:-cublas,tiled-smem,tiled-regblock,wmma,wmma-smem,triton}
 
 if [[ $STEPS == *correct* ]]; then
