@@ -1,0 +1,216 @@
+"""The corpus of wrong kernels (tests/corpus/): each must be reported FAIL, CRASH or TIMEOUT with the
+right reason, never as a fast success. Plus the speed-of-light and side-stream checks, fed with
+synthetic timings (a CPU has no roofline and no streams)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kbench import metrics, results, runner, timing, worker
+from kbench.devices import peaks_for
+from kbench.isolation import Worker
+from kbench.registry import Variant
+from kbench.suite import Case
+
+CORPUS = Path(__file__).resolve().parent / "corpus"
+CASE = {"n": 32, "d": 16, "batch": 1, "heads": 2, "dtype": "fp16", "causal": False}
+SHAPE = "(1, 2, 32, 16)"
+NUMEL = 1 * 2 * 32 * 16
+
+# name -> (status, fragments the reason must contain, by number of correctness trials)
+EXPECTED = {
+    "cheat-unwritten": ("FAIL", {1: ["trial 1 (seed 0)", f"{NUMEL} of {NUMEL} outputs are NaN/Inf (unwritten"],
+                                 3: ["trial 1 (seed 0)", f"{NUMEL} of {NUMEL} outputs are NaN/Inf (unwritten"]}),
+    "cheat-nan": ("FAIL", {1: [f"{2 * 16} of {NUMEL} outputs are NaN/Inf"],
+                           3: [f"{2 * 16} of {NUMEL} outputs are NaN/Inf"]}),
+    "cheat-wrong-shape": ("FAIL", {1: [f"wrong shape (1, 2, 31, 16), expected {SHAPE}"],
+                                   3: [f"wrong shape (1, 2, 31, 16), expected {SHAPE}"]}),
+    "cheat-wrong-dtype": ("FAIL", {1: ["wrong dtype torch.float32, expected torch.float16"],
+                                   3: ["wrong dtype torch.float32, expected torch.float16"]}),
+    "cheat-mutates-inputs": ("FAIL", {1: ["modified its input(s) q, k, v", "outside atol"],
+                                      3: ["modified its input(s) q, k, v", "outside atol"]}),
+    # One trial: right on it (the cache is filled then), caught after timing on new inputs.
+    # Three trials: the second trial's new inputs get the first one's answer.
+    "cheat-cached-result": ("FAIL", {1: ["after timing: on new inputs (seed 1)", "outside atol"],
+                                     3: ["trial 2 (seed 1)", "outside atol"]}),
+    "cheat-replays-first-call": ("FAIL", {1: ["after timing: on new inputs (seed 1)", "outside atol"],
+                                          3: ["after timing: on new inputs (seed 3)", "outside atol"]}),
+    "cheat-returns-reference": ("FAIL", {
+        1: ["after timing: on new inputs (seed 1)", "returned the reference's output (of an earlier trial)"],
+        3: ["trial 2 (seed 1)", "returned the reference's output (of an earlier trial)"]}),
+}
+
+
+@pytest.fixture(scope="module")
+def corpus_worker():
+    """One real worker process (python -m kbench.worker) with the corpus loaded, as --kernels loads it."""
+    w = Worker([CORPUS], device="cpu")
+    yield w
+    w.close()
+
+
+def _job(impl: str, trials: int) -> dict:
+    return {"suite": "attention", "impl": impl, "params": {}, "case": CASE, "seed": 0, "trials": trials,
+            "stop": {"max_time": 0.05, "min_time": 0.0}, "flush_l2": True, "cuda_graph": False}
+
+
+def test_corpus_folder_has_every_cpu_cheat(registry):
+    from kbench import loader
+
+    loaded = loader.load([CORPUS])
+    names = {name for name in loaded.implementations("attention") if name.startswith("cheat-")}
+    assert names == set(EXPECTED) | {"cheat-segfault", "cheat-hangs"}
+    assert not [path for path in loaded.load_errors if "corpus" in path]
+
+
+@pytest.mark.parametrize("trials", [3, 1])
+@pytest.mark.parametrize("name", list(EXPECTED))
+def test_cheat_is_caught_with_its_reason(corpus_worker, name, trials):
+    """Each cheat is a job sent to a real worker, as `kbench run` sends it. (cheat-cached-result's
+    module-level cache lives as long as the worker; its expectations hold in either order.)"""
+    status, fragments = EXPECTED[name]
+    record = corpus_worker.run(_job(name, trials), timeout=120)
+    assert record["status"] == status, record
+    for fragment in fragments[trials]:
+        assert fragment in record["reason"], record["reason"]
+    assert record["correctness"]["ok"] is False
+    assert record["correctness"]["reason"] == record["reason"]
+
+
+def test_crash_hang_and_wrong_answer_end_to_end(cli, tmp_path, jsonl, flat_text, wide_console):
+    """Through `kbench run --kernels tests/corpus`: isolation turns a segfault into CRASH and a hang
+    into TIMEOUT, the rows show no time, and the exit code is 1."""
+    out = tmp_path / "corpus.jsonl"
+    result = cli("run", "attention", "--n", "32", "--d", "16", "--heads", "2", "--kernels", CORPUS,
+                 "--impl", "cheat-nan,cheat-segfault,cheat-hangs", "--baseline", "cheat-nan",
+                 "--timeout", "3", "--max-time", "0.05", "--out", out)
+    records = {r["impl"]: r for r in jsonl(out)}
+    for record in records.values():
+        if record.get("log"):
+            Path(record["log"]).unlink(missing_ok=True)
+    assert result.exit_code == 1, result.output
+    assert records["cheat-nan"]["status"] == "FAIL"
+    assert "outputs are NaN/Inf" in records["cheat-nan"]["reason"]
+    assert records["cheat-segfault"]["status"] == "CRASH"
+    assert "SIGSEGV" in records["cheat-segfault"]["reason"]
+    assert records["cheat-hangs"]["status"] == "TIMEOUT"
+    assert "no answer within 3 s" in records["cheat-hangs"]["reason"]
+    for record in records.values():
+        assert "timing" not in record and "speedup" not in record
+    text = flat_text(result.stdout)
+    for name, status in (("cheat-nan", "FAIL"), ("cheat-segfault", "CRASH"), ("cheat-hangs", "TIMEOUT")):
+        assert f"{name}* {status} - -" in text, text  # no median, no spread
+
+
+# --- faster than the speed of light ----------------------------------------------------
+
+H200_ENV = {"device": "cuda", "gpu": {"name": "NVIDIA H200", "driver": "570.86.15", "cuda_runtime": "12.8"},
+            "packages": {"torch": "2.13.0"}}
+BIG = Case({"n": 4096, "d": 128, "batch": 4, "heads": 8, "dtype": "fp16", "causal": False})
+
+
+def _fake_ok(median_ms: float, method: str = "cuda-events+l2-flush") -> dict:
+    return {"status": "OK", "reason": "", "correctness": {"ok": True},
+            "timing": {"method": method, "samples": [median_ms] * 5, "stats": {"median": median_ms, "n": 5},
+                       "warnings": []}}
+
+
+def _record_for(attention, registry, result, env=H200_ENV, impl="sdpa", baseline="naive", baseline_ms=None):
+    implementation = registry.implementations("attention")[impl]
+    variant = Variant(implementation, {}, impl)
+    request = runner.RunRequest(suite="attention", variants=[variant], cases=[BIG], baseline=baseline)
+    return runner._record(attention, variant, BIG, request, result, env, {} if baseline_ms is None else baseline_ms)
+
+
+def test_speed_of_light_floor_for_h200(attention):
+    peaks = peaks_for("NVIDIA H200")
+    flops, nbytes = attention.flops(BIG), attention.min_bytes(BIG)
+    floor = metrics.speed_of_light_ms(flops, nbytes, "fp16", peaks)
+    # 275 GFLOP at 989 TFLOP/s is the binding floor (the 64 MiB at 4.8 TB/s take 14 us).
+    assert floor == pytest.approx(flops / 989e12 * 1e3)
+    assert floor == pytest.approx(0.278, rel=0.01)
+    assert metrics.speed_of_light_ms(flops, nbytes, "fp16", None) is None
+
+
+def test_faster_than_light_record_is_a_fail(attention, registry):
+    """A 'kernel' timed at 20 us for work that needs at least 278 us on an H200 is not fast: it is wrong."""
+    baseline_ms = {}
+    record = _record_for(attention, registry, _fake_ok(0.020), baseline_ms=baseline_ms, impl="naive")
+    assert record["status"] == "FAIL"
+    assert record["reason"].startswith("impossible: faster than the roofline: 0.02 ms")
+    assert "need at least 0.2779 ms on H200" in record["reason"]
+    assert "speedup" not in record
+    assert baseline_ms == {}  # an impossible baseline gives no speedups to the others
+    assert record["metrics"]["pct_of_peak"] > 1000  # kept, for whoever investigates
+
+
+def test_time_at_or_above_the_roofline_stays_ok(attention, registry):
+    for median in (0.300, 0.278 / 1.04):  # a plausible time, and one within the 5 % slack of the floor
+        record = _record_for(attention, registry, _fake_ok(median))
+        assert record["status"] == "OK", record["reason"]
+        assert record["reason"] == ""
+
+
+def test_memory_floor_applies_only_with_the_l2_flush(attention):
+    peaks = peaks_for("NVIDIA H200")
+    # A memory-bound case: tiny d, so the bytes dominate. Without the flush the data may sit in L2.
+    small_d = Case({"n": 256, "d": 8, "batch": 64, "heads": 16, "dtype": "fp16", "causal": False})
+    flops, nbytes = attention.flops(small_d), attention.min_bytes(small_d)
+    with_flush = metrics.speed_of_light_ms(flops, nbytes, "fp16", peaks, memory_roof=True)
+    without = metrics.speed_of_light_ms(flops, nbytes, "fp16", peaks, memory_roof=False)
+    assert with_flush == pytest.approx(nbytes / 4.8e12 * 1e3)
+    assert without == pytest.approx(flops / 989e12 * 1e3) and without < with_flush
+    median = (with_flush + without) / 2
+    assert metrics.impossible(median, flops, nbytes, "fp16", peaks, memory_roof=True)
+    assert metrics.impossible(median, flops, nbytes, "fp16", peaks, memory_roof=False) == ""
+
+
+def test_no_speed_of_light_check_without_peaks(attention, registry):
+    """CPU wall-clock times and GPUs missing from the peaks table are never judged against a roofline."""
+    cpu_env = {"device": "cpu", "gpu": None}
+    assert _record_for(attention, registry, _fake_ok(1e-6, "cpu-wall-clock"), env=cpu_env)["status"] == "OK"
+    unknown = {**H200_ENV, "gpu": {**H200_ENV["gpu"], "name": "Some Future GPU"}}
+    assert _record_for(attention, registry, _fake_ok(1e-6), env=unknown)["status"] == "OK"
+
+
+# --- work on a side stream the events do not cover ----------------------------------------
+
+def test_uncovered_work_rule():
+    assert timing.uncovered_work(event_ms=1.0, wall_ms=1.02) == ""  # synchronise latency
+    assert timing.uncovered_work(event_ms=0.010, wall_ms=0.055) == ""  # launch-bound: within the slack
+    assert timing.uncovered_work(event_ms=0.5, wall_ms=1.04) == ""
+    why = timing.uncovered_work(event_ms=0.004, wall_ms=12.5)
+    assert why.startswith("timing: the CUDA events saw 0.004 ms a call")
+    assert "12.5 ms" in why and "side stream" in why
+
+
+def test_synced_wall_ms_times_each_call_with_a_synchronise():
+    calls = []
+    wall = timing.synced_wall_ms(lambda: calls.append("call"), lambda: calls.append("sync"), per_call_s=0.1)
+    assert calls == ["call", "sync"] * 3  # at least 3 calls, each followed by a synchronise
+    assert wall >= 0
+
+
+def test_worker_fails_a_row_whose_events_missed_its_work(registry, monkeypatch):
+    """The worker turns a timing marked `uncovered` into FAIL with that reason (the GPU measures it)."""
+    from kbench.stats import summarize
+
+    def fake_measure(fn, settings):
+        fn()
+        return {"method": "cuda-events+l2-flush", "samples": [0.004] * 10, "stats": summarize([0.004] * 10),
+                "warnings": [], "synced_wall_ms": 12.5,
+                "uncovered": timing.uncovered_work(0.004, 12.5)}
+
+    monkeypatch.setattr(timing, "measure_cpu", fake_measure)
+    env = {"device": "cpu", "gpu": None}
+    job = {"suite": "attention", "impl": "naive", "params": {}, "case": CASE, "seed": 0, "trials": 1,
+           "stop": {}, "flush_l2": True, "cuda_graph": False}
+    record = worker.execute(registry, job, "cpu", env)
+    assert record["status"] == "FAIL"
+    assert record["reason"].startswith("timing: the CUDA events saw 0.004 ms a call")
+
+
+def test_statuses_that_fail():
+    assert set(results.FAILED) == {"FAIL", "CRASH", "TIMEOUT"}

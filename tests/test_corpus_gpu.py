@@ -1,0 +1,93 @@
+"""The corpus on a GPU (run on the H200; skipped without CUDA): the kernels of tests/corpus_gpu/ that
+only a GPU can show (a side stream the events miss, an illegal memory access, a time faster than the
+roofline), and the CPU corpus again on CUDA tensors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kbench import results
+from kbench.devices import peaks_for
+
+
+def _has_cuda() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except ImportError:
+        return False
+
+
+pytestmark = pytest.mark.skipif(not _has_cuda(), reason="needs a CUDA device (the GPU corpus runs on the H200)")
+
+TESTS = Path(__file__).resolve().parent
+CORPUS, CORPUS_GPU = TESTS / "corpus", TESTS / "corpus_gpu"
+
+# The CPU corpus on CUDA tensors: the same reasons (3 trials, the suite's default).
+CPU_CHEATS = {
+    "cheat-unwritten": ("FAIL", "outputs are NaN/Inf (unwritten"),
+    "cheat-nan": ("FAIL", "outputs are NaN/Inf"),
+    "cheat-wrong-shape": ("FAIL", "wrong shape"),
+    "cheat-wrong-dtype": ("FAIL", "wrong dtype torch.float32, expected torch.float16"),
+    "cheat-mutates-inputs": ("FAIL", "modified its input(s) q, k, v"),
+    "cheat-cached-result": ("FAIL", "outside atol"),
+    "cheat-replays-first-call": ("FAIL", "after timing: on new inputs"),
+    "cheat-returns-reference": ("FAIL", "returned the reference's output"),
+    "cheat-segfault": ("CRASH", "SIGSEGV"),
+}
+GPU_CHEATS = {
+    "cheat-side-stream": ("FAIL", "work outside the timed stream"),
+    "cheat-illegal-access": ("CRASH", "illegal memory access"),
+    "cheat-faster-than-light": ("FAIL", "impossible: faster than the roofline"),
+}
+
+
+@pytest.fixture(autouse=True)
+def compiled_triton(monkeypatch):
+    """conftest sets TRITON_INTERPRET for the CPU tests; the GPU workers must compile Triton kernels."""
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+
+
+def _run(cli, tmp_path, name, impls, *case):
+    out = tmp_path / f"{name}.jsonl"
+    result = cli("run", "attention", *case, "--device", "cuda", "--kernels", CORPUS, "--kernels", CORPUS_GPU,
+                 "--impl", ",".join(impls), "--baseline", "sdpa", "--timeout", "120", "--max-time", "1",
+                 "--out", out)
+    records = {r["impl"]: r for r in results.read(out)}
+    for record in records.values():
+        if record.get("log"):
+            Path(record["log"]).unlink(missing_ok=True)
+    return result, records
+
+
+def _assert_caught(records, expected):
+    for name, (status, fragment) in expected.items():
+        record = records[name]
+        assert record["status"] == status, (name, record["status"], record.get("reason"))
+        assert fragment in record["reason"], (name, record["reason"])
+        assert "speedup" not in record
+
+
+def test_cpu_corpus_on_cuda(cli, tmp_path):
+    result, records = _run(cli, tmp_path, "cpu-corpus", CPU_CHEATS, "--n", "256", "--d", "64", "--heads", "2")
+    assert result.exit_code == 1, result.output
+    _assert_caught(records, CPU_CHEATS)
+    assert records["sdpa"]["status"] == "OK"
+
+
+def test_gpu_corpus(cli, tmp_path):
+    """A case big enough that the side stream's work and the roofline's floor stand out."""
+    result, records = _run(cli, tmp_path, "gpu-corpus", GPU_CHEATS, "--n", "4096", "--d", "128", "--batch", "4",
+                           "--heads", "8")
+    assert result.exit_code == 1, result.output
+    assert records["sdpa"]["status"] == "OK", records["sdpa"].get("reason")
+    expected = dict(GPU_CHEATS)
+    gpu = (records["sdpa"].get("env") or {}).get("gpu") or {}
+    if peaks_for(gpu.get("name")) is None:  # no datasheet roofline for this GPU: nothing is impossible
+        expected.pop("cheat-faster-than-light")
+    _assert_caught(records, expected)
+    timing = records["sdpa"]["timing"]
+    assert "uncovered" not in timing and timing["synced_wall_ms"] > 0  # a right kernel is not flagged
