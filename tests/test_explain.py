@@ -121,3 +121,12 @@ def test_cli_attention(explain_cli):
     assert "2 x 16 x 8 = 256" in result.output
     result = explain_cli("attention", "--n", "0")
     assert result.exit_code == 2
+
+
+def test_explain_is_a_kbench_command(cli):
+    result = cli("explain", "--help")
+    assert result.exit_code == 0 and "softmax" in result.output and "mma" in result.output
+    result = cli("explain", "attention", "--n", "256", "--d", "128", "--impl", "naive")
+    assert result.exit_code == 0 and "no launch walkthrough for: naive" in result.output
+    result = cli("explain", "attenton")
+    assert result.exit_code == 2 and "did you mean 'attention'" in result.output
