@@ -185,8 +185,8 @@ def _check_time(value, what: str) -> None:
         raise UserError(f"{what} is null (a NaN or Infinity time)")
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise UserError(f"{what} is {value!r}, not a finite number")
-    if value < 0:
-        raise UserError(f"{what} is negative ({value!r})")
+    if value <= 0:
+        raise UserError(f"{what} is not positive ({value!r})")
 
 
 def results_files(path: Path) -> list[Path]:
