@@ -214,3 +214,60 @@ def test_worker_fails_a_row_whose_events_missed_its_work(registry, monkeypatch):
 
 def test_statuses_that_fail():
     assert set(results.FAILED) == {"FAIL", "CRASH", "TIMEOUT"}
+
+
+# --- the engine pieces the corpus relies on ---------------------------------------------------
+
+def test_same_memory_sees_views_and_copies():
+    import torch
+
+    from kbench.correctness import same_memory
+
+    a = torch.zeros(4, 8, dtype=torch.float64)
+    assert same_memory(a, a) and same_memory(a[1:], a) and same_memory(a.reshape(8, 4), a)
+    assert not same_memory(a.clone(), a)
+    assert not same_memory(a, None) and not same_memory([1.0], a)
+
+
+def test_a_result_that_is_the_reference_is_refused_whatever_its_values():
+    """With a float64 case, handing back the reference would even have the right dtype and values."""
+    import torch
+
+    from kbench.correctness import compare
+
+    ref = torch.randn(2, 3, dtype=torch.float64)
+    reason, max_abs, _ = compare(ref, ref, ref, 1e-3, 1e-3)
+    assert reason == "returned the reference's output (a tensor of the harness, not its own result)"
+    assert max_abs is None
+    assert compare(ref.clone(), ref, ref, 1e-3, 1e-3)[0] == ""
+    clone_of_input = torch.randn(2, 3, dtype=torch.float64)
+    reason, _, _ = compare(clone_of_input[:], ref, ref, 1, 1, {"the harness's copy of input q": clone_of_input})
+    assert reason.startswith("returned the harness's copy of input q")
+
+
+def test_recheck_refills_the_same_input_tensors(attention):
+    """The closure keeps its tensors (set-up is not redone); their values change under it."""
+    from kbench.correctness import check, recheck
+    from kbench.registry import Implementation, Needs
+
+    seen = []
+
+    def make(case, inputs, out):
+        q, k, v = inputs["q"], inputs["k"], inputs["v"]
+
+        def run():
+            import torch.nn.functional as F
+
+            seen.append((q.data_ptr(), float(q.flatten()[0])))
+            out.copy_(F.scaled_dot_product_attention(q, k, v))
+
+        return run
+
+    impl = Implementation("attention", "right", "torch", make, Needs(), "", "test")
+    case = Case({"n": 16, "d": 16, "batch": 1, "heads": 1, "dtype": "fp32", "causal": False})
+    verdict = check(attention, impl, case, "cpu", seed=7, trials=2)
+    assert verdict.ok, verdict.reason
+    assert recheck(verdict, "cpu") == ""
+    (ptr_before, value_before), (ptr_after, value_after) = seen[-2:]
+    assert ptr_after == ptr_before and value_after != value_before
+    assert verdict.refresh[2] == 9  # the first seed no trial used
