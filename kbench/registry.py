@@ -66,6 +66,8 @@ class Implementation:
     # explain(case, params) -> {figure: value}: launch geometry and resources for
     # `kbench explain`, computed without running the kernel.
     explain: Callable[[Case, dict], dict] | None = None
+    # The compute unit the roofline measures it against: "tensor", "cuda-core" or "memory".
+    unit: str = "tensor"
 
 
 @dataclass(frozen=True)
@@ -212,8 +214,12 @@ def implementation(
     description: str = "",
     params: dict | None = None,
     explain: Callable[[Case, dict], dict] | None = None,
+    unit: str = "tensor",
 ) -> Callable[[Factory], Factory]:
     """Function decorator: register ``make(case, inputs, out, **params) -> closure`` as an implementation."""
+
+    if unit not in ("tensor", "cuda-core", "memory"):
+        raise ValueError(f"implementation {suite}/{name}: unit {unit!r} is not tensor, cuda-core or memory")
 
     def register(make: Factory) -> Factory:
         registry, source = _target()
@@ -230,6 +236,7 @@ def implementation(
                 source=source,
                 params=dict(params or {}),
                 explain=explain,
+                unit=unit,
             )
         )
         return make

@@ -6,12 +6,13 @@ it is written. Records go to the results file one by one as they are measured.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from kbench import envinfo, metrics, results
+from kbench import envinfo, metrics, results, roofline
 from kbench.devices import peaks_for
 from kbench.isolation import Worker, WorkerGone
 from kbench.registry import Implementation, Registry, Variant, skip_reason
@@ -171,10 +172,18 @@ def _record(suite, variant: Variant, case, request, result, env, baseline_ms) ->
         gpu = env.get("gpu") if env else None
         peaks = peaks_for(gpu["name"]) if gpu and timing["method"] != "cpu-wall-clock" else None
         dtype = suite.dtype(case)
-        record["metrics"] = metrics.derive(median, record["flops"], record["min_bytes"], dtype, peaks)
+        compute_tflops = None
+        if peaks is not None:
+            compute_tflops, roof_label = roofline.compute_roof(peaks, impl.unit, dtype, bool(case.values.get("tf32")))
+            record["roof"] = {"gpu": peaks.key, "unit": impl.unit, "compute": roof_label,
+                              "compute_tflops": compute_tflops, "hbm_tbs": peaks.hbm_tbs}
+            if compute_tflops is None:  # a memory kernel: no compute ceiling at all
+                compute_tflops = math.inf
+        record["metrics"] = metrics.derive(median, record["flops"], record["min_bytes"], dtype, peaks,
+                                           compute_tflops)
         # Without the L2 flush the inputs may come from cache: only the compute floor holds then.
         why = metrics.impossible(median, record["flops"], record["min_bytes"], dtype, peaks,
-                                 memory_roof="l2-flush" in timing["method"])
+                                 memory_roof="l2-flush" in timing["method"], compute_tflops=compute_tflops)
         if why:
             record.update(status="FAIL", reason=why)
         else:

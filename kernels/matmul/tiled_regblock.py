@@ -63,7 +63,7 @@ def plan(case, a, b, out, block_m, block_n, block_k, thread_m, thread_n) -> dict
 
 @implementation(
     "matmul", "tiled-regblock", backend="cupy", cuda=True, modules=("torch", "cupy"), dtypes=("fp32",),
-    params={"block_m": 128, "block_n": 128, "block_k": 8, "thread_m": 8, "thread_n": 8},
+    params={"block_m": 128, "block_n": 128, "block_k": 8, "thread_m": 8, "thread_n": 8}, unit="cuda-core",
     description="fp32 register-blocked matmul (CUDA C++): 128x128 block tile, 8x8 outputs a thread, fp32 FMA",
 )
 def tiled_regblock(case, inputs, out, block_m, block_n, block_k, thread_m, thread_n):

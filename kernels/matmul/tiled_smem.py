@@ -29,7 +29,7 @@ def plan(case, a, b, out, tile: int) -> dict:
 
 @implementation(
     "matmul", "tiled-smem", backend="cupy", cuda=True, modules=("torch", "cupy"), dtypes=("fp32",),
-    params={"tile": 16},
+    params={"tile": 16}, unit="cuda-core",
     description="fp32 shared-memory tiled matmul (CUDA C++): TILE x TILE threads, one output each, fp32 FMA",
 )
 def tiled_smem(case, inputs, out, tile):

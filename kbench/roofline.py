@@ -1,0 +1,84 @@
+"""Where a measurement sits under its roof: the compute ceiling of the unit it runs on, and
+the memory ceiling at its arithmetic intensity (FLOPs over the suite's fewest bytes).
+
+Each implementation declares its unit (`@implementation(..., unit=...)`):
+- "tensor": matrix units. fp16/bf16 use the tensor-core peak; fp32 uses TF32's
+  when the case allows it (`--tf32`), else the fp32 CUDA-core peak, because
+  fp32 without TF32 runs on the CUDA cores.
+- "cuda-core": the fp32 CUDA-core peak, whatever the element type.
+- "memory": no compute ceiling; only bandwidth bounds it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kbench.devices import DevicePeaks
+
+UNITS = ("tensor", "cuda-core", "memory")
+# Datasheet peaks are boost-clock figures: a point more than this fraction above
+# its roof is not a fast kernel but a wrong measurement (see metrics.impossible).
+SLACK = 0.05
+
+
+def compute_roof(peaks: DevicePeaks, unit: str, dtype: str, tf32: bool = False) -> tuple[float | None, str]:
+    """(TFLOP/s, label) of the compute ceiling, or (None, "memory") for memory-only kernels."""
+    if unit == "memory":
+        return None, "memory"
+    if unit == "cuda-core" or (dtype == "fp32" and not tf32):
+        return peaks.tflops["fp32"], "fp32 CUDA cores"
+    if dtype == "fp32":
+        return peaks.tflops["tf32"], "tf32 tensor cores"
+    if dtype in peaks.tflops:
+        return peaks.tflops[dtype], f"{dtype} tensor cores"
+    return None, f"no {dtype} peak known"
+
+
+@dataclass(frozen=True)
+class Point:
+    label: str
+    suite: str
+    case_key: str
+    intensity: float  # FLOP per byte of the fewest bytes
+    attained_tflops: float
+    attained_tbs: float
+    compute_tflops: float | None
+    roof_label: str
+    hbm_tbs: float
+    gpu: str
+
+    @property
+    def attainable_tflops(self) -> float:
+        memory = self.intensity * self.hbm_tbs
+        return memory if self.compute_tflops is None else min(self.compute_tflops, memory)
+
+    @property
+    def bound(self) -> str:
+        if self.compute_tflops is None:
+            return "memory"
+        return "compute" if self.compute_tflops <= self.intensity * self.hbm_tbs else "memory"
+
+    @property
+    def pct_of_roof(self) -> float:
+        return 100.0 * self.attained_tflops / self.attainable_tflops
+
+    @property
+    def valid(self) -> bool:
+        """False when the point is above its roof: impossible, so the measurement is wrong."""
+        return self.attained_tflops <= self.attainable_tflops * (1 + SLACK)
+
+
+def point(record: dict, peaks: DevicePeaks, unit: str) -> Point | None:
+    """The roofline point of an OK record with a time, or None."""
+    stats = (record.get("timing") or {}).get("stats") or {}
+    median_ms, flops, nbytes = stats.get("median"), record.get("flops"), record.get("min_bytes")
+    if record.get("status") != "OK" or not median_ms or not flops or not nbytes:
+        return None
+    seconds = median_ms / 1e3
+    case = record.get("case") or {}
+    tflops, label = compute_roof(peaks, unit, case.get("dtype", "fp32"), bool(case.get("tf32", False)))
+    return Point(
+        label=record.get("label", record["impl"]), suite=record["suite"], case_key=record["case_key"],
+        intensity=flops / nbytes, attained_tflops=flops / seconds / 1e12, attained_tbs=nbytes / seconds / 1e12,
+        compute_tflops=tflops, roof_label=label, hbm_tbs=peaks.hbm_tbs, gpu=peaks.key,
+    )
