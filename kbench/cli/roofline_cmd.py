@@ -1,0 +1,123 @@
+"""`kbench roofline` and `kbench plot`: where results stand against the device's roofs, and sweeps as pictures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from kbench.cli.common import stderr, stdout, user_errors
+from kbench.errors import UserError
+
+RESULTS = Path("results")
+
+
+def _latest_per_suite(suites: list[str]) -> list[Path]:
+    """The newest results file of each suite under results/ (of the named suites, if any)."""
+    if not RESULTS.is_dir():
+        raise UserError("no results/ folder here: run `kbench run SUITE` first, or pass --from FILE")
+    newest: dict[str, Path] = {}
+    for path in sorted(RESULTS.glob("*.jsonl"), key=lambda p: p.stat().st_mtime):
+        suite = path.stem.rsplit("-", 2)[0]
+        if not suites or suite in suites:
+            newest[suite] = path
+    if not newest:
+        raise UserError(f"no results files in results/ for {', '.join(suites) or 'any suite'}")
+    return list(newest.values())
+
+
+def _records(sources: list[Path], suites: list[str]) -> list[dict]:
+    from kbench import results
+
+    files = [f for src in sources for f in results.results_files(src)] if sources else _latest_per_suite(suites)
+    records = [r for f in files for _, r in results.read_strict(f)]
+    return [r for r in records if not suites or r.get("suite") in suites]
+
+
+def _unit_of(record: dict, units: dict) -> str:
+    roof = record.get("roof") or {}
+    return roof.get("unit") or units.get((record.get("suite"), record.get("impl")), "tensor")
+
+
+def roofline_command(
+    suites: Optional[List[str]] = typer.Argument(None, help="Suites to include (default: all in the files)."),
+    sources: Optional[List[Path]] = typer.Option(None, "--from", help="Results file or folder (repeatable); "
+                                                                      "default: the newest file of each suite in results/."),
+    gpu: str = typer.Option("detected", "--gpu", help="Roofs of: detected (each record's own GPU) or a table "
+                                                      "entry: h200, h100, h100-pcie, a100 (the seed's), a100-80, "
+                                                      "a100-40, a100-pcie, a100-pcie-40, l40s, l4, rtx4090."),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="Also draw the roofline to this PNG (and an SVG beside it)."),
+) -> None:
+    """Each result against its roof: arithmetic intensity, attained and attainable TFLOP/s, % of roof, bound."""
+    from kbench import loader, roofline
+    from kbench.devices import by_key, peaks_for
+
+    with user_errors():
+        fixed = None
+        if gpu != "detected":
+            fixed = by_key(gpu)
+            if fixed is None:
+                raise UserError(f"--gpu: unknown GPU {gpu!r} (see kbench roofline --help)")
+        records = _records(list(sources or []), list(suites or []))
+        registry = loader.load()
+        units = {(s, name): impl.unit for s, table in registry.impls.items() for name, impl in table.items()}
+        points, skipped = [], 0
+        for r in records:
+            gpu_name = ((r.get("env") or {}).get("gpu") or {}).get("name")
+            peaks = fixed or peaks_for(gpu_name)
+            p = roofline.point(r, peaks, _unit_of(r, units)) if peaks else None
+            if p is None:
+                skipped += 1
+            else:
+                points.append((peaks, p))
+        if not points:
+            raise UserError("no OK GPU results to place on a roofline (CPU runs and failed rows have none)")
+        table = Table(title="roofline" + (f" of {fixed.name} ({fixed.source})" if fixed else ""),
+                      title_justify="left", header_style="bold")
+        for col in ("GPU", "implementation", "case", "FLOP/B", "TFLOP/s", "TB/s", "attainable", "% roof",
+                    "bound", "roof", "valid"):
+            table.add_column(col, justify="right" if col in ("FLOP/B", "TFLOP/s", "TB/s", "attainable", "% roof")
+                             else "left", no_wrap=col not in ("implementation", "case"))
+        for peaks, p in points:
+            table.add_row(peaks.key, escape(p.label), escape(p.case_key), f"{p.intensity:.1f}",
+                          f"{p.attained_tflops:.2f}", f"{p.attained_tbs:.3f}", f"{p.attainable_tflops:.1f}",
+                          f"{p.pct_of_roof:.1f}", p.bound, p.roof_label,
+                          "yes" if p.valid else "[bold red]INVALID: above the roof[/]")
+        stdout.print(table)
+        if skipped:
+            stderr.print(f"({skipped} records without a GPU time or a known GPU were left out)")
+        if plot is not None:
+            from kbench import plots
+
+            gpus = {peaks.key for peaks, _ in points}
+            for key in sorted(gpus):
+                peaks = next(pk for pk, _ in points if pk.key == key)
+                target = plot if len(gpus) == 1 else plot.with_name(f"{plot.stem}-{key}{plot.suffix}")
+                written = plots.roofline_plot([p for pk, p in points if pk.key == key], peaks, target)
+                stderr.print(f"plot: {', '.join(map(str, written))}")
+
+
+def plot_command(
+    source: Path = typer.Argument(..., help="A results file (or folder) of a sweep, e.g. kbench run ... --n 256,1024,4096."),
+    out: Optional[Path] = typer.Option(None, "--out", help="PNG to write (an SVG is written beside it); "
+                                                           "default: the results file's name with .png."),
+    metric: str = typer.Option("tflops", "--metric", help="tflops or gbps."),
+) -> None:
+    """Throughput against size for each implementation of a sweep, with the peer dashed."""
+    from kbench import plots
+
+    with user_errors():
+        if metric not in ("tflops", "gbps"):
+            raise UserError(f"--metric: {metric!r} is not tflops or gbps")
+        records = _records([source], [])
+        by_suite: dict[str, list[dict]] = {}
+        for r in records:
+            by_suite.setdefault(r["suite"], []).append(r)
+        base = out or Path(source).with_suffix(".png")
+        for suite, rows in by_suite.items():
+            target = base if len(by_suite) == 1 else base.with_name(f"{base.stem}-{suite}{base.suffix}")
+            written = plots.throughput_plot(rows, target, metric)
+            stderr.print(f"plot: {', '.join(map(str, written))}")

@@ -1,0 +1,139 @@
+"""Pictures of results: the roofline, and throughput against size for a sweep.
+
+Each figure is written twice, as PNG and SVG, next to the path asked for.
+matplotlib is imported here only (an optional dependency: `pip install kbench[plot]`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kbench.errors import UserError
+
+
+def _pyplot():
+    try:
+        import matplotlib
+    except ImportError:
+        raise UserError("plots need matplotlib: pip install 'kbench[plot]' (or matplotlib)") from None
+    matplotlib.use("Agg")  # files only, no display
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig, path: Path) -> list[Path]:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    written = []
+    for suffix in (".png", ".svg"):
+        target = path.with_suffix(suffix)
+        try:
+            fig.savefig(target, dpi=150, bbox_inches="tight")
+        except OSError as exc:
+            raise UserError(f"cannot write {str(target)!r}: {exc.strerror or exc}") from None
+        written.append(target)
+    return written
+
+
+ANNOTATE_AT_MOST = 12  # beyond this many points, labels overlap: colours and a legend instead
+
+
+def roofline_plot(points, peaks, path: Path, title: str = "") -> list[Path]:
+    """Log-log roofline: the memory roof, each compute ceiling present, one point per result,
+    coloured by implementation. Points above their roof are red crosses marked invalid."""
+    import numpy as np
+
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(10, 6.5))
+    intensities = [p.intensity for p in points] or [1.0]
+    ceilings = sorted({(p.roof_label, p.compute_tflops) for p in points if p.compute_tflops},
+                      key=lambda c: -c[1]) or [("fp16 tensor cores", peaks.tflops["fp16"])]
+    top = ceilings[0][1]
+    lo = min(min(intensities) / 4, 0.5)
+    hi = max(max(intensities) * 4, 2 * top / peaks.hbm_tbs)
+    x = np.logspace(np.log10(lo), np.log10(hi), 400)
+    memory = x * peaks.hbm_tbs
+    ax.plot(x[memory <= 1.5 * top], memory[memory <= 1.5 * top], color="black", lw=1, ls="--",
+            label=f"HBM {peaks.hbm_tbs:g} TB/s")
+    for label, tflops in ceilings:
+        ax.plot(x, np.minimum(tflops, memory), lw=2,
+                label=f"{label}: {tflops:g} TFLOP/s (ridge {tflops / peaks.hbm_tbs:.0f} FLOP/B)")
+    colours = plt.get_cmap("tab10")
+    labels = sorted({p.label for p in points})
+    annotate = len(points) <= ANNOTATE_AT_MOST
+    for i, name in enumerate(labels):
+        mine = [p for p in points if p.label == name]
+        good = [p for p in mine if p.valid]
+        if good:
+            ax.scatter([p.intensity for p in good], [p.attained_tflops for p in good], s=36, zorder=3,
+                       color=colours(i % 10), label=name)
+        for p in mine:
+            if not p.valid:
+                ax.scatter(p.intensity, p.attained_tflops, marker="x", color="red", s=90, zorder=4,
+                           label=f"{name}: INVALID (above the roof)")
+            if annotate or not p.valid:
+                ax.annotate(f"{p.label} {p.pct_of_roof:.0f}%" + ("" if p.valid else " INVALID"),
+                            (p.intensity, p.attained_tflops), textcoords="offset points", xytext=(5, 4),
+                            fontsize=7)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_ylim(min(min((p.attained_tflops for p in points), default=1.0) / 3, top / 1e3), top * 2)
+    ax.set_xlabel("arithmetic intensity (FLOP per byte of the fewest bytes)")
+    ax.set_ylabel("TFLOP/s")
+    ax.set_title(title or f"roofline: {peaks.name} ({peaks.source})")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(loc="upper left", fontsize=7, ncol=2 if len(labels) > 8 else 1)
+    written = _save(fig, path)
+    plt.close(fig)
+    return written
+
+
+def sweep_axis(records: list[dict]) -> str:
+    """The numeric case axis that varies most across the records (the sweep's x axis)."""
+    best, best_count = None, 1
+    for name in (records[0].get("case") or {}):
+        values = {(r.get("case") or {}).get(name) for r in records}
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values) and len(values) > best_count:
+            best, best_count = name, len(values)
+    if best is None:
+        raise UserError("these records do not sweep a numeric case axis (run with e.g. --n 256,1024,4096)")
+    return best
+
+
+def throughput_plot(records: list[dict], path: Path, metric: str = "tflops") -> list[Path]:
+    """One line per implementation (and per value of any other varying axis): `metric` against the
+    swept axis. The suite's baseline (the peer) is dashed."""
+    plt = _pyplot()
+    ok = [r for r in records if r.get("status") == "OK" and (r.get("metrics") or {}).get(metric) is not None]
+    if not ok:
+        raise UserError("no OK records with a measured throughput to plot")
+    axis = sweep_axis(ok)
+    others = [name for name in ok[0]["case"] if name != axis
+              and len({str(r["case"].get(name)) for r in ok}) > 1]
+    lines: dict[str, list[tuple[float, float]]] = {}
+    peers = set()
+    for r in ok:
+        name = r.get("label", r["impl"])
+        if others:
+            name += " [" + ",".join(f"{k}={r['case'][k]}" for k in others) + "]"
+        lines.setdefault(name, []).append((r["case"][axis], r["metrics"][metric]))
+        if r["impl"] == r.get("baseline"):
+            peers.add(name)
+    fig, ax = plt.subplots(figsize=(9, 6))
+    for name, xy in sorted(lines.items()):
+        xy.sort()
+        ax.plot([a for a, _ in xy], [b for _, b in xy], marker="o", ls="--" if name in peers else "-",
+                label=f"{name} (peer)" if name in peers else name)
+    xs = [a for xy in lines.values() for a, _ in xy]
+    if max(xs) / max(min(xs), 1e-12) >= 8:
+        ax.set_xscale("log", base=2)
+    ax.set_xlabel(axis)
+    ax.set_ylabel({"tflops": "TFLOP/s", "gbps": "GB/s (fewest bytes)"}.get(metric, metric))
+    suite = ok[0]["suite"]
+    ax.set_title(f"{suite}: {metric} against {axis}")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    written = _save(fig, path)
+    plt.close(fig)
+    return written
