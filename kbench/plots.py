@@ -39,7 +39,7 @@ def _save(fig, path: Path) -> list[Path]:
 ANNOTATE_AT_MOST = 12  # beyond this many points, labels overlap: colours and a legend instead
 
 
-def roofline_plot(points, peaks, path: Path, title: str = "") -> list[Path]:
+def roofline_plot(points, peaks, path: Path, title: str = "", calibration: dict | None = None) -> list[Path]:
     """Log-log roofline: the memory roof, each compute ceiling present, one point per result,
     coloured by implementation. Points above their roof are red crosses marked invalid."""
     import numpy as np
@@ -59,6 +59,11 @@ def roofline_plot(points, peaks, path: Path, title: str = "") -> list[Path]:
     for label, tflops in ceilings:
         ax.plot(x, np.minimum(tflops, memory), lw=2,
                 label=f"{label}: {tflops:g} TFLOP/s (ridge {tflops / peaks.hbm_tbs:.0f} FLOP/B)")
+    if calibration:  # measured ceilings (kbench calibrate), dotted beside the datasheet's
+        measured_memory = x * calibration["hbm_tbs"]
+        for label, key in (("measured fp16 tensor", "fp16_tensor_tflops"), ("measured fp32", "fp32_tflops")):
+            ax.plot(x, np.minimum(calibration[key], measured_memory), lw=1.2, ls=":",
+                    label=f"{label}: {calibration[key]:.0f} TFLOP/s, {calibration['hbm_tbs']:.2f} TB/s")
     colours = plt.get_cmap("tab10")
     labels = sorted({p.label for p in points})
     annotate = len(points) <= ANNOTATE_AT_MOST

@@ -82,3 +82,18 @@ def point(record: dict, peaks: DevicePeaks, unit: str) -> Point | None:
         intensity=flops / nbytes, attained_tflops=flops / seconds / 1e12, attained_tbs=nbytes / seconds / 1e12,
         compute_tflops=tflops, roof_label=label, hbm_tbs=peaks.hbm_tbs, gpu=peaks.key,
     )
+
+
+# Which measured ceiling of `kbench calibrate` stands for each datasheet roof.
+MEASURED_COMPUTE = {"fp16 tensor cores": "fp16_tensor_tflops", "bf16 tensor cores": "fp16_tensor_tflops",
+                    "fp32 CUDA cores": "fp32_tflops", "memory": None}
+
+
+def measured_attainable(p: Point, calibration: dict | None) -> float | None:
+    """TFLOP/s attainable at the point's intensity under the measured ceilings, or None when
+    the device is not calibrated (or its unit, TF32, was not measured)."""
+    if not calibration or p.roof_label not in MEASURED_COMPUTE:
+        return None
+    memory = p.intensity * calibration["hbm_tbs"]
+    key = MEASURED_COMPUTE[p.roof_label]
+    return memory if key is None else min(calibration[key], memory)

@@ -84,3 +84,33 @@ def test_plot_needs_a_sweep(cli, tmp_path):
     assert result.exit_code == 2 and "do not sweep a numeric case axis" in result.output
     result = cli("plot", H200_RUN, "--metric", "flops")
     assert result.exit_code == 2 and "--metric" in result.output
+
+
+def test_calibrated_roofs_are_shown_beside_the_datasheet(cli, tmp_path, monkeypatch):
+    from kbench import calibrate
+
+    gpu = json.loads(H200_RUN.read_text().splitlines()[0])["env"]["gpu"]
+    monkeypatch.chdir(tmp_path)  # calibrations live under ./results/calibration
+    calibrate.save({"gpu": gpu, "hbm_tbs": 4.3, "fp16_tensor_tflops": 790.0, "fp32_tflops": 60.0,
+                    "method": {}})
+    assert calibrate.load_for(gpu)["fp16_tensor_tflops"] == 790.0
+    assert calibrate.load_for(dict(gpu, uuid="other", driver="other")) is None
+    result = cli("roofline", "--from", H200_RUN)
+    assert result.exit_code == 0, result.output
+    assert "measured roof" in result.output and "790.0" in result.output
+
+
+def test_calibrate_without_a_gpu_is_a_usage_error(cli):
+    result = cli("calibrate")
+    assert result.exit_code == 2 and "needs a CUDA device" in result.output
+
+
+def test_calibrated_plot(cli, tmp_path, monkeypatch):
+    from kbench import calibrate
+
+    gpu = json.loads(H200_RUN.read_text().splitlines()[0])["env"]["gpu"]
+    monkeypatch.chdir(tmp_path)
+    calibrate.save({"gpu": gpu, "hbm_tbs": 4.3, "fp16_tensor_tflops": 790.0, "fp32_tflops": 60.0, "method": {}})
+    result = cli("roofline", "--from", H200_RUN, "--plot", tmp_path / "cal.png")
+    assert result.exit_code == 0, result.output
+    assert "measured fp16 tensor" in (tmp_path / "cal.svg").read_text()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from kbench import __version__
-from kbench.cli import compare_cmd, env_cmd, explain_cmd, list_cmd, roofline_cmd, run_cmd
+from kbench.cli import calibrate_cmd, compare_cmd, env_cmd, explain_cmd, list_cmd, roofline_cmd, run_cmd
 
 app = typer.Typer(
     name="kbench",
@@ -38,6 +38,7 @@ app.command("compare")(compare_cmd.compare_command)
 app.add_typer(explain_cmd.build(), name="explain")
 app.command("roofline")(roofline_cmd.roofline_command)
 app.command("plot")(roofline_cmd.plot_command)
+app.command("calibrate")(calibrate_cmd.calibrate_command)
 
 
 def main() -> None:

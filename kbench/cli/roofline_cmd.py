@@ -52,7 +52,7 @@ def roofline_command(
     plot: Optional[Path] = typer.Option(None, "--plot", help="Also draw the roofline to this PNG (and an SVG beside it)."),
 ) -> None:
     """Each result against its roof: arithmetic intensity, attained and attainable TFLOP/s, % of roof, bound."""
-    from kbench import loader, roofline
+    from kbench import calibrate, loader, roofline
     from kbench.devices import by_key, peaks_for
 
     with user_errors():
@@ -65,27 +65,39 @@ def roofline_command(
         registry = loader.load()
         units = {(s, name): impl.unit for s, table in registry.impls.items() for name, impl in table.items()}
         points, skipped = [], 0
+        calibrations = {}  # GPU table key -> the calibration of the device that ran (detected roofs only)
+        measured = {}  # point -> TFLOP/s attainable under this GPU's calibrated ceilings
         for r in records:
-            gpu_name = ((r.get("env") or {}).get("gpu") or {}).get("name")
-            peaks = fixed or peaks_for(gpu_name)
+            gpu = (r.get("env") or {}).get("gpu") or {}
+            peaks = fixed or peaks_for(gpu.get("name"))
             p = roofline.point(r, peaks, _unit_of(r, units)) if peaks else None
             if p is None:
                 skipped += 1
-            else:
-                points.append((peaks, p))
+                continue
+            points.append((peaks, p))
+            if fixed is None:  # measured roofs belong to the GPU that ran, not to another one
+                calibration = calibrate.load_for(gpu)
+                measured[id(p)] = roofline.measured_attainable(p, calibration)
+                if calibration:
+                    calibrations[peaks.key] = calibration
         if not points:
             raise UserError("no OK GPU results to place on a roofline (CPU runs and failed rows have none)")
         table = Table(title="roofline" + (f" of {fixed.name} ({fixed.source})" if fixed else ""),
                       title_justify="left", header_style="bold")
-        for col in ("GPU", "implementation", "case", "FLOP/B", "TFLOP/s", "TB/s", "attainable", "% roof",
-                    "bound", "roof", "valid"):
-            table.add_column(col, justify="right" if col in ("FLOP/B", "TFLOP/s", "TB/s", "attainable", "% roof")
-                             else "left", no_wrap=col not in ("implementation", "case"))
+        calibrated = any(v is not None for v in measured.values())
+        columns = ["GPU", "implementation", "case", "FLOP/B", "TFLOP/s", "TB/s", "attainable", "% roof"]
+        columns += ["measured roof", "% measured"] if calibrated else []
+        for col in columns + ["bound", "roof", "valid"]:
+            table.add_column(col, justify="left" if col in ("GPU", "implementation", "case", "bound", "roof", "valid")
+                             else "right", no_wrap=col not in ("implementation", "case"))
         for peaks, p in points:
-            table.add_row(peaks.key, escape(p.label), escape(p.case_key), f"{p.intensity:.1f}",
-                          f"{p.attained_tflops:.2f}", f"{p.attained_tbs:.3f}", f"{p.attainable_tflops:.1f}",
-                          f"{p.pct_of_roof:.1f}", p.bound, p.roof_label,
-                          "yes" if p.valid else "[bold red]INVALID: above the roof[/]")
+            row = [peaks.key, escape(p.label), escape(p.case_key), f"{p.intensity:.1f}", f"{p.attained_tflops:.2f}",
+                   f"{p.attained_tbs:.3f}", f"{p.attainable_tflops:.1f}", f"{p.pct_of_roof:.1f}"]
+            if calibrated:
+                roof = measured.get(id(p))
+                row += [f"{roof:.1f}", f"{100 * p.attained_tflops / roof:.1f}"] if roof else ["-", "-"]
+            row += [p.bound, p.roof_label, "yes" if p.valid else "[bold red]INVALID: above the roof[/]"]
+            table.add_row(*row)
         stdout.print(table)
         if skipped:
             stderr.print(f"({skipped} records without a GPU time or a known GPU were left out)")
@@ -96,7 +108,8 @@ def roofline_command(
             for key in sorted(gpus):
                 peaks = next(pk for pk, _ in points if pk.key == key)
                 target = plot if len(gpus) == 1 else plot.with_name(f"{plot.stem}-{key}{plot.suffix}")
-                written = plots.roofline_plot([p for pk, p in points if pk.key == key], peaks, target)
+                written = plots.roofline_plot([p for pk, p in points if pk.key == key], peaks, target,
+                                              calibration=calibrations.get(key))
                 stderr.print(f"plot: {', '.join(map(str, written))}")
 
 
