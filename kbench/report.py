@@ -168,7 +168,7 @@ def compare_rows(pairs) -> list[list[str]]:
         if p.env_diff:  # compared anyway (--force)
             note = "; ".join(filter(None, [note, "env differs: " + ", ".join(name for name, _, _ in p.env_diff)]))
         rows.append([p.suite, p.case_key, p.label, format_time(p.median("base")), format_time(p.median("current")),
-                     _change(p), _interval(p), _p(p), "-" if p.threshold is None else f"{p.threshold:.0%}",
+                     _change(p), _interval(p), _p(p), "-" if p.threshold is None else f"{p.threshold * 100:.3g}%",
                      p.decision, note])
     return rows
 

@@ -450,6 +450,20 @@ def test_markdown_summary_is_appended(cli, tmp_path, base_file):
     assert summary.read_text().count("## kbench compare") == 2
 
 
+def test_markdown_says_why_there_is_no_comparison(cli, tmp_path, base_file):
+    summary = tmp_path / "summary.md"
+    result = run_compare(cli, base_file, current_like(tmp_path, drop=[("sdpa", CASE)]), "--markdown", summary)
+    assert result.exit_code == 2
+    text = summary.read_text()
+    assert text.startswith("## kbench compare\n\n**could not compare (exit 2)**: CURRENT lacks 1 measurement(s)")
+
+
+def test_threshold_column_keeps_fractions_of_a_percent(cli, tmp_path, base_file, flat_text, wide_console):
+    result = run_compare(cli, base_file, current_like(tmp_path), "--threshold", "2.5%")
+    assert result.exit_code == 0, result.output
+    assert "2.5% same" in flat_text(result.stdout)
+
+
 def test_markdown_escapes_pipes(tmp_path):
     from kbench.report import compare_markdown
 

@@ -36,9 +36,23 @@ def compare_command(
 ) -> None:
     """Compare CURRENT's timings with BASE's, case by case; exit 1 on a regression or a failure in CURRENT."""
     with user_errors():
-        code = run_compare(base, current, threshold, allow_missing, force, markdown)
+        try:
+            code = run_compare(base, current, threshold, allow_missing, force, markdown)
+        except UserError as exc:
+            if markdown is not None:  # the CI job's page says why there is no comparison
+                _append(markdown, f"## kbench compare\n\n**could not compare (exit 2)**: {exc}\n", quiet=True)
+            raise
     if code:
         raise typer.Exit(code)
+
+
+def _append(path: Path, text: str, quiet: bool = False) -> None:
+    try:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(text)
+    except OSError as exc:
+        if not quiet:
+            raise UserError(f"--markdown: cannot write {str(path)!r}: {exc.strerror or exc}") from None
 
 
 def _listed(keys: list, describe) -> str:
@@ -103,10 +117,5 @@ def run_compare(base: Path, current: Path, threshold: str | None, allow_missing:
         stdout.print(f"  {note}", highlight=False, markup=False)
     stdout.print(f"[bold {'red' if code else 'green'}]{verdict}[/]", highlight=False)
     if markdown is not None:
-        text = report.compare_markdown(pairs, f"**{verdict}**", notes)
-        try:
-            with open(markdown, "a", encoding="utf-8") as fh:
-                fh.write(text)
-        except OSError as exc:
-            raise UserError(f"--markdown: cannot write {str(markdown)!r}: {exc.strerror or exc}") from None
+        _append(markdown, report.compare_markdown(pairs, f"**{verdict}**", notes))
     return code
