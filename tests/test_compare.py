@@ -303,6 +303,19 @@ def test_missing_baseline_file_is_an_error(cli, tmp_path, flat_text):
     _one_error_line(result, f"cannot read '{tmp_path / 'nope.jsonl'}': No such file or directory", flat_text)
 
 
+def test_missing_baseline_file_allowed_makes_every_case_new(cli, tmp_path, flat_text, wide_console):
+    """A first run, before any baseline exists: with --allow-missing, reported, not fatal. A CURRENT that
+    does not exist, or a BASE that is unreadable, stays an error."""
+    cur = current_like(tmp_path)
+    result = run_compare(cli, tmp_path / "nope.jsonl", cur, "--allow-missing")
+    assert result.exit_code == 0, result.output
+    assert "passed: 4 new" in flat_text(result.stdout)
+    assert "no baseline at" in flat_text(result.stderr)
+    _one_error_line(run_compare(cli, cur, tmp_path / "nope.jsonl", "--allow-missing"), "cannot read", flat_text)
+    (tmp_path / "torn.jsonl").write_text('{"schema": 1, "sui')
+    _one_error_line(run_compare(cli, tmp_path / "torn.jsonl", cur, "--allow-missing"), "not valid JSON", flat_text)
+
+
 def test_many_missing_are_listed_briefly(cli, tmp_path, flat_text):
     base = write(tmp_path / "b.jsonl", [record(label=f"k{i}") for i in range(5)])
     cur = write(tmp_path / "c.jsonl", [record(label="k0")])
@@ -426,9 +439,17 @@ def test_pyproject_without_a_toml_parser_is_a_note(tmp_path, monkeypatch):
     assert loaded.threshold is None and "not read" in loaded.note
 
 
-def test_no_pyproject_means_defaults(tmp_path):
-    assert config.find_pyproject(tmp_path) in (None, *[p / "pyproject.toml" for p in tmp_path.parents])
-    assert config.threshold_for("attention", config.Config(), None) == (0.05, "default")
+def test_pyproject_is_looked_for_upward_and_defaults_without_one(tmp_path):
+    deep = tmp_path / "proj" / "a" / "b"
+    deep.mkdir(parents=True)
+    if config.find_pyproject(tmp_path) is None:  # no pyproject.toml above the temporary folder
+        assert config.load(deep) == config.Config()
+    (tmp_path / "proj" / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    assert config.find_pyproject(deep) == tmp_path / "proj" / "pyproject.toml"
+    loaded = config.load(deep)  # found, but no [tool.kbench]: the defaults
+    assert loaded.threshold is None and loaded.thresholds == {} and loaded.source == tmp_path / "proj" / "pyproject.toml"
+    assert config.threshold_for("attention", loaded, None) == (0.05, "default")
+    assert config.threshold_for("attention", loaded, 0.1) == (0.1, "--threshold")
 
 
 # --- markdown -----------------------------------------------------------------------------------

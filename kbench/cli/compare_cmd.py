@@ -28,7 +28,8 @@ def compare_command(
         help="Smallest change of a median that counts, e.g. 5% or 0.05 (default: the threshold of "
              "tool.kbench in pyproject.toml, else 5%; a suite's entry in tool.kbench.thresholds wins for it)."),
     allow_missing: bool = typer.Option(
-        False, "--allow-missing", help="Report cases found on one side only instead of failing (exit 2)."),
+        False, "--allow-missing",
+        help="Report cases found on one side only (and a BASE that does not exist) instead of failing (exit 2)."),
     force: bool = typer.Option(
         False, "--force", help="Compare records from different environments (GPU, driver, CUDA, libraries)."),
     markdown: Optional[Path] = typer.Option(
@@ -70,8 +71,13 @@ def run_compare(base: Path, current: Path, threshold: str | None, allow_missing:
         stderr.print(f"note: {settings.note}", highlight=False, markup=False)
     alpha = settings.alpha or config.DEFAULT_ALPHA
 
-    base_records = compare.load(base)
     current_records = compare.load(current)
+    if allow_missing and not Path(base).exists():  # no baseline yet (a first run): every case is new
+        stderr.print(f"note: no baseline at {str(base)!r}: every case of CURRENT is new (--allow-missing)",
+                     highlight=False, markup=False)
+        base_records = {}
+    else:
+        base_records = compare.load(base)
     pairs = compare.pair_up(base_records, current_records)
     sources: dict[str, str] = {}
 
