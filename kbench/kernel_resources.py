@@ -28,7 +28,8 @@ def from_nvcc(source: Path, name_expression: str, arch: str = "sm_90") -> dict |
         unit = Path(tmp) / "instantiate.cu"
         unit.write_text(f'#include "{Path(source).resolve()}"\n'
                         f"void* kbench_instantiate = (void*)&{name_expression};\n")
-        done = subprocess.run([nvcc, "-std=c++17", f"-arch={arch}", "-cubin", "-Xptxas", "-v",
+        headers = Path(source).resolve().parent.parent / "_cuda"  # kernels/_cuda: kbench's own .cuh files
+        done = subprocess.run([nvcc, "-std=c++17", f"-I{headers}", f"-arch={arch}", "-cubin", "-Xptxas", "-v",
                                "-o", str(Path(tmp) / "out.cubin"), str(unit)],
                               capture_output=True, text=True, timeout=600)
     if done.returncode != 0:

@@ -26,7 +26,8 @@ def test_there_are_cuda_sources():
 @pytest.mark.parametrize("source", SOURCES, ids=[p.name for p in SOURCES])
 def test_compiles_without_warnings(source: Path, arch: str, tmp_path):
     done = subprocess.run(
-        [NVCC, "-std=c++17", "-DKBENCH_INSTANTIATE", f"-arch={arch}", "-cubin", "-Xptxas", "-v",
+        [NVCC, "-std=c++17", "-DKBENCH_INSTANTIATE", f"-I{BUILTIN_KERNELS / '_cuda'}", f"-arch={arch}", "-cubin",
+         "-Xptxas", "-v",
          "-Werror", "all-warnings", "-o", str(tmp_path / "out.cubin"), str(source)],
         capture_output=True, text=True, timeout=600,
     )
@@ -50,3 +51,15 @@ def test_cupy_fa2_configuration_checks():
     assert module.check_config(128, 128, 64, 4) is None
     assert "multiple of 16 rows" in module.check_config(128, 64, 64, 8)  # 8 rows a warp
     assert "multiple of 16" in module.check_config(128, 128, 40, 4)
+
+
+def test_cupy_sources_inline_kbench_headers():
+    """CuPy compiles the text source_text() returns: every kbench header inlined, once, so its
+    compile cache (keyed on that text) notices an edited header."""
+    from kbench.loader import load_helper
+
+    common = load_helper(BUILTIN_KERNELS / "_cupy_common.py")
+    text = common.source_text(BUILTIN_KERNELS / "matmul" / "wmma_smem.cu")
+    assert '#include "kbench_' not in text
+    assert text.count("namespace kbench_ptx {") == 1 and "struct Element<true>" in text
+    assert "#include <mma.h>" in text  # CUDA's own headers are left to NVRTC's include path

@@ -17,8 +17,13 @@
 // every ldmatrix 8x8 matrix, and the cp.async stores of a warp, hit 8 different
 // bank groups (see Tile below for the padded and plain layouts it is measured against).
 //
-// No headers, so NVRTC (cupy.RawModule) and nvcc compile it alike: elements are
-// raw 16-bit patterns, converted with cvt.rn.{f16,bf16}x2.f32.
+// No CUDA headers, so NVRTC (cupy.RawModule) and nvcc compile it alike: elements
+// are raw 16-bit patterns, converted with cvt.rn.{f16,bf16}x2.f32. The PTX
+// wrappers (pack2, ldmatrix, cp.async) are shared with the matmul kernels.
+
+#include "kbench_ptx.cuh"
+
+using namespace kbench_ptx;
 
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
 
@@ -45,43 +50,6 @@ __device__ __forceinline__ void mma_16816(float (&c)[4], const unsigned (&a)[4],
             : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
     }
-}
-
-// Two floats -> one register of two 16-bit values, `lo` in the low half (lower address).
-template <bool BF16>
-__device__ __forceinline__ unsigned pack2(float lo, float hi) {
-    unsigned r;
-    if (BF16) {
-        asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-    } else {
-        asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-    }
-    return r;
-}
-
-__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], unsigned addr) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr));
-}
-
-__device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], unsigned addr) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr));
-}
-
-// 16 bytes global -> shared, bypassing L1; src_bytes = 0 writes zeros (rows past N).
-__device__ __forceinline__ void cp_async_16(unsigned dst, const void* src, int src_bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
-}
-
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::); }
-
-__device__ __forceinline__ unsigned smem_addr(const void* p) {
-    return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
 
 // Shared-memory layouts of a tile whose rows are D 16-bit elements:
@@ -192,7 +160,7 @@ fa2_forward(const unsigned short* __restrict__ Q, const unsigned short* __restri
     for (int j = 0; j < n_tiles; ++j) {
         const unsigned kbuf = sK + (j & 1) * KV_BYTES;
         const unsigned vbuf = sV + (j & 1) * KV_BYTES;
-        cp_async_wait_all();
+        cp_async_wait<0>();
         __syncthreads();  // tile j is in; every warp is done with tile j-1's buffers
         if (j + 1 < n_tiles) {
             const unsigned next = ((j + 1) & 1) * KV_BYTES;
@@ -302,7 +270,7 @@ fa2_forward(const unsigned short* __restrict__ Q, const unsigned short* __restri
             }
         }
     }
-    cp_async_wait_all();  // no copy may still target shared memory when the block exits
+    cp_async_wait<0>();  // no copy may still target shared memory when the block exits
 
     // ---- O / l, once -----------------------------------------------------------
     unsigned short* out = O + b * o_sb + h * o_sh;

@@ -12,10 +12,12 @@ shared memory per block and local-memory (spill) bytes per thread, read from
 the function's attributes.
 """
 
-from functools import lru_cache
 from pathlib import Path
 
+from kbench.loader import load_helper
 from kbench.registry import Unsupported, implementation
+
+_cupy = load_helper(Path(__file__).parent.parent / "_cupy_common.py")
 
 SOURCE = Path(__file__).with_suffix(".cu")
 LOG2_E = 1.4426950408889634
@@ -47,16 +49,6 @@ def name_expression(d: int, block_m: int, block_n: int, warps: int, bf16: bool, 
     """The template instantiation NVRTC compiles (and `kbench explain` hands to ptxas)."""
     return (f"fa2_forward<{d}, {block_m}, {block_n}, {warps}, "
             f"{'true' if bf16 else 'false'}, {'true' if causal else 'false'}, {LAYOUTS[layout]}>")
-
-
-@lru_cache(maxsize=None)
-def compiled(d: int, block_m: int, block_n: int, warps: int, bf16: bool, causal: bool, layout: str):
-    """The kernel for one configuration (NVRTC compiles once per process; CuPy's disk cache across runs)."""
-    import cupy
-
-    name = name_expression(d, block_m, block_n, warps, bf16, causal, layout)
-    module = cupy.RawModule(code=SOURCE.read_text(), options=("-std=c++17",), name_expressions=(name,))
-    return module.get_function(name)
 
 
 def explain(case, params) -> dict:
@@ -124,7 +116,6 @@ def _supports(case):
     description="FlashAttention-2 in CUDA C++: mma.sync m16n8k16, ldmatrix, cp.async double buffering",
 )
 def cupy_fa2(case, inputs, out, block_m, block_n, warps, smem_layout, lse):
-    import cupy
     import numpy as np
     import torch
 
@@ -133,45 +124,31 @@ def cupy_fa2(case, inputs, out, block_m, block_n, warps, smem_layout, lse):
     if reason:
         raise Unsupported(reason)
     smem = smem_bytes(case.d, block_m, block_n, smem_layout)
-    limit = cupy.cuda.runtime.getDeviceProperties(q.device.index or 0)["sharedMemPerBlockOptin"]
+    limit = _cupy.smem_optin_limit(q)
     if smem > limit:
         raise Unsupported(f"needs {smem // 1024} KiB of shared memory per block; this GPU allows {limit // 1024} KiB")
     for t in (q, k, v, out):
         if t.stride(-1) != 1:
             raise Unsupported("cupy-fa2 needs a contiguous last dimension")
 
-    kernel = compiled(case.d, block_m, block_n, warps, case.dtype == "bf16", bool(case.causal), smem_layout)
+    kernel = _cupy.compiled(str(SOURCE), name_expression(case.d, block_m, block_n, warps, case.dtype == "bf16",
+                                                         bool(case.causal), smem_layout))
     if smem > 48 * 1024:  # above 48 KiB a block must opt in to its dynamic shared memory
         kernel.max_dynamic_shared_size_bytes = smem
     lse_out = torch.empty(case.batch * case.heads, case.n, device=q.device, dtype=torch.float32) if lse else None
 
-    def ptr(t):
-        return np.uint64(t.data_ptr() if t is not None else 0)
-
     def strides(t):
         return tuple(np.int64(s) for s in t.stride()[:3])
 
-    args = (ptr(q), ptr(k), ptr(v), ptr(out), ptr(lse_out), np.int32(case.heads), np.int32(case.n),
-            *strides(q), *strides(k), *strides(v), *strides(out), np.float32(case.d**-0.5 * LOG2_E))
+    args = (*_cupy.pointer_args(q, k, v, out), np.uint64(lse_out.data_ptr() if lse_out is not None else 0),
+            np.int32(case.heads), np.int32(case.n), *strides(q), *strides(k), *strides(v), *strides(out),
+            np.float32(case.d**-0.5 * LOG2_E))
     grid = ((case.n + block_m - 1) // block_m, case.batch * case.heads)
     block = (warps * 32,)
-    stream = [None]
-
-    def run():
-        # Launch on torch's current stream (it changes under CUDA-graph capture).
-        current = torch.cuda.current_stream().cuda_stream
-        if current != stream[0]:
-            cupy.cuda.ExternalStream(current).use()
-            stream[0] = current
-        kernel(grid, block, args, shared_mem=smem)
-
+    run = _cupy.launcher(kernel, grid, block, args, smem)
     run.config = {
         "block_m": block_m, "block_n": block_n, "warps": warps, "smem_layout": smem_layout, "lse": bool(lse),
-        "registers_per_thread": kernel.num_regs,
-        "local_bytes_per_thread": kernel.local_size_bytes,  # spills (and any local arrays)
-        "static_smem_bytes": kernel.shared_size_bytes,
-        "dynamic_smem_bytes": smem,
-        "grid": list(grid), "threads_per_block": warps * 32,
+        **_cupy.kernel_config(kernel, grid, block, smem),
     }
     run.lse = lse_out  # for tests that check the log-sum-exp
     return run

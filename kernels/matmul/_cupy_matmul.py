@@ -1,16 +1,21 @@
 """Shared set-up of the CuPy matmul kernels (tiled-smem, tiled-regblock, wmma, wmma-smem).
 
 A private helper (the loader skips `_` files); kernel files load it with
-``kbench.loader.load_helper``. Everything up to :func:`launcher` is plain Python
-on tensors' shapes, dtypes and addresses, so it is tested on the CPU.
+``kbench.loader.load_helper``. What is here is plain Python on tensors' shapes,
+dtypes and addresses, so it is tested on the CPU; compiling and launching come
+from ``kernels/_cupy_common.py``, shared with the attention kernels.
 """
 
 from __future__ import annotations
 
-from functools import lru_cache
 from pathlib import Path
 
+from kbench.loader import load_helper
 from kbench.registry import Unsupported
+
+_cupy = load_helper(Path(__file__).parent.parent / "_cupy_common.py")
+compiled, smem_optin_limit, launcher = _cupy.compiled, _cupy.smem_optin_limit, _cupy.launcher
+kernel_config, pointer_args = _cupy.kernel_config, _cupy.pointer_args
 
 TORCH_DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
 MAX_GRID_YZ = 65535
@@ -47,61 +52,3 @@ def check_grid(grid: tuple) -> None:
     rest = grid[1:]
     if x > MAX_GRID_X or any(v > MAX_GRID_YZ for v in rest):
         raise Unsupported(f"grid {grid} exceeds CUDA's limits (x < 2^31, y and z <= 65535)")
-
-
-@lru_cache(maxsize=None)
-def compiled(source: str, name: str):
-    """One template instance of a .cu beside the kernels (NVRTC once per process, CuPy's disk cache across runs).
-
-    NVRTC gets no include path from here: CuPy adds the CUDA headers' folder
-    (mma.h for the WMMA kernels) itself.
-    """
-    import cupy
-
-    module = cupy.RawModule(code=Path(source).read_text(), options=("-std=c++17",), name_expressions=(name,))
-    return module.get_function(name)
-
-
-def smem_optin_limit(tensor) -> int:
-    import cupy
-
-    return cupy.cuda.runtime.getDeviceProperties(tensor.device.index or 0)["sharedMemPerBlockOptin"]
-
-
-def launcher(kernel, grid: tuple, block: tuple, args: tuple, smem: int = 0):
-    """The timed closure: one launch on torch's current stream (it changes under CUDA-graph capture)."""
-    import cupy
-    import torch
-
-    stream = [None, None]  # torch's stream handle, and the CuPy wrapper kept alive with it
-
-    def run():
-        current = torch.cuda.current_stream().cuda_stream
-        if current != stream[0]:
-            wrapper = cupy.cuda.ExternalStream(current)
-            wrapper.use()
-            stream[0], stream[1] = current, wrapper
-        kernel(grid, block, args, shared_mem=smem)
-
-    return run
-
-
-def kernel_config(kernel, grid: tuple, block: tuple, dynamic_smem: int = 0) -> dict:
-    """What run.config reports about the compiled kernel (registers, spills, shared memory)."""
-    threads = 1
-    for v in block:
-        threads *= v
-    return {
-        "registers_per_thread": kernel.num_regs,
-        "local_bytes_per_thread": kernel.local_size_bytes,  # spills (and any local arrays)
-        "static_smem_bytes": kernel.shared_size_bytes,
-        "dynamic_smem_bytes": dynamic_smem,
-        "grid": list(grid),
-        "threads_per_block": threads,
-    }
-
-
-def pointer_args(*tensors):
-    import numpy as np
-
-    return tuple(np.uint64(t.data_ptr()) for t in tensors)

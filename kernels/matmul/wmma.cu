@@ -23,34 +23,8 @@
 // 16 bits by each lane, and written with bounds checks (16-byte stores when the
 // row segment is inside C and `direct` holds).
 
-#include <mma.h>
-
-namespace kbench_wmma {
-
-template <bool BF16>
-struct Element;
-template <>
-struct Element<false> {
-    using T = __half;
-};
-template <>
-struct Element<true> {
-    using T = __nv_bfloat16;
-};
-
-// Two floats -> one register of two 16-bit values, `lo` in the low half (lower address).
-template <bool BF16>
-__device__ __forceinline__ unsigned pack2(float lo, float hi) {
-    unsigned r;
-    if (BF16) {
-        asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-    } else {
-        asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-    }
-    return r;
-}
-
-}  // namespace kbench_wmma
+#include "kbench_ptx.cuh"
+#include "kbench_wmma.cuh"
 
 template <int WARPS_M, int WARPS_N, bool BF16>
 __global__ void __launch_bounds__(WARPS_M * WARPS_N * 32)
@@ -117,8 +91,8 @@ matmul_wmma(const unsigned short* __restrict__ A, const unsigned short* __restri
     if (row < M) {
         const float4 lo = *reinterpret_cast<const float4*>(sc + r * 16 + c8);
         const float4 hi = *reinterpret_cast<const float4*>(sc + r * 16 + c8 + 4);
-        const unsigned p[4] = {kbench_wmma::pack2<BF16>(lo.x, lo.y), kbench_wmma::pack2<BF16>(lo.z, lo.w),
-                               kbench_wmma::pack2<BF16>(hi.x, hi.y), kbench_wmma::pack2<BF16>(hi.z, hi.w)};
+        const unsigned p[4] = {kbench_ptx::pack2<BF16>(lo.x, lo.y), kbench_ptx::pack2<BF16>(lo.z, lo.w),
+                               kbench_ptx::pack2<BF16>(hi.x, hi.y), kbench_ptx::pack2<BF16>(hi.z, hi.w)};
         const int col = col0 + c8;
         unsigned short* dst = C + static_cast<long long>(row) * N + col;
         if (direct && col + 8 <= N) {

@@ -41,50 +41,12 @@
 // Shared memory is dynamic: STAGES·(BM·(BK+8) + BK·(BN+8))·2 bytes, at least
 // WARPS·1 KiB for the epilogue (the host computes the same number).
 
-#include <mma.h>
+#include "kbench_ptx.cuh"
+#include "kbench_wmma.cuh"
 
 namespace kbench_wmma_smem {
 
-template <bool BF16>
-struct Element;
-template <>
-struct Element<false> {
-    using T = __half;
-};
-template <>
-struct Element<true> {
-    using T = __nv_bfloat16;
-};
-
-// Two floats -> one register of two 16-bit values, `lo` in the low half (lower address).
-template <bool BF16>
-__device__ __forceinline__ unsigned pack2(float lo, float hi) {
-    unsigned r;
-    if (BF16) {
-        asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-    } else {
-        asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-    }
-    return r;
-}
-
-// 16 bytes global -> shared, bypassing L1; src_bytes = 0 writes 16 zeros and reads nothing.
-__device__ __forceinline__ void cp_async_16(unsigned dst, const void* src, int src_bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes)
-                 : "memory");
-}
-
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-
-// Wait until at most N of this thread's commit groups are still pending.
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
-__device__ __forceinline__ unsigned smem_addr(const void* p) {
-    return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
+using namespace kbench_ptx;
 
 // Copy the BM x BK tile of A at (m0, k0) and the BK x BN tile of B at (k0, n0)
 // into one pipeline stage; zeros where they overhang M, N or K.
@@ -154,6 +116,8 @@ matmul_wmma_smem(const unsigned short* __restrict__ A, const unsigned short* __r
                  unsigned short* __restrict__ C, int M, int N, int K, int group_m) {
     using namespace nvcuda;
     using namespace kbench_wmma_smem;
+    using namespace kbench_ptx;
+    using kbench_wmma::Element;
     using T = typename Element<BF16>::T;
     constexpr int THREADS = WARPS_M * WARPS_N * 32;
     constexpr int WM = BM / WARPS_M;  // warp tile
