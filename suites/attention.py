@@ -3,18 +3,10 @@
 The first seed text's scenario is the default case: B=1, H=1, N=256, d=128, fp16.
 """
 
+from kbench.dtypes import ELEMENT_BYTES, NAMES, torch_dtype
 from kbench.errors import UserError
 from kbench.registry import suite
 from kbench.suite import Axis, Suite
-
-DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
-ELEMENT_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4}
-
-
-def torch_dtype(name: str):
-    import torch
-
-    return getattr(torch, DTYPES[name])
 
 
 @suite
@@ -26,7 +18,7 @@ class Attention(Suite):
         Axis("d", int, (128,), "head dimension d"),
         Axis("batch", int, (1,), "batch size B"),
         Axis("heads", int, (1,), "number of heads H"),
-        Axis("dtype", str, ("fp16",), "element type", choices=tuple(DTYPES)),
+        Axis("dtype", str, ("fp16",), "element type", choices=NAMES),
         Axis("causal", bool, (False,), "causal mask (key j > query i is masked)"),
     )
     baseline = "naive"

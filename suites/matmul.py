@@ -5,22 +5,14 @@ FLOPs are 2·M·N·K; the fewest bytes are A and B read once and C written once.
 
 import math
 
+from kbench.dtypes import ELEMENT_BYTES, NAMES, UNIT_ROUNDOFF, torch_dtype
 from kbench.errors import UserError
 from kbench.registry import suite
 from kbench.suite import Axis, Suite
 
-DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
-ELEMENT_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4}
-# Unit roundoff of the output element, and of TF32's 10-bit mantissa.
-UNIT_ROUNDOFF = {"fp16": 2.0**-11, "bf16": 2.0**-8, "fp32": 2.0**-24}
+# Unit roundoff of TF32's 10-bit mantissa (the element types' are in kbench.dtypes).
 TF32_ROUNDOFF = 2.0**-11
-FP32_ROUNDOFF = 2.0**-24
-
-
-def torch_dtype(name: str):
-    import torch
-
-    return getattr(torch, DTYPES[name])
+FP32_ROUNDOFF = UNIT_ROUNDOFF["fp32"]
 
 
 @suite
@@ -31,7 +23,7 @@ class Matmul(Suite):
         Axis("m", int, (1024,), "rows of A and C"),
         Axis("n", int, (1024,), "columns of B and C"),
         Axis("k", int, (1024,), "columns of A, rows of B (the reduction)"),
-        Axis("dtype", str, ("fp16",), "element type of A, B and C", choices=tuple(DTYPES)),
+        Axis("dtype", str, ("fp16",), "element type of A, B and C", choices=NAMES),
         Axis("tf32", bool, (False,), "allow TF32 tensor cores for fp32 (cublas, triton)"),
     )
     baseline = "cublas"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kbench.dtypes import TORCH_NAMES
 from kbench.loader import load_helper
 from kbench.registry import Unsupported
 
@@ -17,7 +18,6 @@ _cupy = load_helper(Path(__file__).parent.parent / "_cupy_common.py")
 compiled, smem_optin_limit, launcher = _cupy.compiled, _cupy.smem_optin_limit, _cupy.launcher
 kernel_config, pointer_args = _cupy.kernel_config, _cupy.pointer_args
 
-TORCH_DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
 MAX_GRID_YZ = 65535
 MAX_GRID_X = 2**31 - 1
 STATIC_SMEM_LIMIT = 48 * 1024  # a block's static shared memory (dynamic can opt in to more)
@@ -31,7 +31,7 @@ def operands(case, inputs, out):
     """A (M x K), B (K x N) and C (M x N): the suite's shapes, row-major contiguous, one dtype."""
     a, b = inputs["a"], inputs["b"]
     m, n, k = case.m, case.n, case.k
-    want = TORCH_DTYPES[case.dtype]
+    want = TORCH_NAMES[case.dtype]
     for name, t, shape in (("a", a, (m, k)), ("b", b, (k, n)), ("out", out, (m, n))):
         if tuple(t.shape) != shape:
             raise Unsupported(f"{name} is {tuple(t.shape)}, expected {shape}")
