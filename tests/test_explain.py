@@ -130,3 +130,37 @@ def test_explain_is_a_kbench_command(cli):
     assert result.exit_code == 0 and "no launch walkthrough for: naive" in result.output
     result = cli("explain", "attenton")
     assert result.exit_code == 2 and "did you mean 'attention'" in result.output
+
+
+def matmul_case(m, n, k, dtype="fp16"):
+    return Case({"m": m, "n": n, "k": k, "dtype": dtype, "tf32": False})
+
+
+def test_matmul_tiling_traffic_and_grid(registry):
+    impl = registry.implementations("matmul")["wmma-smem"]
+    figures = impl.explain(matmul_case(4096, 4096, 4096), impl.params)
+    assert figures["grid"].startswith("(1024,) = 1,024 blocks of 256 threads")  # 32 x 32 tiles of 128 x 128
+    # each A row-panel is read once per column of tiles (4096 / 128 = 32 times), B likewise
+    assert "A read 32x, B read 32x" in figures["global loads of the tiling"]
+    assert figures["copies"].startswith("16-byte cp.async, 3 stages; warp tile 64 x 32")
+    odd = impl.explain(matmul_case(1000, 777, 333), impl.params)
+    assert odd["copies"].startswith("element-wise")  # K = 333 is not a multiple of 8
+    bad = impl.explain(matmul_case(64, 64, 64), dict(impl.params, warps=3))
+    assert bad["configuration"].startswith("not runnable: warps=3")
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed: no ptxas figures")
+@pytest.mark.parametrize("name,dtype", [("tiled-smem", "fp32"), ("tiled-regblock", "fp32"), ("wmma", "fp16"),
+                                        ("wmma-smem", "bf16")])
+def test_matmul_kernels_resources(registry, name, dtype):
+    impl = registry.implementations("matmul")[name]
+    figures = impl.explain(matmul_case(512, 512, 512, dtype), impl.params)
+    assert 0 < int(figures["registers per thread"].split()[0]) <= 255
+    assert figures["spills per thread"] == "0 bytes stored, 0 loaded"
+    assert "waves on an H200" in figures
+
+
+def test_triton_fa2_geometry(registry):
+    impl = registry.implementations("attention")["triton-fa2"]
+    figures = impl.explain(attention_case(n=4096), impl.params)
+    assert figures["grid"] == "32 Q tiles x 1 (batch x heads) = 32 programs"  # BLOCK_M = 128

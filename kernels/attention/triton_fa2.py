@@ -100,6 +100,20 @@ def config_for(case, device_type):
     return {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3}
 
 
+def explain(case, params) -> dict:
+    """`kbench explain attention --impl triton-fa2`: the launch on a GPU, without running it."""
+    cfg = config_for(case, "cuda")
+    q_tiles = -(-case.n // cfg["BLOCK_M"])
+    return {
+        "grid": f"{q_tiles} Q tiles x {case.batch * case.heads} (batch x heads) = "
+                f"{q_tiles * case.batch * case.heads} programs",
+        "program": f"{cfg['num_warps']} warps; a {cfg['BLOCK_M']}-row Q tile against {cfg['BLOCK_N']}-key K/V tiles, "
+                   f"{cfg['num_stages']} pipeline stages",
+        "K/V tiles per program": f"{-(-case.n // cfg['BLOCK_N'])}" + (" (causal: up to the diagonal)" if case.causal else ""),
+        "matrix instructions": "tl.dot: wgmma on sm_90 (Triton picks the layout; no mma.sync count)",
+    }
+
+
 def _supports(case):
     if case.d not in HEAD_DIMS:
         return f"head dim {case.d} is not a power of two from 16 to 256"
@@ -107,7 +121,7 @@ def _supports(case):
 
 
 @implementation("attention", "triton-fa2", backend="triton", modules=("torch", "triton"),
-                supports=_supports,
+                supports=_supports, explain=explain,
                 description="FlashAttention-2 forward in Triton (online softmax, exp2, deferred normalisation)")
 def triton_fa2(case, inputs, out):
     if triton is None:

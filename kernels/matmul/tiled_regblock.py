@@ -61,9 +61,22 @@ def plan(case, a, b, out, block_m, block_n, block_k, thread_m, thread_n) -> dict
     return {"name": name, "grid": grid, "block": (threads,), "vec": vec}
 
 
+def explain(case, params) -> dict:
+    """`kbench explain matmul --impl tiled-regblock`: the launch for this case, without running it."""
+    try:
+        p = plan(case, _common.PLACEHOLDER, _common.PLACEHOLDER, _common.PLACEHOLDER, params["block_m"],
+                 params["block_n"], params["block_k"], params["thread_m"], params["thread_n"])
+    except Unsupported as exc:
+        return {"configuration": f"not runnable: {exc}"}
+    figures = _common.explain_launch(case, p, SOURCE, (params["block_m"], params["block_n"]))
+    figures["micro-tile per thread"] = f"{params['thread_m']} x {params['thread_n']} outputs in registers"
+    return figures
+
+
 @implementation(
     "matmul", "tiled-regblock", backend="cupy", cuda=True, modules=("torch", "cupy"), dtypes=("fp32",),
     params={"block_m": 128, "block_n": 128, "block_k": 8, "thread_m": 8, "thread_n": 8}, unit="cuda-core",
+    explain=explain,
     description="fp32 register-blocked matmul (CUDA C++): 128x128 block tile, 8x8 outputs a thread, fp32 FMA",
 )
 def tiled_regblock(case, inputs, out, block_m, block_n, block_k, thread_m, thread_n):

@@ -27,9 +27,18 @@ def plan(case, a, b, out, tile: int) -> dict:
     return {"name": f"matmul_tiled_smem<{tile}>", "grid": grid, "block": (tile, tile)}
 
 
+def explain(case, params) -> dict:
+    """`kbench explain matmul --impl tiled-smem`: the launch for this case, without running it."""
+    try:
+        p = plan(case, _common.PLACEHOLDER, _common.PLACEHOLDER, _common.PLACEHOLDER, params["tile"])
+    except Unsupported as exc:
+        return {"configuration": f"not runnable: {exc}"}
+    return _common.explain_launch(case, p, SOURCE, (params["tile"], params["tile"]))
+
+
 @implementation(
     "matmul", "tiled-smem", backend="cupy", cuda=True, modules=("torch", "cupy"), dtypes=("fp32",),
-    params={"tile": 16}, unit="cuda-core",
+    params={"tile": 16}, unit="cuda-core", explain=explain,
     description="fp32 shared-memory tiled matmul (CUDA C++): TILE x TILE threads, one output each, fp32 FMA",
 )
 def tiled_smem(case, inputs, out, tile):

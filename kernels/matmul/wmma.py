@@ -43,9 +43,22 @@ def plan(case, a, b, out, warps_m: int, warps_n: int) -> dict:
     return {"name": name, "grid": grid, "block": (32 * warps_m * warps_n,), "direct": direct_loads(case, a, b, out)}
 
 
+def explain(case, params) -> dict:
+    """`kbench explain matmul --impl wmma`: the launch for this case, without running it."""
+    try:
+        p = plan(case, _common.PLACEHOLDER, _common.PLACEHOLDER, _common.PLACEHOLDER,
+                 params["warps_m"], params["warps_n"])
+    except Unsupported as exc:
+        return {"configuration": f"not runnable: {exc}"}
+    figures = _common.explain_launch(case, p, SOURCE, (16 * params["warps_m"], 16 * params["warps_n"]))
+    figures["fragment loads"] = ("load_matrix_sync straight from global memory" if p["direct"]
+                                 else "staged through shared memory (K or N not a multiple of 8)")
+    return figures
+
+
 @implementation(
     "matmul", "wmma", backend="cupy", cuda=True, modules=("torch", "cupy"), min_cc=(8, 0),
-    dtypes=("fp16", "bf16"), params={"warps_m": 2, "warps_n": 2},
+    dtypes=("fp16", "bf16"), params={"warps_m": 2, "warps_n": 2}, explain=explain,
     description="WMMA (CUDA C++), one warp per 16x16 tile, fragments loaded from global memory; fp32 accumulate",
 )
 def wmma(case, inputs, out, warps_m, warps_n):

@@ -89,10 +89,23 @@ def plan(case, a, b, out, block_m, block_n, block_k, warps, stages, group_m, sme
             "warps_m": warps_m, "warps_n": warps_n}
 
 
+def explain(case, params) -> dict:
+    """`kbench explain matmul --impl wmma-smem`: the launch for this case, without running it."""
+    try:
+        p = plan(case, _common.PLACEHOLDER, _common.PLACEHOLDER, _common.PLACEHOLDER, params["block_m"],
+                 params["block_n"], params["block_k"], params["warps"], params["stages"], params["group_m"])
+    except Unsupported as exc:
+        return {"configuration": f"not runnable: {exc}"}
+    figures = _common.explain_launch(case, p, SOURCE, (params["block_m"], params["block_n"]), p["smem"])
+    figures["copies"] = ("16-byte cp.async, " if p["async"] else "element-wise (K or N not a multiple of 8), ") + \
+        f"{params['stages']} stages; warp tile {params['block_m'] // p['warps_m']} x {params['block_n'] // p['warps_n']}"
+    return figures
+
+
 @implementation(
     "matmul", "wmma-smem", backend="cupy", cuda=True, modules=("torch", "cupy"), min_cc=(8, 0),
     dtypes=("fp16", "bf16"),
-    params={"block_m": 128, "block_n": 128, "block_k": 32, "warps": 8, "stages": 3, "group_m": 8},
+    params={"block_m": 128, "block_n": 128, "block_k": 32, "warps": 8, "stages": 3, "group_m": 8}, explain=explain,
     description="block-tiled WMMA (CUDA C++): 128x128x32 tiles, 8 warps of 64x32, 3-stage cp.async pipeline",
 )
 def wmma_smem(case, inputs, out, block_m, block_n, block_k, warps, stages, group_m):
