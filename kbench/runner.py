@@ -118,6 +118,7 @@ class _ImplJobs:
         job = {
             "suite": self.request.suite,
             "impl": self.impl.name,
+            "label": variant.label,  # names the NVTX range of its timed calls
             "params": variant.params,
             "case": case.values,
             "seed": self.request.seed,

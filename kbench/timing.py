@@ -7,6 +7,12 @@ batches and read after one synchronise; sampling stops by :class:`StopRule`.
 With ``cuda_graph`` the closure is captured once and each sample replays it,
 which removes the CPU launch gaps between the kernels of a launch-bound closure.
 
+Each timed call (and each timed graph replay) runs inside an NVTX range named by
+``Settings.nvtx_range`` (:mod:`kbench.nvtx`): pushed before the start event is
+recorded and popped after the end event, so the range adds no GPU time and a
+profiler filtering on it sees exactly the measured kernels. Warm-up, the L2 flush
+and the synchronised calls of the side-stream check run outside it.
+
 The events only see work queued on the current stream. After sampling, a few
 calls are timed on the wall clock with a device-wide synchronise after each:
 a call that takes far longer than the events say did its work where they
@@ -19,6 +25,7 @@ import time
 from dataclasses import dataclass, field
 
 from kbench.clocks import ClockMonitor
+from kbench.nvtx import Ranges
 from kbench.stats import summarize
 from kbench.stopping import StopRule
 
@@ -38,11 +45,19 @@ class Settings:
     warmup_calls: int = 3
     flush_l2: bool = True
     cuda_graph: bool = False
+    # The NVTX range each timed call runs in (kbench/<suite>/<label>/<case>); None: no ranges.
+    nvtx_range: str | None = None
+    # Also open a torch.profiler.record_function scope of the same name (kbench profile --torch-profiler).
+    record_function: bool = False
+
+    def ranges(self) -> Ranges:
+        return Ranges(self.nvtx_range, self.record_function)
 
 
-def _batch_size(per_call: float, target: float = 0.02) -> int:
-    """Samples per synchronise: about ``target`` seconds of work, 1..200."""
-    return int(min(200, max(1, target / max(per_call, 1e-7))))
+def _batch_size(per_call: float, target: float = 0.02, room: int = 200) -> int:
+    """Samples per synchronise: about ``target`` seconds of work, 1..200, and never more than
+    ``room`` (the samples the stop rule's ``max_samples`` still allows)."""
+    return int(min(200, max(1, room), max(1, target / max(per_call, 1e-7))))
 
 
 def _warm_up(call, sync, settings: Settings) -> float:
@@ -79,12 +94,15 @@ def _finish(samples_s: list[float], stop_reason: str, method: str, settings: Set
 def measure_cpu(fn, settings: Settings) -> dict:
     """Wall-clock timing of a CPU closure. Not GPU performance, and labelled so."""
     _warm_up(fn, lambda: None, settings)
+    ranges = settings.ranges()
     samples: list[float] = []
     start = time.perf_counter()
     while True:
+        ranges.push()
         t0 = time.perf_counter()
         fn()
         samples.append(time.perf_counter() - t0)
+        ranges.pop()
         reason = settings.stop.reason_to_stop(samples, time.perf_counter() - start)
         if reason:
             return _finish(samples, reason, "cpu-wall-clock", settings)
@@ -113,36 +131,62 @@ def synced_wall_ms(call, sync, per_call_s: float, budget_s: float = 0.2) -> floa
     return samples[len(samples) // 2] * 1e3
 
 
-def measure_cuda(fn, settings: Settings, device_uuid: str | None = None) -> dict:
-    import torch
+class TorchCuda:
+    """The few torch.cuda calls measure_cuda makes. A seam: tests pass a fake that records the order
+    of events, flushes, range pushes and calls, which a CPU-only machine could not otherwise check."""
 
-    sync = torch.cuda.synchronize
+    def __init__(self):
+        import torch
+
+        self.torch = torch
+
+    def synchronize(self) -> None:
+        self.torch.cuda.synchronize()
+
+    def event(self):
+        return self.torch.cuda.Event(enable_timing=True)
+
+    def flush_buffer(self):
+        """A buffer twice the L2 size (at least 1 MiB), zeroed before each sample to evict L2."""
+        torch = self.torch
+        l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
+        return torch.empty(max(2 * l2, 1 << 20) // 4, dtype=torch.int32, device="cuda")
+
+    def capture(self, fn):
+        """Capture one call of ``fn`` into a CUDA graph; returns the replay callable."""
+        return _capture(fn).replay
+
+
+def measure_cuda(fn, settings: Settings, device_uuid: str | None = None, cuda=None) -> dict:
+    cuda = cuda or TorchCuda()
+    sync = cuda.synchronize
     call = fn
     method = "cuda-events"
     if settings.cuda_graph:
-        graph = _capture(fn)
-        call = graph.replay
+        call = cuda.capture(fn)
         method = "cuda-graph-replay"
 
     per_call = _warm_up(call, sync, settings)
     flush = None
     if settings.flush_l2:
-        l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
-        flush = torch.empty(max(2 * l2, 1 << 20) // 4, dtype=torch.int32, device="cuda")
+        flush = cuda.flush_buffer()
         method += "+l2-flush"
 
+    ranges = settings.ranges()
     clocks = ClockMonitor(device_uuid)
     samples: list[float] = []
     start = time.perf_counter()
     while True:
-        batch = _batch_size(per_call)
-        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(batch)]
+        batch = _batch_size(per_call, room=settings.stop.max_samples - len(samples))
+        events = [(cuda.event(), cuda.event()) for _ in range(batch)]
         for begin, end in events:
             if flush is not None:
                 flush.zero_()
+            ranges.push()  # host-side, before the start event: the range adds no GPU time
             begin.record()
             call()
             end.record()
+            ranges.pop()
         sync()
         clocks.sample()
         samples.extend(begin.elapsed_time(end) / 1e3 for begin, end in events)

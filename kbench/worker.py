@@ -5,6 +5,15 @@ one JSON job per line on stdin and answers one JSON line per job on the
 original stdout; anything the kernels print goes to stderr (the worker's log),
 so it cannot corrupt the protocol. A CUDA error that poisons the context ends
 the worker (after answering): the parent starts a fresh one for the next job.
+
+Batch mode, for running under a profiler (``kbench profile``): a SPEC with
+``"jobs"`` and ``"answers"`` runs those jobs and writes the same JSON lines to the
+``answers`` file instead; stdin and stdout are not used, so nothing a profiler
+prints can get in the way.
+
+Each timed call runs inside the NVTX range ``kbench/<suite>/<label>/<case key>``
+(:mod:`kbench.nvtx`); a job may ask for a ``torch.profiler`` capture of its timing
+(``"profile": {"tool": "torch-profiler", "trace": PATH}``).
 """
 
 from __future__ import annotations
@@ -46,7 +55,7 @@ def pick_device(requested: str) -> str:
 
 def execute(registry, job: dict, device: str, env: dict) -> dict:
     """Run one job (one implementation on one case) and return the measured record fields."""
-    from kbench import correctness, timing
+    from kbench import correctness, nvtx, timing
     from kbench.registry import Unsupported, skip_reason
     from kbench.stopping import rule_for
     from kbench.suite import Case
@@ -69,13 +78,28 @@ def execute(registry, job: dict, device: str, env: dict) -> dict:
             record.update(status="FAIL", reason=verdict.reason)
             return record
         fn = verdict.last[0]
+        profile = job.get("profile") or {}
         settings = timing.Settings(stop=rule_for(device, job["stop"]), flush_l2=job["flush_l2"],
-                                   cuda_graph=job["cuda_graph"] and device == "cuda")
-        if device == "cuda":
-            gpu_uuid = env["gpu"].get("uuid") if env.get("gpu") else None
-            record["timing"] = timing.measure_cuda(fn, settings, gpu_uuid)
+                                   cuda_graph=job["cuda_graph"] and device == "cuda",
+                                   nvtx_range=nvtx.range_name(job["suite"], job.get("label") or job["impl"], case.key),
+                                   record_function=profile.get("tool") == "torch-profiler")
+        if profile:  # under a profiler the warm-up's calls only cost time (and trace size): the minimum
+            settings.warmup_time = 0.0
+
+        def measure() -> dict:
+            if device == "cuda":
+                gpu_uuid = env["gpu"].get("uuid") if env.get("gpu") else None
+                return timing.measure_cuda(fn, settings, gpu_uuid)
+            return timing.measure_cpu(fn, settings)
+
+        if settings.record_function:
+            from kbench.profilers import torch_profiler
+
+            record["timing"], record["profile"] = torch_profiler.capture(measure, device, settings.nvtx_range,
+                                                                         profile["trace"])
         else:
-            record["timing"] = timing.measure_cpu(fn, settings)
+            record["timing"] = measure()
+        record["nvtx"] = nvtx.backend_name()
         record["config"] = getattr(fn, "config", {})
         if record["timing"].get("uncovered"):  # the events missed its work: the time is not its time
             record.update(status="FAIL", reason=record["timing"]["uncovered"])
@@ -115,12 +139,40 @@ def exit_with_parent(interval: float = 1.0) -> None:
     threading.Thread(target=watch, name="kbench-parent-watch", daemon=True).start()
 
 
+def run_batch(spec: dict) -> None:
+    """Batch mode (under a profiler): the SPEC's jobs, answered into the SPEC's answers file."""
+    from kbench.results import dumps
+
+    with open(spec["answers"], "a", encoding="utf-8") as answers:
+        def send(message: dict) -> None:
+            answers.write(dumps(message) + "\n")
+            answers.flush()
+
+        device = pick_device(spec.get("device", "auto"))
+        if device == "cpu":
+            os.environ.setdefault("TRITON_INTERPRET", "1")
+
+        from kbench import envinfo, loader
+
+        registry = loader.load(spec.get("kernel_dirs", []))
+        env = envinfo.collect(device)
+        send({"type": "hello", "device": device, "env": env, "pid": os.getpid()})
+        for job in spec["jobs"]:
+            record = execute(registry, job, device, env)
+            send({"type": "result", **record})
+            if record.get("fatal"):
+                sys.exit(3)
+
+
 def main() -> None:
     exit_with_parent()
-    protocol = os.fdopen(os.dup(1), "w", buffering=1)
-    os.dup2(2, 1)  # kernels' prints go to the log, never into the protocol
     faulthandler.enable()  # a segfault leaves a Python stack in the log
     spec = json.loads(sys.argv[1])
+    if "jobs" in spec:
+        run_batch(spec)
+        return
+    protocol = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # kernels' prints go to the log, never into the protocol
 
     from kbench.results import dumps
 
