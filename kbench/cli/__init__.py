@@ -5,7 +5,8 @@ from __future__ import annotations
 import typer
 
 from kbench import __version__
-from kbench.cli import calibrate_cmd, compare_cmd, env_cmd, explain_cmd, list_cmd, roofline_cmd, run_cmd
+from kbench.cli import (calibrate_cmd, compare_cmd, env_cmd, explain_cmd, list_cmd, profile_cmd, roofline_cmd,
+                        run_cmd)
 
 app = typer.Typer(
     name="kbench",
@@ -36,6 +37,7 @@ app.command("list")(list_cmd.list_command)
 app.command("env")(env_cmd.env_command)
 app.command("compare")(compare_cmd.compare_command)
 app.add_typer(explain_cmd.build(), name="explain")
+app.add_typer(profile_cmd.build(), name="profile")
 app.command("roofline")(roofline_cmd.roofline_command)
 app.command("plot")(roofline_cmd.plot_command)
 app.command("calibrate")(calibrate_cmd.calibrate_command)

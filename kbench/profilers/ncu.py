@@ -1,0 +1,291 @@
+"""Nsight Compute: the ``ncu`` command line kbench runs, and the parser of its raw-page CSV.
+
+Profiling (one ``ncu`` process per implementation):
+
+    ncu --nvtx --nvtx-include regex:kbench.attention.naive.n=4096.d=128...causal=False/
+        --clock-control none --launch-count 100
+        --section SpeedOfLight --section LaunchStats --section Occupancy
+        --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis --metrics <CORE_METRICS>
+        [--kernel-name FILTER] --force-overwrite --export results/profiles/NAME-naive
+        python -m kbench.worker SPEC
+
+- ``--nvtx-include``: only kernels launched inside kbench's range of that implementation and case.
+  ncu's NVTX syntax gives ``/ , @ [ ] * +`` meanings (``/`` separates nested push/pop ranges,
+  a trailing ``/`` marks a push/pop range), and kbench's names contain ``/``, ``,`` and maybe
+  ``[ ]``: the filter is therefore a ``regex:`` in which every character other than letters, digits,
+  ``_``, ``=`` and ``-`` is ``.`` (any character), followed by the ``/`` of a push/pop range.
+- ``--clock-control none``: the GPU's own clocks, as kbench's timings run (ncu's default locks them
+  to base clocks).
+- the worker times exactly ``calls`` calls (``--calls``, default 1), all inside the range, so every
+  profiled kernel belongs to one of them; ``--launch-count`` only caps a runaway capture.
+
+Reading: ``ncu --import R.ncu-rep --csv --page raw --print-units base --print-kernel-base function``
+prints a header row (``ID``, ``Process ID``, ..., ``Kernel Name``, ..., then one column per metric),
+a units row, then one row per profiled kernel. Numbers may carry thousands separators
+(``1,234,567``); units are scaled with SI prefixes (``usecond``, ``Mbyte``, ``Kbyte/block``) unless
+``--print-units base`` made them ``nsecond`` and ``byte``. :func:`parse_raw` handles both, and a
+metric missing from the CSV shows as "-".
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+
+from kbench.profilers.common import weighted
+
+DEFAULT_SET = "kbench"
+DEFAULT_SECTIONS = ("SpeedOfLight", "LaunchStats", "Occupancy", "MemoryWorkloadAnalysis", "ComputeWorkloadAnalysis")
+DURATION = "gpu__time_duration.sum"
+# Named on every architecture since Volta; collected explicitly so the table never depends on a section's
+# contents. The tensor pipe's metric differs per architecture (hmma, gmma on Hopper): it comes from the
+# ComputeWorkloadAnalysis section, and the parser takes whichever the CSV has.
+CORE_METRICS = (
+    DURATION,
+    "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+    "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+    "sm__warps_active.avg.pct_of_peak_sustained_active",
+    "launch__registers_per_thread",
+    "launch__shared_mem_per_block_static",
+    "launch__shared_mem_per_block_dynamic",
+    "lts__t_sector_hit_rate.pct",
+    "dram__bytes_read.sum",
+    "dram__bytes_write.sum",
+)
+TENSOR_METRIC = re.compile(r"^sm__(pipe_tensor\w*_cycles_active|inst_executed_pipe_tensor\w*)"
+                           r"\.avg\.pct_of_peak_sustained_active$")
+DEFAULT_LAUNCH_COUNT = 100
+_SET_NAME = re.compile(r"[A-Za-z0-9_-]+")
+_METRIC = re.compile(r"[A-Za-z0-9_.:^$()|\\\[\]*+?{}-]+")
+
+
+# --- the command lines ----------------------------------------------------------------------
+
+def nvtx_include(range_name: str) -> str:
+    """ncu's --nvtx-include filter for exactly this push/pop range (see the module doc)."""
+    return "regex:" + re.sub(r"[^A-Za-z0-9_=-]", ".", range_name) + "/"
+
+
+def metric_list(text: str | None) -> list[str]:
+    """--metrics a,b,c checked: names only (they go to ncu as one argument, never through a shell)."""
+    from kbench.profilers.common import ProfileError
+
+    names = [part.strip() for part in (text or "").split(",") if part.strip()]
+    for name in names:
+        if not _METRIC.fullmatch(name):
+            raise ProfileError(f"--metrics: {name!r} is not a metric name") from None
+    return names
+
+
+def collection_args(set_name: str = DEFAULT_SET, metrics: str | None = None) -> list[str]:
+    """What to collect: kbench's sections and CORE_METRICS by default; ``--set NAME`` instead of the
+    sections; ``--metrics`` alone (plus the duration, which the table needs)."""
+    from kbench.profilers.common import ProfileError
+
+    if not _SET_NAME.fullmatch(set_name or ""):
+        raise ProfileError(f"--set: {set_name!r} is not a section set name (see `ncu --list-sets`)")
+    chosen = metric_list(metrics)
+    args: list[str] = []
+    if set_name != DEFAULT_SET:
+        args += ["--set", set_name]
+    elif not chosen:
+        for section in DEFAULT_SECTIONS:
+            args += ["--section", section]
+    names = [DURATION, *[m for m in chosen if m != DURATION]] if chosen else list(CORE_METRICS)
+    return args + ["--metrics", ",".join(names)]
+
+
+def profile_argv(ncu: str, stem, range_name: str, worker: list[str], *, set_name: str = DEFAULT_SET,
+                 metrics: str | None = None, kernel_name: str | None = None,
+                 launch_count: int = DEFAULT_LAUNCH_COUNT) -> list[str]:
+    argv = [ncu, "--nvtx", "--nvtx-include", nvtx_include(range_name), "--clock-control", "none",
+            "--launch-count", str(launch_count), *collection_args(set_name, metrics)]
+    if kernel_name:
+        argv += ["--kernel-name", kernel_name]  # one argument, whatever it contains
+    return argv + ["--force-overwrite", "--export", str(stem), *worker]
+
+
+def import_argv(ncu: str, report) -> list[str]:
+    return [ncu, "--import", str(report), "--csv", "--page", "raw", "--print-units", "base",
+            "--print-kernel-base", "function"]
+
+
+# --- the raw page ------------------------------------------------------------------------
+
+_PREFIXES = {"": 1.0, "n": 1e-9, "u": 1e-6, "m": 1e-3, "K": 1e3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
+_SCALED = ("second", "byte", "hz", "cycle", "inst", "sector", "request", "warp", "thread", "block")
+
+
+def unit_scale(unit: str) -> float:
+    """The factor to base units (seconds, bytes, ...) of an ncu unit: 'usecond' 1e-6, 'Mbyte' 1e6,
+    'Kbyte/block' 1e3, 'byte/second' 1, '%' 1. Only the numerator carries a prefix."""
+    numerator = (unit or "").split("/")[0].strip()
+    for root in _SCALED:
+        if numerator.endswith(root):
+            prefix = numerator[: -len(root)]
+            if prefix in _PREFIXES:
+                return _PREFIXES[prefix]
+    return 1.0
+
+
+def number(text: str) -> float | None:
+    """'1,234.5' -> 1234.5; '' and 'n/a' -> None."""
+    cleaned = (text or "").strip().replace(",", "")
+    if not cleaned:
+        return None
+    try:
+        return float(cleaned)
+    except ValueError:
+        return None
+
+
+def _table_start(lines: list[str]) -> int | None:
+    for index, line in enumerate(lines):
+        if line.startswith('"ID",') or line.startswith("ID,"):
+            return index
+    return None
+
+
+def parse_raw(text: str) -> list[dict]:
+    """One dict per profiled kernel of ``ncu --import ... --csv --page raw``: ``id``, ``name``, ``pid``,
+    ``nvtx`` (the push/pop range stack, when ncu recorded NVTX), ``block``, ``grid`` and ``metrics``
+    ({metric name: value in base units}, numbers only). Lines before the header (==PROF== ...) are skipped."""
+    lines = text.splitlines()
+    start = _table_start(lines)
+    if start is None:
+        return []
+    rows = list(csv.reader(io.StringIO("\n".join(lines[start:]))))
+    header = rows[0]
+    index = {name: i for i, name in enumerate(header)}
+    units = [""] * len(header)
+    body = rows[1:]
+    if body and len(body[0]) == len(header) and not body[0][0].strip():
+        units, body = body[0], body[1:]  # the units row: empty under ID, Kernel Name, ...
+    nvtx_column = next((i for i, name in enumerate(header) if "Push/Pop_Range" in name), None)
+    fixed = {"ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context", "Stream", "Block Size",
+             "Grid Size", "Device", "CC"}
+    kernels = []
+    for row in body:
+        if len(row) != len(header) or number(row[0]) is None:
+            continue  # a trailing ==PROF== line, a blank line
+        metrics = {}
+        for i, name in enumerate(header):
+            if name in fixed or i == nvtx_column or "_Range:" in name:
+                continue
+            value = number(row[i])
+            if value is not None:
+                metrics[name] = value * unit_scale(units[i])
+        get = lambda column: row[index[column]] if column in index else ""  # noqa: E731
+        kernels.append({
+            "id": int(number(row[0])),
+            "name": get("Kernel Name"),
+            "pid": get("Process ID"),
+            "nvtx": row[nvtx_column] if nvtx_column is not None else "",
+            "block": get("Block Size"),
+            "grid": get("Grid Size"),
+            "metrics": metrics,
+        })
+    return kernels
+
+
+def figures(kernel: dict) -> dict:
+    """The table's figures of one profiled kernel (base units: seconds, bytes, percent); None where the
+    CSV lacks the metric."""
+    m = kernel["metrics"]
+
+    def first(*names):
+        return next((m[n] for n in names if n in m), None)
+
+    smem = [m[n] for n in ("launch__shared_mem_per_block_static", "launch__shared_mem_per_block_dynamic") if n in m]
+    tensor = [value for name, value in m.items() if TENSOR_METRIC.match(name)]
+    read, write = first("dram__bytes_read.sum"), first("dram__bytes_write.sum")
+    total = read + write if read is not None and write is not None else first("dram__bytes.sum")
+    return {
+        "name": short_name(kernel["name"]),
+        "duration": first(DURATION),
+        "sm_pct": first("sm__throughput.avg.pct_of_peak_sustained_elapsed"),
+        "dram_pct": first("dram__throughput.avg.pct_of_peak_sustained_elapsed",
+                          "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"),
+        "occupancy": first("sm__warps_active.avg.pct_of_peak_sustained_active"),
+        "registers": first("launch__registers_per_thread"),
+        "smem": sum(smem) if smem else None,
+        "tensor_pct": max(tensor) if tensor else None,
+        "l2_hit": first("lts__t_sector_hit_rate.pct"),
+        "dram_read": read,
+        "dram_write": write,
+        "dram_bytes": total,
+    }
+
+
+def short_name(name: str) -> str:
+    """A kernel's name without its return type, template arguments and parameters:
+    'void at::native::vectorized_elementwise_kernel<4, ...>(int, ...)' -> 'at::native::vectorized_elementwise_kernel'
+    (and '(anonymous namespace)::' dropped)."""
+    text = name.strip().replace("(anonymous namespace)::", "")
+    if text.startswith("void "):
+        text = text[5:]
+    out, depth = [], 0
+    for ch in text:
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth = max(0, depth - 1)
+        elif ch == "(" and depth == 0:
+            break
+        elif depth == 0:
+            out.append(ch)
+    return "".join(out).strip() or name
+
+
+def by_name(rows: list[dict]) -> list[dict]:
+    """Kernel figures grouped by name, in first-launch order: launches, mean duration and means of the rest."""
+    groups: dict[str, list[dict]] = {}
+    for row in rows:
+        groups.setdefault(row["name"], []).append(row)
+    out = []
+    for name, group in groups.items():
+        merged = {"name": name, "launches": len(group)}
+        for key in ("duration", "sm_pct", "dram_pct", "occupancy", "registers", "smem", "tensor_pct", "l2_hit",
+                    "dram_read", "dram_write", "dram_bytes"):
+            values = [g[key] for g in group if g.get(key) is not None]
+            merged[key] = sum(values) / len(values) if values else None
+        out.append(merged)
+    return out
+
+
+def per_call(rows: list[dict], calls: int, min_bytes: float | None) -> dict:
+    """One call's totals (the worker timed ``calls`` calls, all in the range): time, DRAM bytes read and
+    written, bytes moved over the suite's fewest-bytes model, and duration-weighted utilisations."""
+    calls = max(1, calls)
+
+    def total(key):
+        values = [r[key] for r in rows if r.get(key) is not None]
+        return sum(values) / calls if values else None
+
+    moved = total("dram_bytes")
+    regs = [r["registers"] for r in rows if r.get("registers") is not None]
+    smem = [r["smem"] for r in rows if r.get("smem") is not None]
+    return {
+        "calls": calls,
+        "kernels_per_call": len(rows) / calls,
+        "time_us": total("duration") * 1e6 if total("duration") is not None else None,
+        "dram_read": total("dram_read"),
+        "dram_write": total("dram_write"),
+        "dram_bytes": moved,
+        "min_bytes": min_bytes,
+        "traffic_ratio": moved / min_bytes if moved is not None and min_bytes else None,
+        "sm_pct": weighted(rows, "sm_pct"),
+        "dram_pct": weighted(rows, "dram_pct"),
+        "occupancy": weighted(rows, "occupancy"),
+        "tensor_pct": weighted(rows, "tensor_pct"),
+        "l2_hit": weighted(rows, "l2_hit"),
+        "registers": max(regs) if regs else None,
+        "smem": max(smem) if smem else None,
+    }
+
+
+def summarize(csv_text: str, calls: int, min_bytes: float | None) -> dict:
+    """Everything the tables need from one implementation's raw CSV."""
+    rows = [figures(k) for k in parse_raw(csv_text)]
+    return {"kernels": by_name(rows), "launches": rows, "per_call": per_call(rows, calls, min_bytes)}

@@ -1,0 +1,304 @@
+"""`kbench profile` end to end, with fake `ncu` and `nsys` executables first on PATH.
+
+The fakes (tests/fixtures/profile/fake_profiler.py) record their argument lists, play back the
+synthetic CSVs of tests/fixtures/profile/synthetic/ (not recorded from a real run: see
+make_synthetic.py there) and act out each failure: no profiler, no permission, no kernels, a hang,
+an ncu error. Most tests let the fake answer for the worker; two run the real worker on the CPU.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "profile"
+SYNTHETIC = FIXTURES / "synthetic"
+BIG = ["--n", "4096", "--d", "128", "--batch", "2", "--heads", "16"]  # the case the synthetic CSVs describe
+RANGE = "kbench/attention/naive/n=4096,d=128,batch=2,heads=16,dtype=fp16,causal=False"
+
+
+@pytest.fixture
+def fake(tmp_path, monkeypatch):
+    """Put fake ncu and nsys first on PATH, work in tmp_path, pretend a GPU is there; returns a helper."""
+    import kbench.runner
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    source = (FIXTURES / "fake_profiler.py").read_text()
+    for tool in ("ncu", "nsys"):
+        path = bin_dir / tool
+        path.write_text(f"#!{sys.executable}\n{source}")
+        path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("KBENCH_NCU", raising=False)
+    monkeypatch.delenv("KBENCH_NSYS", raising=False)
+    monkeypatch.setenv("FAKE_LOG", str(tmp_path / "calls.jsonl"))
+    monkeypatch.setenv("FAKE_CSV_DIR", str(SYNTHETIC))
+    monkeypatch.setenv("FAKE_NSYS_DIR", str(SYNTHETIC))
+    monkeypatch.setattr(kbench.runner, "host_has_gpu", lambda: True)
+
+    class Fake:
+        dir = bin_dir
+        root = work
+
+        @staticmethod
+        def calls():
+            path = tmp_path / "calls.jsonl"
+            return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+        @staticmethod
+        def mode(value):
+            monkeypatch.setenv("FAKE_MODE", value)
+
+    return Fake
+
+
+def error_lines(result) -> list[str]:
+    return [line for line in result.output.splitlines() if "kbench: error:" in line]
+
+
+def test_ncu_table_files_and_fewest_bytes(fake, cli, wide_console):
+    result = cli("profile", "--ncu", "attention", *BIG, "--impl", "naive", "--name", "h200")
+    assert result.exit_code == 0, result.output
+    out = result.output
+    for kernel in ("cunn_SoftMaxForward", "vectorized_elementwise_kernel", "sm90_xmma_gemm_f16f16"):
+        assert kernel in out
+    assert "per call: 2,781.0 us in 4 kernels" in out
+    assert "49.02x the fewest bytes" in out
+    profiles = fake.root / "results" / "profiles"
+    for name in ("h200-naive.ncu-rep", "h200-naive.raw.csv", "h200-naive.log", "h200.json"):
+        assert (profiles / name).exists(), name
+    summary = json.loads((profiles / "h200.json").read_text())
+    (naive,) = summary["implementations"]
+    assert naive["status"] == "OK" and naive["range"] == RANGE
+    assert naive["per_call"]["traffic_ratio"] == pytest.approx(49.0234, rel=1e-4)
+    assert summary["tool"] == "ncu" and summary["calls"] == 1
+
+
+def test_ncu_command_line(fake, cli):
+    result = cli("profile", "attention", "--ncu", *BIG, "--impl", "naive", "--name", "cmd",
+                 "--kernel-name", "regex:gemm; rm -rf / $(boom) 'x'", "--launch-count", "7")
+    assert result.exit_code == 0, result.output
+    profile, imported = fake.calls()
+    argv = profile["argv"]
+    assert argv[:4] == ["--nvtx", "--nvtx-include",
+                        "regex:kbench.attention.naive.n=4096.d=128.batch=2.heads=16.dtype=fp16.causal=False/",
+                        "--clock-control"]
+    assert argv[4:7] == ["none", "--launch-count", "7"]
+    assert [argv[i + 1] for i, a in enumerate(argv) if a == "--section"] == [
+        "SpeedOfLight", "LaunchStats", "Occupancy", "MemoryWorkloadAnalysis", "ComputeWorkloadAnalysis"]
+    metrics = argv[argv.index("--metrics") + 1].split(",")
+    assert metrics[0] == "gpu__time_duration.sum" and "dram__bytes_read.sum" in metrics
+    assert argv[argv.index("--kernel-name") + 1] == "regex:gemm; rm -rf / $(boom) 'x'"  # one argument, untouched
+    assert argv[argv.index("--export") + 1] == str(Path("results") / "profiles" / "cmd-naive")
+    worker = argv[argv.index("kbench.worker") - 2:]
+    assert worker[:3] == [sys.executable, "-m", "kbench.worker"]
+    spec = json.loads(worker[3])
+    (job,) = spec["jobs"]
+    assert job["label"] == "naive" and job["impl"] == "naive"
+    assert job["stop"]["min_samples"] == job["stop"]["max_samples"] == 1  # --calls 1: exactly one timed call
+    assert Path(spec["answers"]).is_absolute()
+    assert imported["argv"] == ["--import", str(Path("results") / "profiles" / "cmd-naive.ncu-rep"), "--csv",
+                                "--page", "raw", "--print-units", "base", "--print-kernel-base", "function"]
+
+
+def test_ncu_set_and_metrics_replace_the_sections(fake, cli):
+    assert cli("profile", "--ncu", "attention", *BIG, "--impl", "naive", "--set", "full").exit_code == 0
+    assert cli("profile", "--ncu", "attention", *BIG, "--impl", "naive",
+               "--metrics", "sm__cycles_elapsed.avg,dram__bytes_read.sum").exit_code == 0
+    full, _, chosen, _ = fake.calls()
+    assert full["argv"][full["argv"].index("--set") + 1] == "full" and "--section" not in full["argv"]
+    assert "--section" not in chosen["argv"] and "--set" not in chosen["argv"]
+    assert chosen["argv"][chosen["argv"].index("--metrics") + 1] == \
+        "gpu__time_duration.sum,sm__cycles_elapsed.avg,dram__bytes_read.sum"
+
+
+def test_compare_side_by_side(fake, cli, wide_console, flat_text):
+    result = cli("profile", "--ncu", "attention", *BIG, "--compare", "naive", "triton-fa2", "--name", "cmp")
+    assert result.exit_code == 0, result.output
+    out = flat_text(result.output)
+    assert "naive vs triton-fa2" in out
+    assert "bytes moved / fewest bytes 49.02 1.06 0.02x" in out
+    assert "time per call (us) 2,781.0 629.2 0.23x" in out
+    summary = json.loads((fake.root / "results" / "profiles" / "cmp.json").read_text())
+    assert [o["label"] for o in summary["implementations"]] == ["naive", "triton-fa2"]
+    naive, fa2 = (o["per_call"]["traffic_ratio"] for o in summary["implementations"])
+    assert naive / fa2 > 40  # naive attention moves many times the bytes FlashAttention-2 does
+
+
+def test_compare_needs_profiled_implementations(fake, cli):
+    result = cli("profile", "--ncu", "attention", "--impl", "naive,sdpa", "--compare", "naive", "triton-fa2")
+    assert result.exit_code == 2
+    assert "--compare: 'triton-fa2' is not among the profiled implementations" in result.output
+    assert fake.calls() == []
+
+
+def test_ncu_missing(fake, cli, monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    if Path("/usr/local/cuda/bin/ncu").exists():
+        pytest.skip("this machine has ncu in /usr/local/cuda/bin")
+    result = cli("profile", "--ncu", "attention", "--impl", "naive")
+    assert result.exit_code == 2
+    (line,) = error_lines(result)
+    assert "ncu (Nsight Compute) was not found" in result.output
+
+
+def test_nsys_missing_offers_the_torch_profiler(fake, cli, monkeypatch, tmp_path, flat_text):
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    if Path("/usr/local/cuda/bin/nsys").exists():
+        pytest.skip("this machine has nsys in /usr/local/cuda/bin")
+    result = cli("profile", "--nsys", "attention", "--impl", "naive")
+    assert result.exit_code == 2
+    assert len(error_lines(result)) == 1
+    assert "nsys (Nsight Systems) was not found" in flat_text(result.output)
+    assert "--torch-profiler records the same ranges" in flat_text(result.output)
+
+
+def test_not_permitted(fake, cli, flat_text):
+    fake.mode("perm")
+    result = cli("profile", "--ncu", "attention", *BIG, "--impl", "naive")
+    assert result.exit_code == 3
+    assert len(error_lines(result)) == 1
+    text = flat_text(result.output)
+    assert "ERR_NVGPUCTRPERM" in text
+    assert "NVreg_RestrictProfilingToAdminUsers=0" in text and "root" in text
+    assert "https://developer.nvidia.com/ERR_NVGPUCTRPERM" in text
+
+
+def test_no_kernels(fake, cli, flat_text):
+    fake.mode("nokernels")
+    result = cli("profile", "--ncu", "attention", *BIG, "--impl", "naive", "--kernel-name", "nothing_like_this")
+    assert result.exit_code == 4
+    text = flat_text(result.output)
+    assert f"ncu captured no kernels inside {RANGE}" in text
+    assert "--kernel-name 'nothing_like_this'" in text
+
+
+def test_ncu_error_before_the_worker_ran(fake, cli, flat_text):
+    fake.mode("fail")
+    result = cli("profile", "--ncu", "attention", *BIG, "--impl", "naive")
+    assert result.exit_code == 1
+    text = flat_text(result.output)
+    assert "naive: CRASH ncu exited with code 1 before the worker answered" in text
+    assert "Failed to find metric sm__made_up_metric.sum" in text
+
+
+def test_import_failure(fake, cli, flat_text):
+    fake.mode("badimport")
+    result = cli("profile", "--ncu", "attention", *BIG, "--impl", "naive")
+    assert result.exit_code == 1
+    assert "not a valid report" in flat_text(result.output)
+
+
+def _gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(")")[-1].split()[0] == "Z"  # a zombie is dead, only not yet reaped
+    except OSError:
+        return True
+
+
+def test_timeout_kills_the_profiler_and_its_children(fake, cli, monkeypatch, tmp_path, flat_text):
+    fake.mode("hang")
+    pids = tmp_path / "pids"
+    monkeypatch.setenv("FAKE_PIDS", str(pids))
+    start = time.monotonic()
+    result = cli("profile", "--ncu", "attention", *BIG, "--impl", "naive", "--timeout", "2")
+    assert time.monotonic() - start < 30
+    assert result.exit_code == 5
+    assert "ncu did not finish within 2 s" in flat_text(result.output)
+    profiler, child = map(int, pids.read_text().split())
+    deadline = time.monotonic() + 5
+    while not (_gone(profiler) and _gone(child)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _gone(profiler) and _gone(child)
+
+
+@pytest.mark.parametrize("name", ["../evil", "a/b", "/tmp/x", ".hidden", "..", "a b"])
+def test_names_that_would_escape_results_are_refused(fake, cli, name):
+    result = cli("profile", "--ncu", "attention", "--impl", "naive", "--name", name)
+    assert result.exit_code == 2
+    assert "is not a plain name" in result.output
+    assert fake.calls() == []
+    assert not (fake.root / "results").exists() or not any((fake.root / "results").rglob("*.ncu-rep"))
+
+
+def test_usage_errors(fake, cli, monkeypatch):
+    import kbench.runner
+
+    assert "choose one profiler" in cli("profile", "attention", "--impl", "naive").output
+    both = cli("profile", "--ncu", "attention", "--nsys")
+    assert both.exit_code == 2 and "(got --ncu, --nsys)" in both.output
+    sweep = cli("profile", "--ncu", "attention", "--n", "256,512")
+    assert sweep.exit_code == 2 and "takes one case" in sweep.output
+    ncu_only = cli("profile", "--torch-profiler", "attention", "--set", "full")
+    assert ncu_only.exit_code == 2 and "Nsight Compute's" in ncu_only.output
+    monkeypatch.setattr(kbench.runner, "host_has_gpu", lambda: False)
+    no_gpu = cli("profile", "--ncu", "attention")
+    assert no_gpu.exit_code == 2 and "no CUDA device is visible" in no_gpu.output
+    assert fake.calls() == []
+
+
+def test_nsys_table_and_command_line(fake, cli, wide_console):
+    result = cli("profile", "--nsys", "attention", *BIG, "--impl", "naive", "--name", "sys")
+    assert result.exit_code == 0, result.output
+    assert "per call: 2,780.7 us of kernels" in result.output
+    assert "elsewhere_kernel" not in result.output and "FillFunctor" not in result.output  # outside the range
+    assert "at::native::cunn_SoftMaxForward" in result.output
+    profile, stats = fake.calls()
+    argv = profile["argv"]
+    assert argv[0] == "profile" and "--trace=cuda,nvtx" in argv and "--capture-range=nvtx" in argv
+    assert f"--nvtx-capture={RANGE}" in argv and "--capture-range-end=none" in argv
+    assert profile["env"]["NSYS_NVTX_PROFILER_REGISTER_ONLY"] == "0"
+    prefix = str(Path("results") / "profiles" / "sys-naive")
+    assert stats["argv"] == ["stats", "--report", "nvtx_kern_sum,cuda_gpu_kern_sum,nvtx_sum", "--format", "csv",
+                             "--output", prefix, "--force-export=true", "--force-overwrite=true", prefix + ".nsys-rep"]
+
+
+def test_nsys_no_capture(fake, cli, flat_text):
+    fake.mode("nokernels")  # the capture range never opened: no report
+    result = cli("profile", "--nsys", "attention", *BIG, "--impl", "naive")
+    assert result.exit_code == 4
+    assert "nsys captured no kernels" in flat_text(result.output)
+
+
+def test_ncu_runs_the_real_worker(fake, cli, monkeypatch, wide_console):
+    """The fake ncu runs kbench's worker for real (on the CPU): batch mode answers, exactly --calls timed calls."""
+    monkeypatch.setenv("FAKE_WORKER", "run")
+    result = cli("profile", "--ncu", "attention", "--n", "32", "--d", "16", "--impl", "naive", "--calls", "2",
+                 "--name", "real")
+    # The synthetic CSV describes another case, but ncu would have profiled whatever ran: the flow is what counts.
+    assert result.exit_code == 0, result.output
+    answers = [json.loads(line) for line in
+               (fake.root / "results" / "profiles" / "real-naive.worker.jsonl").read_text().splitlines()]
+    hello, record = answers
+    assert hello["type"] == "hello" and hello["device"] == "cpu"
+    assert record["status"] == "OK"
+    assert record["timing"]["stats"]["n"] == 2 and record["timing"]["stop_reason"] == "sample limit"
+
+
+def test_torch_profiler_on_the_cpu(tmp_path, kbench_proc, proc_env):
+    """For real: naive attention under torch.profiler on the CPU, a Chrome trace with one scope per timed call."""
+    result = kbench_proc("profile", "--torch-profiler", "attention", "--n", "64", "--d", "16", "--impl", "naive",
+                         "--calls", "3", "--name", "cpu", cwd=tmp_path, env=proc_env(COLUMNS="200"))
+    assert result.returncode == 0, result.stderr + result.stdout
+    assert "naive: torch.profiler" in result.stdout
+    assert "aten::bmm" in result.stdout and "aten::_softmax" in result.stdout
+    trace = json.loads((tmp_path / "results" / "profiles" / "cpu-naive.trace.json").read_text())
+    name = "kbench/attention/naive/n=64,d=16,batch=1,heads=1,dtype=fp16,causal=False"
+    scopes = [e for e in trace["traceEvents"] if e.get("name") == name and e.get("ph") == "X"]
+    assert len(scopes) == 3
+    summary = json.loads((tmp_path / "results" / "profiles" / "cpu.json").read_text())
+    (naive,) = summary["implementations"]
+    assert naive["per_call"]["calls"] == 3 and naive["rows"] == "ops"
+    ops = {row["name"]: row["count"] for row in naive["ops"]}
+    assert ops["aten::bmm"] == 6 and ops["aten::_softmax"] == 3  # two matmuls and one softmax a call
