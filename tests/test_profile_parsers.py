@@ -1,0 +1,264 @@
+"""Profiler command lines and output parsers, without running any profiler.
+
+The ncu CSVs under tests/fixtures/profile/synthetic/ are SYNTHETIC (written by make_synthetic.py from
+the documented raw-page format, not recorded from a real run): scripts/device_profile.sh records real
+ones on the H200, to be committed as tests/fixtures/profile/ncu_raw_<date>_<impl>.csv, which the
+`recorded` test below then reads. The nsys CSVs are synthetic too and stay so: the lent H200 has no nsys.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from kbench.profilers import common, ncu, nsys, torch_profiler
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "profile"
+SYNTHETIC = FIXTURES / "synthetic"
+CASE = "n=4096,d=128,batch=2,heads=16,dtype=fp16,causal=False"
+MIN_BYTES = 4 * 2 * 16 * 4096 * 128 * 2  # attention's fewest bytes at that case: Q, K, V in, O out, fp16
+# kbench's event medians for this case on the H200 (docs/performance.md), in ms
+EVENT_MS = {"naive": 2.7969, "sdpa": 0.8124, "triton-fa2": 0.6365}
+
+
+def synthetic(impl: str) -> str:
+    return (SYNTHETIC / f"ncu_raw_{impl}.csv").read_text()
+
+
+# --- ncu: the command line ------------------------------------------------------------------
+
+@pytest.mark.parametrize("label", ["naive", "sdpa-cudnn", "cupy-fa2[block_m=64,warps=4]"])
+def test_nvtx_include_matches_exactly_its_range(label):
+    name = f"kbench/attention/{label}/{CASE}"
+    config = ncu.nvtx_include(name)
+    assert config.startswith("regex:") and config.endswith("/")  # a push/pop range, as a regular expression
+    body = config[len("regex:"):-1]
+    assert not set(body) & set("/,@[]*+\\$")  # none of ncu's NVTX quantifiers inside
+    assert re.fullmatch(body, name)
+    for other in (f"kbench/attention/{label}x/{CASE}", f"kbench/attention/{label}/{CASE.replace('4096', '40960')}",
+                  f"kbench/matmul/{label}/{CASE}"):
+        assert not re.fullmatch(body, other)
+
+
+def test_collection_args():
+    default = ncu.collection_args()
+    assert [default[i + 1] for i, a in enumerate(default) if a == "--section"] == list(ncu.DEFAULT_SECTIONS)
+    assert default[-2:] == ["--metrics", ",".join(ncu.CORE_METRICS)]
+    assert ncu.collection_args("detailed") == ["--set", "detailed", "--metrics", ",".join(ncu.CORE_METRICS)]
+    assert ncu.collection_args(metrics=" a.sum , gpu__time_duration.sum,b.avg") == \
+        ["--metrics", "gpu__time_duration.sum,a.sum,b.avg"]
+    with pytest.raises(common.ProfileError, match="--set"):
+        ncu.collection_args("full; rm")
+    with pytest.raises(common.ProfileError, match="--metrics"):
+        ncu.collection_args(metrics="a.sum,b c")
+
+
+def test_profile_argv_is_a_list_with_the_filter_as_one_item():
+    worker = ["/py", "-m", "kbench.worker", '{"jobs": []}']
+    argv = ncu.profile_argv("/opt/ncu", Path("results/profiles/x-naive"), f"kbench/attention/naive/{CASE}", worker,
+                            kernel_name="regex:gemm|softmax; echo hi", launch_count=12)
+    assert argv[0] == "/opt/ncu" and argv[-4:] == worker
+    assert argv[argv.index("--kernel-name") + 1] == "regex:gemm|softmax; echo hi"
+    assert argv[argv.index("--clock-control") + 1] == "none"
+    assert argv[argv.index("--launch-count") + 1] == "12"
+    assert argv[argv.index("--export") + 1] == "results/profiles/x-naive" and "--force-overwrite" in argv
+    assert "--kernel-name" not in ncu.profile_argv("ncu", "s", "r", worker)
+
+
+# --- ncu: the raw page ----------------------------------------------------------------------
+
+def test_parse_synthetic_naive():
+    kernels = ncu.parse_raw(synthetic("naive"))
+    assert [k["id"] for k in kernels] == [0, 1, 2, 3]
+    assert kernels[2]["name"] == "cunn_SoftMaxForward" and kernels[2]["block"] == "(1024, 1, 1)"
+    assert f"kbench/attention/naive/{CASE}" in kernels[0]["nvtx"]
+    m = kernels[0]["metrics"]
+    assert m["gpu__time_duration.sum"] == pytest.approx(602_368e-9)  # "602,368" nsecond
+    assert m["dram__bytes_write.sum"] == 1_073_741_824  # "1,073,741,824" byte
+    assert m["sm__throughput.avg.pct_of_peak_sustained_elapsed"] == 41.2
+    assert "device__attribute_display_name" not in m  # text, not a number
+
+
+@pytest.mark.parametrize("impl, ratio, time_us, kernels", [
+    ("naive", 49.0234, 2780.992, 4), ("sdpa", 1.0, 803.712, 1), ("triton-fa2", 1.0625, 629.248, 1)])
+def test_per_call_against_the_fewest_bytes(impl, ratio, time_us, kernels):
+    per = ncu.summarize(synthetic(impl), 1, MIN_BYTES)["per_call"]
+    assert per["traffic_ratio"] == pytest.approx(ratio, rel=1e-4)
+    assert per["time_us"] == pytest.approx(time_us)
+    assert per["kernels_per_call"] == kernels
+
+
+def test_naive_moves_many_times_the_bytes_of_flash_attention():
+    ratio = {impl: ncu.summarize(synthetic(impl), 1, MIN_BYTES)["per_call"]["traffic_ratio"]
+             for impl in ("naive", "triton-fa2", "sdpa")}
+    assert ratio["naive"] / ratio["triton-fa2"] > 40 and ratio["naive"] / ratio["sdpa"] > 40
+
+
+def test_figures_of_one_kernel():
+    naive = ncu.summarize(synthetic("naive"), 1, MIN_BYTES)
+    gemm, mul, softmax, gemm2 = naive["kernels"]
+    assert gemm["tensor_pct"] == 38.52  # the gmma pipe on Hopper (the hmma one reads 0)
+    assert softmax["smem"] == 64 and gemm["smem"] == 197_632  # static + dynamic
+    assert mul["registers"] == 26 and mul["occupancy"] == 86.2 and mul["l2_hit"] == 33.42
+    sdpa = ncu.summarize(synthetic("sdpa"), 1, MIN_BYTES)["kernels"][0]
+    assert sdpa["tensor_pct"] == 56.81  # hmma (mma.sync): whichever pipe the CSV has
+
+
+def test_calls_divide_the_totals():
+    one = ncu.summarize(synthetic("naive"), 1, MIN_BYTES)["per_call"]
+    two = ncu.summarize(synthetic("naive"), 2, MIN_BYTES)["per_call"]
+    assert two["time_us"] == pytest.approx(one["time_us"] / 2) and two["kernels_per_call"] == 2
+
+
+SCALED = '''==PROF== Connected to process 77 (/usr/bin/python3)
+"ID","Process ID","Kernel Name","gpu__time_duration.sum","dram__bytes_read.sum","launch__shared_mem_per_block_static","sm__throughput.avg.pct_of_peak_sustained_elapsed","launch__registers_per_thread"
+"","","","usecond","Mbyte","Kbyte/block","%","register/thread"
+"0","77","void k<(int)4>(float *, int)","1,234.50","2,048.00","48.00","n/a","32"
+"1","77","k2","0.50","0.25","0","12.5","16"
+==PROF== Disconnected from process 77
+'''
+
+
+def test_scaled_units_separators_and_missing_metrics():
+    kernels = ncu.parse_raw(SCALED)
+    assert len(kernels) == 2
+    first = ncu.figures(kernels[0])
+    assert first["name"] == "k"
+    assert first["duration"] == pytest.approx(1234.5e-6)
+    assert first["smem"] == pytest.approx(48_000)
+    assert first["sm_pct"] is None  # "n/a"
+    assert first["dram_read"] == pytest.approx(2.048e9) and first["dram_write"] is None
+    assert first["dram_bytes"] is None and first["l2_hit"] is None and first["tensor_pct"] is None
+    per = ncu.per_call([first, ncu.figures(kernels[1])], 1, 1e6)
+    assert per["traffic_ratio"] is None and per["sm_pct"] == 12.5 and per["registers"] == 32
+
+
+@pytest.mark.parametrize("unit, scale", [("nsecond", 1e-9), ("usecond", 1e-6), ("msecond", 1e-3), ("second", 1),
+                                         ("byte", 1), ("Kbyte", 1e3), ("Mbyte", 1e6), ("Gbyte", 1e9),
+                                         ("Tbyte", 1e12), ("Gbyte/second", 1e9), ("Kbyte/block", 1e3), ("%", 1),
+                                         ("register/thread", 1), ("Mhz", 1e6), ("", 1)])
+def test_unit_scale(unit, scale):
+    assert ncu.unit_scale(unit) == scale
+
+
+def test_not_a_table():
+    assert ncu.parse_raw("") == []
+    assert ncu.parse_raw("==ERROR== the report could not be read\n") == []
+
+
+def test_short_names():
+    assert ncu.short_name("void at::native::(anonymous namespace)::cunn_SoftMaxForward<(int)8, c10::Half>"
+                          "(T4 *, const T2 *, int)") == "at::native::cunn_SoftMaxForward"
+    assert ncu.short_name("_fa2_forward") == "_fa2_forward"
+
+
+RECORDED = sorted(FIXTURES.glob("ncu_raw_*_*.csv"))
+
+
+@pytest.mark.skipif(not RECORDED, reason="no ncu CSV recorded on the H200 yet (scripts/device_profile.sh)")
+@pytest.mark.parametrize("path", RECORDED, ids=lambda p: p.name)
+def test_recorded_on_the_device(path):
+    """Real `ncu --import --csv --page raw` output: every kernel has a duration, and DRAM bytes when collected."""
+    summary = ncu.summarize(path.read_text(), 1, MIN_BYTES)
+    assert summary["launches"]
+    assert all(k["duration"] and k["duration"] > 0 for k in summary["launches"])
+    assert summary["per_call"]["time_us"] > 0
+
+
+# --- the 5 % check against kbench's event medians ----------------------------------------
+
+def test_agreement_with_the_event_medians():
+    for impl, event_ms in EVENT_MS.items():
+        per = ncu.summarize(synthetic(impl), 1, MIN_BYTES)["per_call"]
+        verdict = common.agreement(per["time_us"], event_ms)
+        assert verdict["checked"] and verdict["ok"], (impl, verdict)
+    assert common.agreement(900.0, 0.8)["ok"] is False  # 12.5 % off
+    assert common.agreement(30.0, 0.020) == {"checked": False, "ok": None, "diff": 0.5, "why": "under 50 us"}
+    assert common.agreement(None, 1.0)["checked"] is False
+
+
+# --- nsys stats -------------------------------------------------------------------------------
+
+def test_nsys_kernels_inside_the_range_only():
+    prefix = SYNTHETIC / "nsys-naive"
+    data = nsys.summarize(prefix, f"kbench/attention/naive/{CASE}", calls=10)
+    assert data["source"] == "nvtx_kern_sum"
+    names = [k["name"] for k in data["kernels"]]
+    assert len(names) == 4 and "elsewhere_kernel" not in names
+    assert "at::native::cunn_SoftMaxForward" in names
+    assert data["per_call"]["calls"] == 10 and data["per_call"]["kernels_per_call"] == 4
+    assert data["per_call"]["time_us"] == pytest.approx(2780.736)
+    assert data["per_call"]["range_med_us"] == pytest.approx(2809.8)
+
+
+def test_nsys_falls_back_to_the_whole_capture(tmp_path):
+    prefix = tmp_path / "old"
+    (tmp_path / "old_cuda_gpu_kern_sum.csv").write_text((SYNTHETIC / "nsys-naive_cuda_gpu_kern_sum.csv").read_text())
+    data = nsys.summarize(prefix, f"kbench/attention/naive/{CASE}", calls=10)
+    assert data["source"] == "cuda_gpu_kern_sum" and len(data["kernels"]) == 5  # the L2 flush kernel too
+
+
+def test_nsys_range_names_and_time_units():
+    text = ('Processing [r.sqlite] with [nvtx_kern_sum.py]...\n'
+            '"NVTX Range","Style","NVTX Inst","Kern Inst","Total Time (us)","Avg (us)","Kernel Name"\n'
+            '"Domain:kbench/a/b/c","PushPop","2","4","10.5","2.625","k"\n'
+            '"kbench/a/b/c","PushPop","2","2","1,000","500","void j<1>(int)"\n'
+            '"kbench/a/b/cd","PushPop","2","2","7","3.5","other"\n')
+    kernels, instances = nsys.kernels_in_range(text, "kbench/a/b/c")
+    assert instances == 2 and [k["name"] for k in kernels] == ["k", "j"]
+    assert kernels[0]["total"] == pytest.approx(10.5e-6) and kernels[1]["total"] == pytest.approx(1e-3)
+    assert nsys.read_table("nothing here") == []
+
+
+def test_nsys_command_lines():
+    worker = ["/py", "-m", "kbench.worker", "{}"]
+    argv = nsys.profile_argv("/opt/nsys", "results/profiles/s-naive", "kbench/a/naive/n=1,d=2", worker)
+    assert argv[:2] == ["/opt/nsys", "profile"] and argv[-4:] == worker
+    assert "--nvtx-capture=kbench/a/naive/n=1,d=2" in argv and "--capture-range=nvtx" in argv
+    assert nsys.ENV == {"NSYS_NVTX_PROFILER_REGISTER_ONLY": "0"}
+    stats = nsys.stats_argv("nsys", "r.nsys-rep", "r")
+    assert stats[-1] == "r.nsys-rep" and stats[stats.index("--output") + 1] == "r"
+    assert nsys.stats_file("results/profiles/s", "nvtx_sum") == Path("results/profiles/s_nvtx_sum.csv")
+
+
+# --- torch.profiler's table -------------------------------------------------------------------
+
+def event(name, self_us=0.0, total_us=0.0, children=(), kernels=()):
+    return SimpleNamespace(name=name, self_cpu_time_total=self_us, cpu_time_total=total_us,
+                           cpu_children=list(children), kernels=list(kernels))
+
+
+def test_torch_range_table_counts_only_inside_the_scopes():
+    kernel = lambda name, us: SimpleNamespace(name=name, duration=us)  # noqa: E731
+    def call():
+        mm = event("aten::mm", 5.0, 6.0, kernels=[kernel("gemm", 100.0)])
+        matmul = event("aten::matmul", 1.0, 7.0, children=[mm])
+        soft = event("aten::_softmax", 2.0, 2.0, kernels=[kernel("softmax", 40.0)])
+        return event("R", 3.0, 12.0, children=[matmul, soft], kernels=[kernel("triton_k", 10.0)])
+
+    outside = event("aten::mm", 50.0, 50.0, kernels=[kernel("gemm", 999.0)])  # warm-up: not in a scope
+    table = torch_profiler.range_table([call(), outside, call()], "R")
+    assert table["calls"] == 2 and table["scope_us"] == 24.0
+    kernels = {row["name"]: (row["count"], row["total_us"]) for row in table["kernels"]}
+    assert kernels == {"gemm": (2, 200.0), "softmax": (2, 80.0), "triton_k": (2, 20.0)}
+    ops = {row["name"]: (row["count"], row["total_us"]) for row in table["ops"]}
+    assert ops == {"aten::mm": (2, 10.0), "aten::matmul": (2, 2.0), "aten::_softmax": (2, 4.0)}
+    assert [row["name"] for row in table["kernels"]] == ["gemm", "softmax", "triton_k"]  # by time
+
+
+# --- paths ----------------------------------------------------------------------------------
+
+def test_output_stems_stay_in_results_profiles(tmp_path):
+    folder = tmp_path / "results" / "profiles"
+    folder.mkdir(parents=True)
+    for label in ("../../etc/passwd", "cupy-fa2[block_m=64,warps=4]", "/abs", "..", "a/../../b"):
+        stem = common.output_stem("run", label, folder)
+        assert stem.parent == folder and common.inside(stem, folder)
+    assert common.safe_label("cupy-fa2[block_m=64,warps=4]") == "cupy-fa2_block_m_64_warps_4"
+    for bad in ("../x", "a/b", "", ".", "..", "-rf", ".hidden", "x" * 200):
+        with pytest.raises(common.UnsafeName):
+            common.profile_name(bad, "attention")
+    assert common.profile_name(None, "attention").startswith("attention-")
