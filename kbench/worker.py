@@ -165,12 +165,14 @@ def run_batch(spec: dict) -> None:
 
 
 def main() -> None:
-    exit_with_parent()
     faulthandler.enable()  # a segfault leaves a Python stack in the log
     spec = json.loads(sys.argv[1])
     if "jobs" in spec:
+        # No parent watch: under a profiler the parent is the profiler, which may start the worker through
+        # a launcher of its own; kbench kills the profiler's whole session (and this pid) on a timeout.
         run_batch(spec)
         return
+    exit_with_parent()
     protocol = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # kernels' prints go to the log, never into the protocol
 

@@ -262,3 +262,44 @@ def test_output_stems_stay_in_results_profiles(tmp_path):
         with pytest.raises(common.UnsafeName):
             common.profile_name(bad, "attention")
     assert common.profile_name(None, "attention").startswith("attention-")
+
+
+def _summary_and_run():
+    outcomes = [{"label": impl, "per_call": ncu.summarize(synthetic(impl), 1, MIN_BYTES)["per_call"]}
+                for impl in ("naive", "sdpa", "triton-fa2")]
+    outcomes.append({"label": "sdpa-cudnn", "status": "SKIP"})
+    summary = {"tool": "ncu", "case_key": CASE, "implementations": outcomes}
+    records = [{"case_key": CASE, "label": impl, "impl": impl, "status": "OK", "timing": {"stats": {"median": ms}}}
+               for impl, ms in EVENT_MS.items()]
+    records.append({"case_key": "n=256", "label": "naive", "status": "OK", "timing": {"stats": {"median": 9.0}}})
+    return summary, records
+
+
+def test_agreement_rows():
+    summary, records = _summary_and_run()
+    rows = {row["label"]: row for row in common.agreement_rows(summary, records)}
+    assert rows["naive"]["ok"] and rows["naive"]["diff"] == pytest.approx(2780.992 / 2796.9 - 1)
+    assert rows["sdpa"]["ok"] and rows["triton-fa2"]["ok"]
+    assert rows["sdpa-cudnn"]["checked"] is False
+    records[0]["timing"]["stats"]["median"] = 3.2  # naive's events now 15 % slower than ncu's kernels
+    assert common.agreement_rows(summary, records)[0]["ok"] is False
+
+
+def test_agreement_script(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    summary, records = _summary_and_run()
+    (tmp_path / "p.json").write_text(json.dumps(summary))
+    (tmp_path / "run.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    script = Path(__file__).resolve().parent.parent / "scripts" / "profile_agreement.py"
+    done = subprocess.run([sys.executable, str(script), str(tmp_path / "p.json"), str(tmp_path / "run.jsonl")],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "naive" in done.stdout and "-0.6%  agrees" in done.stdout and "not checked" in done.stdout
+    records[2]["timing"]["stats"]["median"] = 0.5
+    (tmp_path / "run.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    done = subprocess.run([sys.executable, str(script), str(tmp_path / "p.json"), str(tmp_path / "run.jsonl")],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "DISAGREES" in done.stdout

@@ -277,3 +277,20 @@ def agreement(profiled_us: float | None, event_ms: float | None, tolerance: floa
     if event_us < min_us:
         return {"checked": False, "ok": None, "diff": diff, "why": f"under {min_us:g} us"}
     return {"checked": True, "ok": abs(diff) <= tolerance, "diff": diff, "why": ""}
+
+
+def agreement_rows(summary: dict, records: list[dict], tolerance: float = 0.05, min_us: float = 50.0) -> list[dict]:
+    """Per implementation of a ``kbench profile`` summary (results/profiles/NAME.json): its kernel time per
+    call against the event median of the same implementation and case in ``records`` (a kbench run)."""
+    medians = {}
+    for record in records:
+        if record.get("case_key") == summary.get("case_key") and record.get("status") == "OK" and record.get("timing"):
+            medians[record.get("label") or record.get("impl")] = record["timing"]["stats"]["median"]
+    rows = []
+    for outcome in summary.get("implementations", []):
+        profiled = (outcome.get("per_call") or {}).get("time_us")
+        event_ms = medians.get(outcome["label"])
+        rows.append({"label": outcome["label"], "profiled_us": profiled,
+                     "event_us": event_ms * 1e3 if event_ms is not None else None,
+                     **agreement(profiled, event_ms, tolerance, min_us)})
+    return rows
