@@ -93,7 +93,7 @@ def test_ncu_command_line(fake, cli):
     assert argv[:4] == ["--nvtx", "--nvtx-include",
                         "regex:kbench.attention.naive.n=4096.d=128.batch=2.heads=16.dtype=fp16.causal=False/",
                         "--clock-control"]
-    assert argv[4:7] == ["none", "--launch-count", "7"]
+    assert argv[4:7] == ["none", "--launch-count", "7"]  # the GPU's own clocks by default
     assert [argv[i + 1] for i, a in enumerate(argv) if a == "--section"] == [
         "SpeedOfLight", "LaunchStats", "Occupancy", "MemoryWorkloadAnalysis", "ComputeWorkloadAnalysis"]
     metrics = argv[argv.index("--metrics") + 1].split(",")
@@ -112,11 +112,14 @@ def test_ncu_command_line(fake, cli):
 
 
 def test_ncu_set_and_metrics_replace_the_sections(fake, cli):
-    assert cli("profile", "--ncu", "attention", *BIG, "--impl", "naive", "--set", "full").exit_code == 0
+    assert cli("profile", "--ncu", "attention", *BIG, "--impl", "naive", "--set", "full",
+               "--clock-control", "base").exit_code == 0
     assert cli("profile", "--ncu", "attention", *BIG, "--impl", "naive",
                "--metrics", "sm__cycles_elapsed.avg,dram__bytes_read.sum").exit_code == 0
     full, _, chosen, _ = fake.calls()
     assert full["argv"][full["argv"].index("--set") + 1] == "full" and "--section" not in full["argv"]
+    assert full["argv"][full["argv"].index("--clock-control") + 1] == "base"
+    assert full["argv"][full["argv"].index("--launch-count") + 1] == "20"  # the default cap
     assert "--section" not in chosen["argv"] and "--set" not in chosen["argv"]
     assert chosen["argv"][chosen["argv"].index("--metrics") + 1] == \
         "gpu__time_duration.sum,sm__cycles_elapsed.avg,dram__bytes_read.sum"
@@ -242,7 +245,11 @@ def test_usage_errors(fake, cli, monkeypatch):
     assert sweep.exit_code == 2 and "takes one case" in sweep.output
     ncu_only = cli("profile", "--torch-profiler", "attention", "--set", "full")
     assert ncu_only.exit_code == 2 and "Nsight Compute's" in ncu_only.output
+    clocks = cli("profile", "--ncu", "attention", "--clock-control", "fast")
+    assert clocks.exit_code == 2 and "--clock-control" in clocks.output
     monkeypatch.setattr(kbench.runner, "host_has_gpu", lambda: False)
+    cuda = cli("profile", "--torch-profiler", "attention", "--device", "cuda")
+    assert cuda.exit_code == 2 and "no CUDA device is visible" in cuda.output
     no_gpu = cli("profile", "--ncu", "attention")
     assert no_gpu.exit_code == 2 and "no CUDA device is visible" in no_gpu.output
     assert fake.calls() == []
@@ -302,3 +309,12 @@ def test_torch_profiler_on_the_cpu(tmp_path, kbench_proc, proc_env):
     assert naive["per_call"]["calls"] == 3 and naive["rows"] == "ops"
     ops = {row["name"]: row["count"] for row in naive["ops"]}
     assert ops["aten::bmm"] == 6 and ops["aten::_softmax"] == 3  # two matmuls and one softmax a call
+
+
+def test_help_does_not_import_torch(kbench_proc):
+    for args in (["profile", "--help"], ["profile", "attention", "--help"]):
+        result = kbench_proc(*args, python_args=("-X", "importtime"))
+        assert result.returncode == 0
+        modules = [line.split("|")[-1].strip() for line in result.stderr.splitlines() if "|" in line]
+        assert not [m for m in modules if m == "torch" or m.startswith("torch.")], args
+    assert "--ncu" in result.stdout and "--compare" in result.stdout and "--n" in result.stdout

@@ -34,7 +34,8 @@ from kbench.suite import Case, Suite
 TOOLS = ("ncu", "nsys", "torch-profiler")
 DEFAULT_CALLS = {"ncu": 1, "nsys": 10, "torch-profiler": 5}
 DEFAULT_SET = "kbench"  # kbench.profilers.ncu.DEFAULT_SET (not imported here: keeps --help fast)
-DEFAULT_LAUNCH_COUNT = 100
+DEFAULT_LAUNCH_COUNT = 20
+CLOCK_CONTROLS = ("none", "base")
 FAILED = ("FAIL", "CRASH", "TIMEOUT")
 NO_KERNELS = "NO KERNELS"
 
@@ -86,7 +87,10 @@ def _profile_options() -> list[inspect.Parameter]:
         _option("kernel_name", Optional[str], None, "--kernel-name",
                 help="ncu: profile only kernels matching this filter (NAME or regex:EXPR), passed to ncu as is."),
         _option("launch_count", int, DEFAULT_LAUNCH_COUNT, "--launch-count",
-                help="ncu: the most kernels profiled per implementation."),
+                help="ncu: the most kernels profiled per implementation (a cap: the --calls calls are profiled whole "
+                     "unless they launch more)."),
+        _option("clock_control", str, "none", "--clock-control",
+                help="ncu: none (the GPU's own clocks, as kbench times them) or base (locked to base clocks)."),
         _option("name", Optional[str], None, "--name",
                 help="Name of this profile: files go to results/profiles/NAME-IMPL.* (default: SUITE-TIME)."),
         _option("timeout", float, 600.0, "--timeout", help="Seconds the profiler may take per implementation."),
@@ -120,7 +124,10 @@ def _suite_command(suite: Suite):
             raise typer.Exit(code)
 
     context = inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)
-    command.__signature__ = inspect.Signature([context, *_axis_options(suite), *_profile_options()])
+    axes = _axis_options(suite)
+    for parameter in axes:  # one case per profile: no sweeps
+        parameter.default.help = (parameter.default.help or "").replace("; a comma list sweeps", "")
+    command.__signature__ = inspect.Signature([context, *axes, *_profile_options()])
     command.__name__ = suite.name
     command.__doc__ = suite.description
     return command
@@ -129,7 +136,7 @@ def _suite_command(suite: Suite):
 # --- the run --------------------------------------------------------------------------
 
 def profile_suite(suite: Suite, case: Case, *, tool, impl, param, compare, calls, set_name, metrics, kernel_name,
-                  launch_count, name, timeout, seed, trials, kernels, device, cuda_graph) -> int:
+                  launch_count, clock_control, name, timeout, seed, trials, kernels, device, cuda_graph) -> int:
     """Profile every chosen implementation on ``case``; returns the exit code."""
     from kbench import runner
     from kbench.profilers import common
@@ -141,8 +148,12 @@ def profile_suite(suite: Suite, case: Case, *, tool, impl, param, compare, calls
     calls = DEFAULT_CALLS[tool] if calls is None else calls
     if calls < 1 or launch_count < 1 or trials < 1 or timeout <= 0:
         raise UserError("--calls, --launch-count, --trials and --timeout must be positive")
-    if tool != "ncu" and (set_name != DEFAULT_SET or metrics or kernel_name or launch_count != DEFAULT_LAUNCH_COUNT):
-        raise UserError("--set, --metrics, --kernel-name and --launch-count are Nsight Compute's: use them with --ncu")
+    if tool != "ncu" and (set_name != DEFAULT_SET or metrics or kernel_name or launch_count != DEFAULT_LAUNCH_COUNT
+                          or clock_control != "none"):
+        raise UserError("--set, --metrics, --kernel-name, --launch-count and --clock-control are Nsight Compute's: "
+                        "use them with --ncu")
+    if clock_control not in CLOCK_CONTROLS:
+        raise UserError(f"--clock-control: {clock_control!r} is not one of {', '.join(CLOCK_CONTROLS)}")
     run_name = common.profile_name(name, suite.name)
     if tool == "ncu":
         ncu_mod.collection_args(set_name, metrics)  # a bad --set or --metrics fails before anything runs
@@ -155,6 +166,8 @@ def profile_suite(suite: Suite, case: Case, *, tool, impl, param, compare, calls
             "nsys", "Nsight Systems",
             "; --torch-profiler records the same ranges with torch.profiler (a Chrome trace and the kernel table)")
     gpu = device != "cpu" and runner.host_has_gpu()
+    if device == "cuda" and not gpu:
+        raise UserError("--device cuda: no CUDA device is visible on this machine")
     if tool != "torch-profiler":
         if device == "cpu":
             raise UserError(f"--device cpu: {tool} profiles CUDA kernels (--torch-profiler works on the CPU)")
@@ -182,7 +195,8 @@ def profile_suite(suite: Suite, case: Case, *, tool, impl, param, compare, calls
         raise UserError("two implementations' labels map to the same file name: profile them one at a time")
     context = {
         "suite": suite, "case": case, "tool": tool, "executable": executable, "calls": calls, "set_name": set_name,
-        "metrics": metrics, "kernel_name": kernel_name, "launch_count": launch_count, "timeout": timeout,
+        "metrics": metrics, "kernel_name": kernel_name, "launch_count": launch_count,
+        "clock_control": clock_control, "timeout": timeout,
         "seed": seed, "trials": trials, "kernel_dirs": [Path(k).resolve() for k in kernels or ()],
         "device": device, "static_device": static_device, "cuda_graph": cuda_graph,
     }
@@ -251,7 +265,7 @@ def _profile_variant(variant, stem: Path, ctx: dict) -> dict:
         worker = common.worker_argv(job, answers, ctx["kernel_dirs"], ctx["device"])
         argv = ncu.profile_argv(ctx["executable"], stem, range_name, worker, set_name=ctx["set_name"],
                                 metrics=ctx["metrics"], kernel_name=ctx["kernel_name"],
-                                launch_count=ctx["launch_count"])
+                                launch_count=ctx["launch_count"], clock_control=ctx["clock_control"])
     else:
         from kbench.profilers import nsys
 

@@ -3,7 +3,7 @@
 Profiling (one ``ncu`` process per implementation):
 
     ncu --nvtx --nvtx-include regex:kbench.attention.naive.n=4096.d=128...causal=False/
-        --clock-control none --launch-count 100
+        --clock-control none --launch-count 20
         --section SpeedOfLight --section LaunchStats --section Occupancy
         --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis --metrics <CORE_METRICS>
         [--kernel-name FILTER] --force-overwrite --export results/profiles/NAME-naive
@@ -55,7 +55,7 @@ CORE_METRICS = (
 )
 TENSOR_METRIC = re.compile(r"^sm__(pipe_tensor\w*_cycles_active|inst_executed_pipe_tensor\w*)"
                            r"\.avg\.pct_of_peak_sustained_active$")
-DEFAULT_LAUNCH_COUNT = 100
+DEFAULT_LAUNCH_COUNT = 20
 _SET_NAME = re.compile(r"[A-Za-z0-9_-]+")
 _METRIC = re.compile(r"[A-Za-z0-9_.:^$()|\\\[\]*+?{}-]+")
 
@@ -98,8 +98,8 @@ def collection_args(set_name: str = DEFAULT_SET, metrics: str | None = None) -> 
 
 def profile_argv(ncu: str, stem, range_name: str, worker: list[str], *, set_name: str = DEFAULT_SET,
                  metrics: str | None = None, kernel_name: str | None = None,
-                 launch_count: int = DEFAULT_LAUNCH_COUNT) -> list[str]:
-    argv = [ncu, "--nvtx", "--nvtx-include", nvtx_include(range_name), "--clock-control", "none",
+                 launch_count: int = DEFAULT_LAUNCH_COUNT, clock_control: str = "none") -> list[str]:
+    argv = [ncu, "--nvtx", "--nvtx-include", nvtx_include(range_name), "--clock-control", clock_control,
             "--launch-count", str(launch_count), *collection_args(set_name, metrics)]
     if kernel_name:
         argv += ["--kernel-name", kernel_name]  # one argument, whatever it contains
