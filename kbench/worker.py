@@ -139,49 +139,8 @@ def exit_with_parent(interval: float = 1.0) -> None:
     threading.Thread(target=watch, name="kbench-parent-watch", daemon=True).start()
 
 
-def run_batch(spec: dict) -> None:
-    """Batch mode (under a profiler): the SPEC's jobs, answered into the SPEC's answers file."""
-    from kbench.results import dumps
-
-    with open(spec["answers"], "a", encoding="utf-8") as answers:
-        def send(message: dict) -> None:
-            answers.write(dumps(message) + "\n")
-            answers.flush()
-
-        device = pick_device(spec.get("device", "auto"))
-        if device == "cpu":
-            os.environ.setdefault("TRITON_INTERPRET", "1")
-
-        from kbench import envinfo, loader
-
-        registry = loader.load(spec.get("kernel_dirs", []))
-        env = envinfo.collect(device)
-        send({"type": "hello", "device": device, "env": env, "pid": os.getpid()})
-        for job in spec["jobs"]:
-            record = execute(registry, job, device, env)
-            send({"type": "result", **record})
-            if record.get("fatal"):
-                sys.exit(3)
-
-
-def main() -> None:
-    faulthandler.enable()  # a segfault leaves a Python stack in the log
-    spec = json.loads(sys.argv[1])
-    if "jobs" in spec:
-        # No parent watch: under a profiler the parent is the profiler, which may start the worker through
-        # a launcher of its own; kbench kills the profiler's whole session (and this pid) on a timeout.
-        run_batch(spec)
-        return
-    exit_with_parent()
-    protocol = os.fdopen(os.dup(1), "w", buffering=1)
-    os.dup2(2, 1)  # kernels' prints go to the log, never into the protocol
-
-    from kbench.results import dumps
-
-    def send(message: dict) -> None:
-        protocol.write(dumps(message) + "\n")
-        protocol.flush()
-
+def serve(spec: dict, send, jobs, **hello) -> None:
+    """Load the registry on the chosen device, say hello, and answer each job in turn."""
     device = pick_device(spec.get("device", "auto"))
     if device == "cpu":
         # Must be set before any kernel module imports triton: then @triton.jit
@@ -192,15 +151,45 @@ def main() -> None:
 
     registry = loader.load(spec.get("kernel_dirs", []))
     env = envinfo.collect(device)
-    send({"type": "hello", "device": device, "env": env})
-    for line in sys.stdin:
-        if not line.strip():
-            continue
-        job = json.loads(line)
+    send({"type": "hello", "device": device, "env": env, **hello})
+    for job in jobs:
         record = execute(registry, job, device, env)
         send({"type": "result", **record})
         if record.get("fatal"):
             sys.exit(3)
+
+
+def _stdin_jobs():
+    for line in sys.stdin:
+        if line.strip():
+            yield json.loads(line)
+
+
+def main() -> None:
+    from kbench.results import dumps
+
+    faulthandler.enable()  # a segfault leaves a Python stack in the log
+    spec = json.loads(sys.argv[1])
+    if "jobs" in spec:
+        # Batch mode (under a profiler): the SPEC's jobs, answered into the SPEC's answers file. No
+        # parent watch: the parent is the profiler, which may start the worker through a launcher of
+        # its own; kbench kills the profiler's whole session (and this pid) on a timeout.
+        with open(spec["answers"], "a", encoding="utf-8") as answers:
+            def send_to_file(message: dict) -> None:
+                answers.write(dumps(message) + "\n")
+                answers.flush()
+
+            serve(spec, send_to_file, spec["jobs"], pid=os.getpid())
+        return
+    exit_with_parent()
+    protocol = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # kernels' prints go to the log, never into the protocol
+
+    def send(message: dict) -> None:
+        protocol.write(dumps(message) + "\n")
+        protocol.flush()
+
+    serve(spec, send, _stdin_jobs())
 
 
 if __name__ == "__main__":
