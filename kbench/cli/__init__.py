@@ -6,7 +6,7 @@ import typer
 
 from kbench import __version__
 from kbench.cli import (calibrate_cmd, compare_cmd, env_cmd, explain_cmd, list_cmd, profile_cmd, roofline_cmd,
-                        run_cmd)
+                        run_cmd, show_cmd)
 
 app = typer.Typer(
     name="kbench",
@@ -35,6 +35,7 @@ def _root(
 app.add_typer(run_cmd.build(), name="run")
 app.command("list")(list_cmd.list_command)
 app.command("env")(env_cmd.env_command)
+app.command("show")(show_cmd.show_command)
 app.command("compare")(compare_cmd.compare_command)
 app.add_typer(explain_cmd.build(), name="explain")
 app.add_typer(profile_cmd.build(), name="profile")

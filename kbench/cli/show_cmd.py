@@ -1,0 +1,34 @@
+"""`kbench show FILE...`: stored results as the tables `kbench run` printed (or JSON / CSV)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List
+
+import typer
+
+from kbench.cli.common import stdout, user_errors
+from kbench.errors import UserError
+
+FORMATS = ("table", "json", "csv")
+
+
+def show_command(
+    sources: List[Path] = typer.Argument(..., help="Results files (JSONL) or folders of them."),
+    fmt: str = typer.Option("table", "--format", help="table, json or csv."),
+) -> None:
+    """Show stored results: one table per case, with the same columns as `kbench run`."""
+    from kbench import report, results
+
+    with user_errors():
+        if fmt not in FORMATS:
+            raise UserError(f"--format: unknown format {fmt!r} (choose from {', '.join(FORMATS)})")
+        records = [r for src in sources for f in results.results_files(src) for _, r in results.read_strict(f)]
+        if not records:
+            raise UserError("no records in " + ", ".join(map(str, sources)))
+    if fmt == "json":
+        print(report.to_json(records))
+    elif fmt == "csv":
+        print(report.to_csv(records), end="")
+    else:
+        report.print_tables(records, stdout)
