@@ -18,9 +18,20 @@ from pathlib import Path
 from kbench.errors import UserError
 from kbench.registry import Registry, collecting
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-BUILTIN_SUITES = PROJECT_ROOT / "suites"
-BUILTIN_KERNELS = PROJECT_ROOT / "kernels"
+PACKAGE_DIR = Path(__file__).resolve().parent
+PROJECT_ROOT = PACKAGE_DIR.parent
+
+
+def _builtin(in_wheel: str, in_tree: str) -> Path:
+    """A wheel carries the built-in folders inside the package (pyproject's package-dir); the
+    source tree (and an editable install) has them beside it. The wheel's copy is looked for
+    first: beside an installed kbench, site-packages may hold an unrelated `kernels`."""
+    packaged = PACKAGE_DIR / in_wheel
+    return packaged if packaged.is_dir() else PROJECT_ROOT / in_tree
+
+
+BUILTIN_SUITES = _builtin("builtin_suites", "suites")
+BUILTIN_KERNELS = _builtin("builtin_kernels", "kernels")
 
 # Extra kernel folders, separated like PATH, added to every run (as --kernels does).
 ENV_KERNELS = "KBENCH_KERNELS"
