@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The device work that landed without a GPU run, in priority order, for one device call of
+# at most 10 minutes: each step has its own time budget, its log goes to $OUT, and a step
+# that fails or runs out of time does not stop the next one.
+#   device run:  KBENCH_GIT_COMMIT=<sha> bash scripts/device_queue.sh            (all steps)
+#                KBENCH_GIT_COMMIT=<sha> QUEUE="matmul-smoke fa2" bash scripts/device_queue.sh
+# See docs/performance.md, "Pending on the device", for what each step proves.
+set -u
+OUT=${OUT:-/tmp/kbench-device}
+mkdir -p "$OUT"
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 COLUMNS=160 KBENCH_GIT_COMMIT=${KBENCH_GIT_COMMIT:-unknown}
+QUEUE=${QUEUE:-matmul-smoke fa2 side-stream corpus calibrate matmul profile}
+
+step() {  # step NAME SECONDS COMMAND...
+  local name=$1 budget=$2
+  shift 2
+  [[ " $QUEUE " == *" $name "* ]] || return 0
+  echo "== $(date -u +%T) $name (budget ${budget}s)"
+  timeout --kill-after=10 "$budget" "$@" > "$OUT/$name.log" 2>&1
+  local rc=$?
+  tail -n 25 "$OUT/$name.log"
+  echo "== $name: exit $rc$( [ $rc -eq 124 ] && echo ' (out of time)')"
+}
+
+step matmul-smoke 120 env STEPS=smoke bash scripts/device_matmul.sh
+step fa2 150 env STEPS="correct bench" SPECS="4096 2 16 128 --no-causal" CORRECT_N=17,255,1000,4096 \
+     PARAMS="--param block_m=128" CORRECT_PARAMS="--param block_m=128" bash scripts/device_fa2.sh
+step side-stream 120 env STEPS="seed big" bash scripts/device_check.sh
+step corpus 90 python3 -m pytest -q tests/test_corpus_gpu.py
+step calibrate 120 bash -c "python3 -m kbench calibrate && python3 -m kbench roofline --from results/baselines"
+step matmul 500 env STEPS="correct sanitize bench" bash scripts/device_matmul.sh
+step profile 500 bash scripts/device_profile.sh
