@@ -23,10 +23,10 @@ step() {  # step NAME SECONDS COMMAND...
 }
 
 step matmul-smoke 120 env STEPS=smoke bash scripts/device_matmul.sh
-step fa2 150 env STEPS="correct bench" SPECS="4096 2 16 128 --no-causal" CORRECT_N=17,255,1000,4096 \
+step fa2 130 env STEPS="correct bench" SPECS="4096 2 16 128 --no-causal" CORRECT_N=17,255,1000,4096 \
      PARAMS="--param block_m=128" CORRECT_PARAMS="--param block_m=128" bash scripts/device_fa2.sh
-step side-stream 120 env STEPS="seed big" bash scripts/device_check.sh
+step side-stream 110 env STEPS="seed big" bash scripts/device_check.sh
 step corpus 90 python3 -m pytest -q tests/test_corpus_gpu.py
-step calibrate 120 bash -c "python3 -m kbench calibrate && python3 -m kbench roofline --from results/baselines"
+step calibrate 100 bash -c "python3 -m kbench calibrate && python3 -m kbench roofline --from results/baselines"
 step matmul 500 env STEPS="correct sanitize bench" bash scripts/device_matmul.sh
 step profile 500 bash scripts/device_profile.sh
