@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from kbench import results
+from kbench.errors import UserError
 from rich.table import Table
 
 STATUS_STYLE = {"OK": "green", "FAIL": "bold red", "SKIP": "yellow", "CRASH": "bold red", "TIMEOUT": "bold red"}
@@ -222,3 +223,21 @@ def compare_markdown(pairs, summary: str, notes: list[str] = ()) -> str:
                  "(distribution-free); *p*: two-sided Mann-Whitney U. A pair is *slower* or *faster* only when "
                  "its change is beyond the threshold and p < alpha.")
     return "\n".join(lines) + "\n"
+
+
+FORMATS = ("table", "json", "csv")
+
+
+def check_format(fmt: str) -> None:
+    if fmt not in FORMATS:
+        raise UserError(f"--format: unknown format {fmt!r} (choose from {', '.join(FORMATS)})")
+
+
+def emit(records: list[dict], fmt: str, console: Console) -> None:
+    """Records as tables on ``console``, or as JSON / CSV on stdout (for pipes)."""
+    if fmt == "json":
+        print(to_json(records))
+    elif fmt == "csv":
+        print(to_csv(records), end="")
+    else:
+        print_tables(records, console)

@@ -25,7 +25,6 @@ from kbench.registry import _did_you_mean, parse_param_args, variants
 from kbench.stopping import CPU_DEFAULTS, StopRule
 from kbench.suite import Case, Suite
 
-FORMATS = ("table", "json", "csv")
 DEVICES = ("auto", "cuda", "cpu")
 GPU_STOP = StopRule()
 
@@ -141,8 +140,7 @@ def execute(suite: Suite, cases: list[Case], *, impl, param, baseline, seed, tri
             save_baseline=None) -> None:
     from kbench import report, results, runner
 
-    if fmt not in FORMATS:
-        raise UserError(f"--format: unknown format {fmt!r} (choose from {', '.join(FORMATS)})")
+    report.check_format(fmt)
     if device not in DEVICES:
         raise UserError(f"--device: unknown device {device!r} (choose from {', '.join(DEVICES)})")
     if trials < 1:
@@ -185,12 +183,7 @@ def execute(suite: Suite, cases: list[Case], *, impl, param, baseline, seed, tri
                      f"{len(wanted) - len(done)} to run", highlight=False)
     new_records = _run_with_progress(registry, request, results_file, done)
     records = [done[key] for key in wanted if key in done] + new_records  # the whole run
-    if fmt == "json":
-        print(report.to_json(records))
-    elif fmt == "csv":
-        print(report.to_csv(records), end="")
-    else:
-        report.print_tables(records, stdout)
+    report.emit(records, fmt, stdout)
     stderr.print(f"results: {path} ({len(new_records)} records"
                  f"{f', {len(done)} from before' if done else ''})", highlight=False)
     failed = [r for r in records if r["status"] in results.FAILED]

@@ -10,8 +10,6 @@ import typer
 from kbench.cli.common import stdout, user_errors
 from kbench.errors import UserError
 
-FORMATS = ("table", "json", "csv")
-
 
 def show_command(
     sources: List[Path] = typer.Argument(..., help="Results files (JSONL) or folders of them."),
@@ -21,14 +19,8 @@ def show_command(
     from kbench import report, results
 
     with user_errors():
-        if fmt not in FORMATS:
-            raise UserError(f"--format: unknown format {fmt!r} (choose from {', '.join(FORMATS)})")
+        report.check_format(fmt)
         records = [r for src in sources for f in results.results_files(src) for _, r in results.read_strict(f)]
         if not records:
             raise UserError("no records in " + ", ".join(map(str, sources)))
-    if fmt == "json":
-        print(report.to_json(records))
-    elif fmt == "csv":
-        print(report.to_csv(records), end="")
-    else:
-        report.print_tables(records, stdout)
+    report.emit(records, fmt, stdout)
