@@ -77,8 +77,46 @@ def _fma_kernel():
     return fma_chains
 
 
+def _copy_tbs(settings, uuid) -> tuple[float, dict]:
+    """Device-to-device copy of 2 GiB of fp16, bytes read + written per second (TB/s)."""
+    import torch
+
+    from kbench import timing
+
+    src = torch.randn(1 << 30, device="cuda", dtype=torch.float16)
+    dst = torch.empty_like(src)
+    m = timing.measure_cuda(lambda: dst.copy_(src), settings, uuid)
+    return 2 * src.numel() * src.element_size() / (m["stats"]["median"] / 1e3) / 1e12, m
+
+
+def _matmul_tflops(settings, uuid, size: int = 8192) -> tuple[float, dict]:
+    import torch
+
+    from kbench import timing
+
+    a, b = (torch.randn(size, size, device="cuda", dtype=torch.float16) for _ in range(2))
+    c = torch.empty(size, size, device="cuda", dtype=torch.float16)
+    m = timing.measure_cuda(lambda: torch.matmul(a, b, out=c), settings, uuid)
+    return 2 * size**3 / (m["stats"]["median"] / 1e3) / 1e12, m
+
+
+def _fma_tflops(settings, uuid) -> tuple[float, dict]:
+    import torch
+
+    from kbench import timing
+
+    kernel = _fma_kernel()
+    block = 1024
+    programs = 132 * 64  # several waves on any GPU: every SM kept busy
+    result = torch.empty(programs * block, device="cuda", dtype=torch.float32)
+    m = timing.measure_cuda(lambda: kernel[(programs,)](result, ITERATIONS=FMA_ITERATIONS, BLOCK=block),
+                            settings, uuid)
+    return 2 * FMA_CHAINS * FMA_ITERATIONS * result.numel() / (m["stats"]["median"] / 1e3) / 1e12, m
+
+
 def measure(settings=None) -> dict:
-    """Run the three measurements on the current CUDA device. Needs torch with CUDA, and triton."""
+    """Run the three measurements on the current CUDA device, one after the other (each frees its
+    buffers before the next allocates). Needs torch with CUDA, and triton."""
     import torch
 
     from kbench import envinfo, timing
@@ -87,33 +125,14 @@ def measure(settings=None) -> dict:
         raise UserError("kbench calibrate needs a CUDA device (none is visible here)")
     settings = settings or timing.Settings()
     gpu = envinfo.gpu_info()
-    out = {"gpu": gpu, "packages": envinfo.package_versions(), "method": {}}
-
-    n = 1 << 30  # 2 GiB of fp16
-    src = torch.randn(n, device="cuda", dtype=torch.float16)
-    dst = torch.empty_like(src)
-    copy = timing.measure_cuda(lambda: dst.copy_(src), settings, gpu.get("uuid"))
-    out["hbm_tbs"] = 2 * src.numel() * src.element_size() / (copy["stats"]["median"] / 1e3) / 1e12
-    out["method"]["hbm_tbs"] = "y.copy_(x), 2 GiB fp16, bytes read + written"
-    del src, dst
-
-    size = 8192
-    a = torch.randn(size, size, device="cuda", dtype=torch.float16)
-    b = torch.randn(size, size, device="cuda", dtype=torch.float16)
-    c = torch.empty(size, size, device="cuda", dtype=torch.float16)
-    mm = timing.measure_cuda(lambda: torch.matmul(a, b, out=c), settings, gpu.get("uuid"))
-    out["fp16_tensor_tflops"] = 2 * size**3 / (mm["stats"]["median"] / 1e3) / 1e12
-    out["method"]["fp16_tensor_tflops"] = "torch.matmul 8192^3 fp16, random data"
-    del a, b, c
-
-    kernel = _fma_kernel()
-    block = 1024
-    programs = 132 * 64  # several waves on any GPU: every SM kept busy
-    result = torch.empty(programs * block, device="cuda", dtype=torch.float32)
-    fma = timing.measure_cuda(lambda: kernel[(programs,)](result, ITERATIONS=FMA_ITERATIONS, BLOCK=block),
-                              settings, gpu.get("uuid"))
-    flops = 2 * FMA_CHAINS * FMA_ITERATIONS * result.numel()
-    out["fp32_tflops"] = flops / (fma["stats"]["median"] / 1e3) / 1e12
-    out["method"]["fp32_tflops"] = f"Triton, {FMA_CHAINS} independent FMA chains x {FMA_ITERATIONS} per element"
-    out["clock"] = {name: m.get("clock") for name, m in (("copy", copy), ("matmul", mm), ("fma", fma))}
+    uuid = gpu.get("uuid")
+    out = {"gpu": gpu, "packages": envinfo.package_versions(), "clock": {}, "method": {
+        "hbm_tbs": "y.copy_(x), 2 GiB fp16, bytes read + written",
+        "fp16_tensor_tflops": "torch.matmul 8192^3 fp16, random data",
+        "fp32_tflops": f"Triton, {FMA_CHAINS} independent FMA chains x {FMA_ITERATIONS} per element",
+    }}
+    for key, name, run in (("hbm_tbs", "copy", _copy_tbs), ("fp16_tensor_tflops", "matmul", _matmul_tflops),
+                           ("fp32_tflops", "fma", _fma_tflops)):
+        out[key], m = run(settings, uuid)
+        out["clock"][name] = m.get("clock")
     return out

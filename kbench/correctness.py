@@ -116,8 +116,6 @@ def compare(result, expected_like, ref, atol: float, rtol: float,
 
 
 def check(suite, impl, case, device: str, seed: int, trials: int, params: dict | None = None) -> Verdict:
-    import torch
-
     atol, rtol = suite.tolerance(case)
     verdict = Verdict(ok=True, atol=atol, rtol=rtol)
     ref = None  # the previous trial's reference is alive during the next call: never accept it back
