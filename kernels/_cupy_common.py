@@ -37,16 +37,63 @@ def source_text(path: Path) -> str:
     return expand(Path(path).read_text())
 
 
+def crt_include_candidates() -> list[Path]:
+    """Folders that may hold CUDA's `crt/mma.h`, most specific first.
+
+    CuPy points NVRTC at CUDA's headers, but with pip-installed CUDA 13 that folder
+    (nvidia/cu13/include, from nvidia-cuda-runtime) has mma.h without the crt/ it
+    includes: those come in the separate nvidia-cuda-crt wheel. A full toolkit, that
+    wheel, or the CUDA headers Triton bundles all have it.
+    """
+    import os
+
+    found = []
+    for var in ("CUDA_PATH", "CUDA_HOME"):
+        if os.environ.get(var):
+            found.append(Path(os.environ[var]) / "include")
+    found.append(Path("/usr/local/cuda/include"))
+    try:
+        import nvidia  # the namespace package of NVIDIA's CUDA wheels
+
+        for root in nvidia.__path__:
+            found += [Path(root) / "cu13" / "include", Path(root) / "cuda_runtime" / "include"]
+    except ImportError:
+        pass
+    try:
+        import importlib.util
+
+        spec = importlib.util.find_spec("triton")
+        if spec and spec.origin:
+            found.append(Path(spec.origin).parent / "backends" / "nvidia" / "include")
+    except (ImportError, ValueError):
+        pass
+    return found
+
+
+def crt_include() -> Path:
+    """The first folder holding crt/mma.h, or an error that says how to get one."""
+    for folder in crt_include_candidates():
+        if (folder / "crt" / "mma.h").is_file():
+            return folder
+    raise RuntimeError("the WMMA kernels need CUDA's crt/mma.h, found in none of CUDA_PATH, CUDA_HOME, "
+                       "/usr/local/cuda, the nvidia-cuda-crt wheel or Triton's bundled headers: "
+                       "pip install nvidia-cuda-crt (matching your CUDA major version) or set CUDA_PATH")
+
+
 @lru_cache(maxsize=None)
 def compiled(source: str, name: str):
     """One template instance of a .cu (NVRTC once per process, CuPy's disk cache across runs).
 
-    NVRTC gets no include path for CUDA's own headers from here: CuPy adds that
-    folder (mma.h for the WMMA kernels) itself.
+    CuPy adds the include folder of CUDA's own headers; a source that includes
+    <mma.h> also gets a folder with the crt/ headers mma.h needs (see crt_include).
     """
     import cupy
 
-    module = cupy.RawModule(code=source_text(Path(source)), options=("-std=c++17",), name_expressions=(name,))
+    text = source_text(Path(source))
+    options = ("-std=c++17",)
+    if "#include <mma.h>" in text:
+        options += (f"-I{crt_include()}",)
+    module = cupy.RawModule(code=text, options=options, name_expressions=(name,))
     return module.get_function(name)
 
 

@@ -6,7 +6,7 @@
 set -u
 OUT=${OUT:-/tmp/kbench-device}
 mkdir -p "$OUT"
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 COLUMNS=150
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 COLUMNS=150
 # The copy on the device has no .git: the caller passes the commit it sent.
 export KBENCH_GIT_COMMIT=${KBENCH_GIT_COMMIT:-unknown}
 STEPS=${STEPS:-env seed big dobench sweep isolation}

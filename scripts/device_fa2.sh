@@ -4,7 +4,7 @@
 set -u
 OUT=${OUT:-/tmp/kbench-device}
 mkdir -p "$OUT"
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 COLUMNS=160 KBENCH_GIT_COMMIT=${KBENCH_GIT_COMMIT:-unknown}
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 COLUMNS=160 KBENCH_GIT_COMMIT=${KBENCH_GIT_COMMIT:-unknown}
 kb() { python3 -m kbench "$@"; echo "[exit $?]"; }
 summary() {  # one line per record: label, case, status, median, TFLOP/s, error, regs/smem/spill
 python3 - "$@" <<'PY'

@@ -18,7 +18,7 @@
 set -u
 OUT=${OUT:-/tmp/kbench-device}
 mkdir -p "$OUT"
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 COLUMNS=200
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 COLUMNS=200
 export KBENCH_GIT_COMMIT=${KBENCH_GIT_COMMIT:-unknown}
 STEPS=${STEPS:-env filters run ncu agree torch nsys}
 CASE=(--n 4096 --d 128 --batch 2 --heads 16)

@@ -8,7 +8,7 @@
 set -u
 OUT=${OUT:-/tmp/kbench-device}
 mkdir -p "$OUT"
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 COLUMNS=160 KBENCH_GIT_COMMIT=${KBENCH_GIT_COMMIT:-unknown}
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 COLUMNS=160 KBENCH_GIT_COMMIT=${KBENCH_GIT_COMMIT:-unknown}
 QUEUE=${QUEUE:-matmul-smoke fa2 side-stream corpus calibrate matmul profile}
 
 step() {  # step NAME SECONDS COMMAND...

@@ -1,9 +1,10 @@
-"""A one-minute smoke test of the CuPy matmul kernels on a GPU, in this process (no kbench workers).
+"""The matmul correctness sweep and a quick speed check on a GPU, in this process (no kbench workers).
 
     python3 scripts/matmul_smoke.py
 
-Checks every kernel (and a few tile configurations) against the float64
-reference on odd and even shapes (one trial each, kbench.correctness.check),
+Checks every implementation, each dtype it supports and each tile configuration
+the device scripts time, against the float64 reference on odd and even shapes
+(two trials of fresh inputs each, outputs poisoned: kbench.correctness.check),
 then times a handful of large products with CUDA events (a few calls after 3
 warm-ups) beside cuBLAS. Exit status 1 if any check failed. For the
 measurements that count, use scripts/device_matmul.sh (kbench's timing, L2
@@ -20,16 +21,17 @@ from kbench.suite import Case
 
 SHAPES = ((1, 1, 1), (17, 17, 17), (1000, 777, 333), (128, 128, 128), (33, 40, 24), (130, 264, 200),
           (256, 512, 1024))
+# every warps x block_n x stages the bench step times, less 4 warps x 256 columns (refused: its warp tile spills)
+WMMA_SMEM_CONFIGS = [{"warps": w, "block_n": n, "stages": st} for w, n in ((4, 128), (8, 128), (8, 256))
+                     for st in (2, 3, 4)]
 CHECKS = (
-    ("tiled-smem", "fp32", {}),
-    ("tiled-regblock", "fp32", {}),
-    ("tiled-regblock", "fp32", {"block_m": 64, "block_n": 64, "block_k": 16, "thread_m": 4, "thread_n": 4}),
-    ("wmma", "fp16", {}),
-    ("wmma", "bf16", {}),
-    ("wmma-smem", "fp16", {}),
-    ("wmma-smem", "bf16", {}),
-    ("wmma-smem", "fp16", {"warps": 4}),
-    ("wmma-smem", "bf16", {"block_n": 256, "stages": 4}),
+    [("cublas", dt, {}) for dt in ("fp16", "bf16", "fp32")]
+    + [("triton", dt, {}) for dt in ("fp16", "bf16", "fp32")]
+    + [("tiled-smem", "fp32", {}), ("tiled-smem", "fp32", {"tile": 32})]
+    + [("tiled-regblock", "fp32", {}),
+       ("tiled-regblock", "fp32", {"block_m": 64, "block_n": 64, "block_k": 16, "thread_m": 4, "thread_n": 4})]
+    + [("wmma", dt, {}) for dt in ("fp16", "bf16")]
+    + [("wmma-smem", dt, cfg) for dt in ("fp16", "bf16") for cfg in [{}, {"block_k": 64}] + WMMA_SMEM_CONFIGS]
 )
 
 start = time.time()
@@ -45,7 +47,7 @@ for name, dtype, params in CHECKS:
     for m, n, k in SHAPES:
         case = Case({"m": m, "n": n, "k": k, "dtype": dtype, "tf32": False})
         try:
-            verdict = correctness.check(suite, impl, case, "cuda", seed=1, trials=1, params={**impl.params, **params})
+            verdict = correctness.check(suite, impl, case, "cuda", seed=1, trials=2, params={**impl.params, **params})
             if not verdict.ok:
                 problems.append(f"{m}x{n}x{k}: {verdict.reason[:120]}")
         except Exception as exc:  # noqa: BLE001 - report and go on

@@ -63,3 +63,28 @@ def test_cupy_sources_inline_kbench_headers():
     assert '#include "kbench_' not in text
     assert text.count("namespace kbench_ptx {") == 1 and "struct Element<true>" in text
     assert "#include <mma.h>" in text  # CUDA's own headers are left to NVRTC's include path
+
+
+def test_crt_include_finds_the_folder_with_crt_mma_h(tmp_path, monkeypatch):
+    """pip's CUDA 13 runtime wheel has mma.h without crt/mma.h: the WMMA kernels need a folder that has it."""
+    from kbench.loader import load_helper
+
+    common = load_helper(BUILTIN_KERNELS / "_cupy_common.py")
+    empty, full = tmp_path / "empty", tmp_path / "full"
+    (empty / "include").mkdir(parents=True)
+    (full / "include" / "crt").mkdir(parents=True)
+    (full / "include" / "crt" / "mma.h").write_text("// stand-in\n")
+    monkeypatch.setattr(common, "crt_include_candidates", lambda: [empty / "include", full / "include"])
+    assert common.crt_include() == full / "include"
+
+    monkeypatch.setattr(common, "crt_include_candidates", lambda: [empty / "include"])
+    with pytest.raises(RuntimeError, match="nvidia-cuda-crt"):
+        common.crt_include()
+
+
+def test_crt_include_candidates_honour_cuda_path(tmp_path, monkeypatch):
+    from kbench.loader import load_helper
+
+    common = load_helper(BUILTIN_KERNELS / "_cupy_common.py")
+    monkeypatch.setenv("CUDA_PATH", str(tmp_path))
+    assert common.crt_include_candidates()[0] == tmp_path / "include"
