@@ -46,7 +46,7 @@ STEPS=${STEPS:-smoke correct sanitize bench}
 
 if [[ $STEPS == *smoke* ]]; then
 echo "== smoke: every kernel on odd shapes in one process, quick timings"
-python3 scripts/matmul_smoke.py 2>&1 | grep -v Warning
+python3 scripts/matmul_smoke.py ${SMOKE_IMPLS:-} 2>&1 | grep --line-buffered -v Warning
 echo "[smoke exit ${PIPESTATUS[0]}]"
 fi
 IMPLS=${IMPLS:-cublas,tiled-smem,tiled-regblock,wmma,wmma-smem,triton}

@@ -32,7 +32,7 @@ for name in chosen:
     for dtype in IMPLS[name]:
         for m, n, k in SHAPES:
             case = Case({"m": m, "n": n, "k": k, "dtype": dtype, "tf32": False})
-            verdict = correctness.check(suite, impl, case, "cuda", seed=0, trials=1)
+            verdict = correctness.check(suite, impl, case, "cuda", seed=0, trials=1, params=impl.params)
             torch.cuda.synchronize()
             failed += not verdict.ok
             print(f"{name:15s} {dtype} {m}x{n}x{k}: ok={verdict.ok} max_abs_err={verdict.max_abs_err} {verdict.reason}")

@@ -1,6 +1,6 @@
 """The matmul correctness sweep and a quick speed check on a GPU, in this process (no kbench workers).
 
-    python3 scripts/matmul_smoke.py
+    python3 scripts/matmul_smoke.py [IMPL,...]      (default: all; e.g. wmma,wmma-smem)
 
 Checks every implementation, each dtype it supports and each tile configuration
 the device scripts time, against the float64 reference on odd and even shapes
@@ -40,8 +40,11 @@ print("load errors:", registry.load_errors or "none")
 suite = registry.suite("matmul")
 impls = registry.implementations("matmul")
 
+chosen = set(sys.argv[1].split(",")) if len(sys.argv) > 1 else None
 failed = 0
 for name, dtype, params in CHECKS:
+    if chosen and name not in chosen:
+        continue
     impl = impls[name]
     problems = []
     for m, n, k in SHAPES:

@@ -29,7 +29,7 @@ def test_tolerance_grows_with_k(matmul):
     small, large = matmul.tolerance(case(64, 64, 16)), matmul.tolerance(case(64, 64, 4096))
     assert large[0] > small[0] and large[1] == small[1]  # atol scales with K, rtol is the output type's
     atol, rtol = matmul.tolerance(case(64, 64, 256, "fp16"))
-    assert atol == pytest.approx(4 * (2**-11 * 16 + 2**-24 * 256))
+    assert atol == pytest.approx(4 * 2**-11 * 16 + 6 * 2**-24 * 256)
     assert rtol == 4 * 2**-11
     # TF32 inputs lose 13 mantissa bits: its tolerance is far above exact fp32's.
     assert matmul.tolerance(case(8, 8, 1024, "fp32", tf32=True))[0] > 100 * matmul.tolerance(case(8, 8, 1024, "fp32"))[0]
@@ -75,6 +75,41 @@ def test_cublas_peer_on_cpu(registry, matmul, dtype, tf32):
     impl = registry.implementations("matmul")["cublas"]
     verdict = check(matmul, impl, case(100, 77, 33, dtype, tf32), "cpu", seed=2, trials=2)
     assert verdict.ok, verdict.reason
+
+
+def _sequential_fp32(case, inputs, out, tf32_inputs=False):
+    """A reference-grade kernel: exact products, one fp32 rounding per step (an FMA chain over K)."""
+    import torch
+
+    a, b = inputs["a"].double(), inputs["b"].double()
+    if tf32_inputs:  # keep 10 mantissa bits, as TF32 tensor cores read fp32 inputs
+        a, b = (x.float().view(torch.int32).bitwise_and(~0x1FFF).view(torch.float32).double() for x in (a, b))
+
+    def run():
+        acc = torch.zeros(case.m, case.n, dtype=torch.float32)
+        for j in range(case.k):
+            acc = (acc.double() + a[:, j:j + 1] * b[j:j + 1, :]).float()
+        out.copy_(acc)
+
+    return run
+
+
+def test_sequential_fp32_accumulation_passes_and_tf32_fails(matmul):
+    """The fp32 tolerance admits a correct FMA chain over K = 4096 (the case cuBLAS once failed
+    on the H200 under the old 4 u32·K bound) and still refuses TF32-rounded inputs."""
+    from kbench.registry import Implementation, Needs
+
+    c = case(32, 64, 4096, "fp32")
+    fp32 = Implementation("matmul", "fma-chain", "torch", _sequential_fp32, Needs(), "", __file__)
+    verdict = check(matmul, fp32, c, "cpu", seed=0, trials=1)
+    assert verdict.ok, verdict.reason
+    assert verdict.max_abs_err < verdict.atol / 2  # the bound is a tail bound, not the typical error
+
+    tf32 = Implementation("matmul", "tf32-inputs", "torch",
+                          lambda case, inputs, out: _sequential_fp32(case, inputs, out, tf32_inputs=True),
+                          Needs(), "", __file__)
+    verdict = check(matmul, tf32, c, "cpu", seed=0, trials=1)
+    assert not verdict.ok and "outside atol" in verdict.reason
 
 
 def test_an_fp16_accumulator_fails_the_tolerance(registry, matmul):
