@@ -103,8 +103,9 @@ def smem_optin_limit(tensor) -> int:
     return cupy.cuda.runtime.getDeviceProperties(tensor.device.index or 0)["sharedMemPerBlockOptin"]
 
 
-def launcher(kernel, grid: tuple, block: tuple, args: tuple, smem: int = 0):
-    """The timed closure: one launch on torch's current stream (it changes under CUDA-graph capture)."""
+def on_torch_stream(body):
+    """The timed closure: ``body()`` with CuPy's current stream set to torch's current stream
+    (which changes under CUDA-graph capture), so kbench's events and graphs cover CuPy's work."""
     import cupy
     import torch
 
@@ -116,9 +117,14 @@ def launcher(kernel, grid: tuple, block: tuple, args: tuple, smem: int = 0):
             wrapper = cupy.cuda.ExternalStream(current)
             wrapper.use()
             stream[0], stream[1] = current, wrapper
-        kernel(grid, block, args, shared_mem=smem)
+        return body()
 
     return run
+
+
+def launcher(kernel, grid: tuple, block: tuple, args: tuple, smem: int = 0):
+    """The timed closure: one launch on torch's current stream."""
+    return on_torch_stream(lambda: kernel(grid, block, args, shared_mem=smem))
 
 
 def kernel_config(kernel, grid: tuple, block: tuple, dynamic_smem: int = 0) -> dict:

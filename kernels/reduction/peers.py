@@ -1,0 +1,44 @@
+"""The reductions a user would otherwise call: torch.sum and cupy.sum (CUB underneath).
+
+fp16 input is summed in fp32 (``dtype=``), as the suite asks of every implementation;
+both write into the suite's output tensor, so nothing is allocated while timed.
+"""
+
+from pathlib import Path
+
+from kbench.loader import load_helper
+from kbench.registry import implementation
+
+SUM_TYPE = {"fp32": "float32", "fp16": "float32", "int32": "int32"}  # the suite's output types
+
+_cupy = load_helper(Path(__file__).parent.parent / "_cupy_common.py")
+
+
+@implementation("reduction", "torch-sum", backend="torch", unit="memory", dtypes=tuple(SUM_TYPE),
+                description="torch.sum(x, dtype=...) into the output tensor")
+def torch_sum(case, inputs, out):
+    import torch
+
+    x, dtype = inputs["x"], getattr(torch, SUM_TYPE[case.dtype])
+    return lambda: torch.sum(x, dim=0, dtype=dtype, out=out)
+
+
+@implementation("reduction", "cupy-sum", backend="cupy", cuda=True, modules=("torch", "cupy"), unit="memory",
+                dtypes=tuple(SUM_TYPE),
+                description="cupy.sum(x, dtype=..., out=...): CUB's device reduction with CuPy's default accelerators")
+def cupy_sum(case, inputs, out):
+    import cupy
+
+    x, result, dtype = cupy.from_dlpack(inputs["x"]), cupy.from_dlpack(out), getattr(cupy, SUM_TYPE[case.dtype])
+
+    def body():
+        cupy.sum(x, dtype=dtype, out=result)  # returns None: the result is the suite's own tensor
+
+    run = _cupy.on_torch_stream(body)
+    try:
+        from cupy._core import _accelerator  # private: which backends CuPy's reductions try first
+
+        run.config = {"cupy_reduction_accelerators": [str(a) for a in _accelerator.get_reduction_accelerators()]}
+    except (ImportError, AttributeError):
+        run.config = {}
+    return run

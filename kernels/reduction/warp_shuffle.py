@@ -1,0 +1,59 @@
+"""The seed's warp-shuffle reduction as a CuPy RawKernel (``warp_shuffle.cu`` beside this file).
+
+Grid: enough 256-thread blocks to fill every SM (``blocks_per_sm`` each), each
+thread summing a grid-stride share with 16-byte loads; one atomicAdd a block.
+The closure zeroes the output, then launches (two operations on torch's stream).
+"""
+
+from pathlib import Path
+
+from kbench.loader import load_helper
+from kbench.registry import Unsupported, implementation
+
+SOURCE = Path(__file__).with_suffix(".cu")
+THREADS = 256
+UNROLL = 4
+CUDA_TYPES = {"fp32": ("float", "float"), "fp16": ("__half", "float"), "int32": ("int", "int")}
+
+_cupy = load_helper(Path(__file__).parent.parent / "_cupy_common.py")
+
+
+def plan(n: int, dtype: str, sm_count: int, blocks_per_sm: int, aligned: bool) -> dict:
+    """Kernel name, grid and block for one launch (no launch at all for n = 0)."""
+    if dtype not in CUDA_TYPES:
+        raise Unsupported(f"{dtype}: warp-shuffle sums fp32, fp16 or int32")
+    if blocks_per_sm < 1:
+        raise Unsupported(f"blocks_per_sm={blocks_per_sm} must be at least 1")
+    t, acc = CUDA_TYPES[dtype]
+    vector = "true" if aligned else "false"
+    elements_per_load = (16 // (2 if dtype == "fp16" else 4)) if aligned else 1
+    # Never more threads than loads to make: small n gets a small grid.
+    blocks = min(sm_count * blocks_per_sm, max(1, -(-n // (THREADS * elements_per_load))))
+    return {"name": f"reduce_sum<{t}, {acc}, {vector}, {UNROLL}>", "grid": (blocks,), "block": (THREADS,),
+            "vector": aligned}
+
+
+@implementation(
+    "reduction", "warp-shuffle", backend="cupy", cuda=True, modules=("torch", "cupy"), unit="memory",
+    dtypes=tuple(CUDA_TYPES), params={"blocks_per_sm": 8},
+    description="grid-stride 16-byte loads, __shfl_down_sync warp sums, one atomicAdd per block (CUDA C++)",
+)
+def warp_shuffle(case, inputs, out, blocks_per_sm):
+    import numpy as np
+    import torch
+
+    x = inputs["x"]
+    sm_count = torch.cuda.get_device_properties(x.device).multi_processor_count
+    p = plan(case.n, case.dtype, sm_count, blocks_per_sm, x.data_ptr() % 16 == 0)
+    kernel = _cupy.compiled(str(SOURCE), p["name"])
+    args = (np.uint64(x.data_ptr()), np.int64(case.n), np.uint64(out.data_ptr()))
+
+    def body():
+        out.zero_()  # the blocks' atomicAdds land on zero
+        if case.n:
+            kernel(p["grid"], p["block"], args)
+
+    run = _cupy.on_torch_stream(body)
+    run.config = {"vector_loads": p["vector"], "unroll": UNROLL, "blocks_per_sm": blocks_per_sm,
+                  **_cupy.kernel_config(kernel, p["grid"], p["block"])}
+    return run

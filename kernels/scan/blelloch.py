@@ -1,0 +1,58 @@
+"""Single-pass Blelloch scan with decoupled look-back, a CuPy RawKernel (``blelloch.cu`` beside this file).
+
+One block per tile of 256 threads x ITEMS elements (16 for 4-byte types, 8 for
+int64: 64 bytes a thread). The tile counter and the tiles' flags are zeroed by
+the closure before each launch; the buffers for them are allocated once, here.
+"""
+
+from pathlib import Path
+
+from kbench.loader import load_helper
+from kbench.registry import Unsupported, implementation
+
+SOURCE = Path(__file__).with_suffix(".cu")
+THREADS = 256
+CUDA_TYPES = {"int32": ("int", 16), "fp32": ("float", 16), "int64": ("long long", 8)}
+
+_cupy = load_helper(Path(__file__).parent.parent / "_cupy_common.py")
+
+
+def plan(n: int, dtype: str, exclusive: bool, aligned: bool) -> dict:
+    """Kernel name, tiles (one block each) and the status words the look-back needs."""
+    if dtype not in CUDA_TYPES:
+        raise Unsupported(f"{dtype}: blelloch scans int32, int64 or fp32")
+    t, items = CUDA_TYPES[dtype]
+    tile = THREADS * items
+    tiles = -(-n // tile)
+    return {"name": f"scan_blelloch<{t}, {items}, {str(exclusive).lower()}, {str(aligned).lower()}>",
+            "grid": (tiles,), "block": (THREADS,), "tile": tile, "status_words": 1 + tiles}
+
+
+@implementation(
+    "scan", "blelloch", backend="cupy", cuda=True, modules=("torch", "cupy"), unit="memory",
+    dtypes=tuple(CUDA_TYPES),
+    description="one pass: Blelloch up/down-sweep per tile in shared memory, decoupled look-back across tiles",
+)
+def blelloch(case, inputs, out):
+    import numpy as np
+    import torch
+
+    x = inputs["x"]
+    aligned = x.data_ptr() % 16 == 0 and out.data_ptr() % 16 == 0
+    p = plan(case.n, case.dtype, case.exclusive, aligned)
+    kernel = _cupy.compiled(str(SOURCE), p["name"])
+    status = torch.empty(p["status_words"], dtype=torch.int32, device=x.device)
+    aggregates = torch.empty(max(1, p["grid"][0]), dtype=x.dtype, device=x.device)
+    prefixes = torch.empty_like(aggregates)
+    args = (np.uint64(x.data_ptr()), np.uint64(out.data_ptr()), np.int64(case.n), np.uint64(status.data_ptr()),
+            np.uint64(aggregates.data_ptr()), np.uint64(prefixes.data_ptr()))
+
+    def body():
+        status.zero_()  # tile counter and every tile's flag
+        if case.n:
+            kernel(p["grid"], p["block"], args)
+
+    run = _cupy.on_torch_stream(body)
+    run.config = {"tile_elements": p["tile"], "tiles": p["grid"][0], "vector_loads": aligned,
+                  **_cupy.kernel_config(kernel, p["grid"], p["block"])}
+    return run

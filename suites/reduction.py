@@ -1,0 +1,90 @@
+"""Sum of a vector, s = x[0] + ... + x[n-1]: the second seed text's warp-shuffle reduction.
+
+Memory-bound: the fewest bytes are x read once (and the one output written);
+FLOPs are n - 1 additions, counted as n.
+
+Inputs are exactly summable: fp32 and fp16 values are k / 64 for integers
+|k| <= 64 (random signs), and int32 values are integers in [-1000, 1000]. A
+random walk of n such steps stays far below 2^18 (where fp32 stops holding
+every multiple of 1/64) for any n kbench runs, so every partial sum a correct
+kernel forms, in any order, with fp32 accumulation, is exact: the result must
+equal the float64 reference to within a quarter of the input step. Dropping,
+repeating or half-precision-accumulating elements all fail.
+"""
+
+from kbench.dtypes import ELEMENT_BYTES, torch_dtype
+from kbench.errors import UserError
+from kbench.registry import suite
+from kbench.suite import Axis, Suite
+
+INPUT_STEP = 1.0 / 64  # the float inputs are multiples of this, |x| <= 1
+INT_RANGE = 1000
+DTYPES = ("fp32", "fp16", "int32")
+
+
+def output_dtype(dtype: str) -> str:
+    """What the sum is returned as: fp16 input accumulates (and returns) fp32."""
+    return "int32" if dtype == "int32" else "fp32"
+
+
+def exactly_summable(n: int, dtype: str, device: str, generator):
+    """n random values whose partial sums are exact in fp32 (see the module docstring)."""
+    import torch
+
+    if dtype == "int32":
+        return torch.randint(-INT_RANGE, INT_RANGE + 1, (n,), generator=generator, device=device, dtype=torch.int32)
+    steps = torch.randint(-64, 65, (n,), generator=generator, device=device, dtype=torch.int32)
+    return (steps.to(torch.float32) * INPUT_STEP).to(torch_dtype(dtype))
+
+
+def generator_for(device: str, seed: int):
+    import torch
+
+    # On the GPU: 2^28 values drawn on the host would take seconds a trial.
+    return torch.Generator(device=device).manual_seed(seed)
+
+
+@suite
+class Reduction(Suite):
+    name = "reduction"
+    description = "Sum of a vector (fp32, fp16 accumulated in fp32, or int32)"
+    axes = (
+        Axis("n", int, (1 << 28,), "elements (default 2^28: 1 GiB of fp32)"),
+        Axis("dtype", str, ("fp32",), "element type of x", choices=DTYPES),
+    )
+    baseline = "cupy-sum"
+    trials = 3
+
+    def validate(self, case):
+        if case.n < 0:
+            raise UserError(f"--n must be 0 or more (got {case.n})")
+        if case.n >= 1 << 31:
+            raise UserError(f"--n must be below 2^31 (got {case.n})")
+
+    def tolerance(self, case):
+        # Exact in any order (module docstring); a quarter step leaves room for nothing else.
+        return (0.0, 0.0) if case.dtype == "int32" else (INPUT_STEP / 4, 0.0)
+
+    def make_inputs(self, case, seed, device):
+        return {"x": exactly_summable(case.n, case.dtype, device, generator_for(device, seed))}
+
+    def make_output(self, case, inputs):
+        import torch
+
+        return torch.empty((), dtype=torch_dtype(output_dtype(case.dtype)), device=inputs["x"].device)
+
+    def reference(self, case, inputs):
+        import torch
+
+        return inputs["x"].to(torch.float64).sum()
+
+    def flops(self, case):
+        return float(case.n)
+
+    def min_bytes(self, case):
+        return float(case.n * ELEMENT_BYTES[case.dtype] + ELEMENT_BYTES[output_dtype(case.dtype)])
+
+    def explain(self, case):
+        figures = super().explain(case)
+        figures["input"] = f"{case.n:,} x {case.dtype} = {case.n * ELEMENT_BYTES[case.dtype] / 2**20:,.1f} MiB"
+        return figures

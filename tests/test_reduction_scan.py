@@ -1,0 +1,148 @@
+"""The reduction and scan suites on the CPU: exactly summable inputs, tolerances that
+catch a dropped element or a half-precision accumulator, the peers against float64,
+the CUDA kernels' launch geometry, and bad input."""
+
+import pytest
+
+from kbench.correctness import check
+from kbench.registry import Implementation, Needs, Unsupported
+from kbench.suite import Case
+
+
+def red(n, dtype="fp32"):
+    return Case({"n": n, "dtype": dtype})
+
+
+def scan_case(n, dtype="int32", exclusive=False):
+    return Case({"n": n, "dtype": dtype, "exclusive": exclusive})
+
+
+@pytest.fixture(scope="module")
+def reduction(registry):
+    return registry.suite("reduction")
+
+
+@pytest.fixture(scope="module")
+def scan(registry):
+    return registry.suite("scan")
+
+
+def fake(suite, name, make):
+    return Implementation(suite, name, "torch", make, Needs(), "", __file__)
+
+
+def test_float_inputs_are_exactly_summable_in_fp32(reduction):
+    """Sequential fp32 accumulation of a million inputs equals the float64 sum exactly."""
+    import torch
+
+    for dtype in ("fp32", "fp16"):
+        x = reduction.make_inputs(red(1_000_000, dtype), seed=3, device="cpu")["x"]
+        assert x.abs().max() <= 1 and bool((x.float() * 64 == (x.float() * 64).round()).all())
+        sequential = torch.cumsum(x.float(), 0)[-1]  # one rounding per step, in order
+        assert float(sequential) == float(reduction.reference(red(1_000_000, dtype), {"x": x}))
+        assert x.std() > 0.3  # random, not zeros
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "fp16", "int32"])
+def test_torch_sum_passes_on_the_cpu(registry, reduction, dtype):
+    impl = registry.implementations("reduction")["torch-sum"]
+    for n in (0, 1, 31, 4099):
+        verdict = check(reduction, impl, red(n, dtype), "cpu", seed=1, trials=2)
+        assert verdict.ok, (n, verdict.reason)
+
+
+def test_reduction_catches_a_dropped_element_and_an_fp16_accumulator(reduction):
+    import torch
+
+    def dropped(case, inputs, out):
+        return lambda: out.copy_(inputs["x"][1:].to(out.dtype).sum())
+
+    def fp16_accumulator(case, inputs, out):
+        return lambda: out.copy_(torch.cumsum(inputs["x"].half(), 0)[-1].float())
+
+    for make in (dropped, fp16_accumulator):
+        verdict = check(reduction, fake("reduction", make.__name__, make), red(20_000, "fp16"), "cpu", seed=0, trials=3)
+        assert not verdict.ok and "outside atol" in verdict.reason, make.__name__
+
+
+def test_reduction_output_types_and_cost(reduction):
+    x = reduction.make_inputs(red(10, "fp16"), seed=0, device="cpu")
+    assert str(reduction.make_output(red(10, "fp16"), x).dtype) == "torch.float32"
+    x = reduction.make_inputs(red(10, "int32"), seed=0, device="cpu")
+    assert str(reduction.make_output(red(10, "int32"), x).dtype) == "torch.int32"
+    assert reduction.min_bytes(red(1 << 28, "fp32")) == 4 * 2**28 + 4
+    assert reduction.tolerance(red(5, "int32")) == (0.0, 0.0)
+
+
+def test_warp_shuffle_launch_geometry(registry):
+    import sys
+
+    module = sys.modules[registry.implementations("reduction")["warp-shuffle"].make.__module__]
+    big = module.plan(1 << 28, "fp32", sm_count=132, blocks_per_sm=8, aligned=True)
+    assert big["grid"] == (132 * 8,) and big["name"] == "reduce_sum<float, float, true, 4>"
+    small = module.plan(1000, "fp16", sm_count=132, blocks_per_sm=8, aligned=True)
+    assert small["grid"] == (1,)  # 8 halves a load: 125 loads fill one block
+    assert module.plan(0, "int32", 132, 8, aligned=False)["name"] == "reduce_sum<int, int, false, 4>"
+    with pytest.raises(Unsupported, match="bf16"):
+        module.plan(10, "bf16", 132, 8, True)
+
+
+@pytest.mark.parametrize("exclusive", [False, True])
+@pytest.mark.parametrize("dtype", ["int32", "int64", "fp32"])
+def test_torch_cumsum_passes_on_the_cpu(registry, scan, dtype, exclusive):
+    impl = registry.implementations("scan")["torch-cumsum"]
+    for n in (0, 1, 2, 31, 4099):
+        verdict = check(scan, impl, scan_case(n, dtype, exclusive), "cpu", seed=1, trials=2)
+        assert verdict.ok, (n, verdict.reason)
+
+
+def test_scan_reference_and_tolerance(scan):
+    import torch
+
+    x = torch.tensor([3, -1, 4], dtype=torch.int32)
+    assert scan.reference(scan_case(3), {"x": x}).tolist() == [3, 2, 6]
+    assert scan.reference(scan_case(3, exclusive=True), {"x": x}).tolist() == [0, 3, 2]
+    assert scan.tolerance(scan_case(10**6, "int64")) == (0.0, 0.0)
+    small, big = scan.tolerance(scan_case(100, "fp32")), scan.tolerance(scan_case(1 << 28, "fp32"))
+    assert small[0] < big[0] <= 1 / 256  # grows with n, below a quarter of the input step
+
+
+def test_scan_catches_an_off_by_one_and_an_inclusive_answer_to_exclusive(scan):
+    import torch
+
+    def shifted(case, inputs, out):  # each prefix one element short: exclusive where inclusive is asked
+        def run():
+            out.zero_()
+            out[1:] = torch.cumsum(inputs["x"], 0)[:-1]
+        return run
+
+    verdict = check(scan, fake("scan", "shifted", shifted), scan_case(5000), "cpu", seed=0, trials=2)
+    assert not verdict.ok and "outside atol" in verdict.reason
+    inclusive = lambda case, inputs, out: (lambda: torch.cumsum(inputs["x"], 0, out=out))  # noqa: E731
+    verdict = check(scan, fake("scan", "inclusive", inclusive), scan_case(5000, exclusive=True), "cpu", 0, 2)
+    assert not verdict.ok
+
+
+def test_blelloch_launch_geometry(registry):
+    import sys
+
+    module = sys.modules[registry.implementations("scan")["blelloch"].make.__module__]
+    p = module.plan(1 << 28, "int32", exclusive=False, aligned=True)
+    assert p["tile"] == 4096 and p["grid"] == (65536,) and p["status_words"] == 65537
+    p = module.plan(4097, "int64", exclusive=True, aligned=False)
+    assert p["tile"] == 2048 and p["grid"] == (3,) and p["name"] == "scan_blelloch<long long, 8, true, false>"
+    assert module.plan(0, "fp32", False, True)["grid"] == (0,)
+    with pytest.raises(Unsupported, match="fp16"):
+        module.plan(10, "fp16", False, True)
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (["reduction", "--n", "-1"], "--n must be 0 or more"),
+    (["reduction", "--dtype", "bf16"], "--dtype: unknown value 'bf16'"),
+    (["scan", "--n", str(1 << 31)], "--n must be below 2^31"),
+    (["scan", "--dtype", "fp16"], "--dtype: unknown value 'fp16'"),
+])
+def test_bad_input_is_one_line_and_exit_2(cli, args, fragment, tmp_path):
+    result = cli("run", *args, "--out", tmp_path / "x.jsonl")
+    assert result.exit_code == 2
+    assert fragment in result.output
