@@ -7,20 +7,20 @@ set -u
 OUT=${OUT:-/tmp/kbench-device}
 mkdir -p "$OUT"
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 COLUMNS=160 KBENCH_GIT_COMMIT=${KBENCH_GIT_COMMIT:-unknown}
-STEPS=${STEPS:-check sanitize bench}
+STEPS=${STEPS:-check bench sanitize}  # in this order: the sanitizer last
 if [[ $STEPS == *check* ]]; then
   echo "== correctness"
   python3 scripts/reduce_scan_check.py 2>&1 | grep -v -i warning | grep -v ": OK" ; echo "[check exit ${PIPESTATUS[0]}]"
-fi
-if [[ $STEPS == *sanitize* ]]; then
-  for tool in memcheck racecheck; do
-    compute-sanitizer --tool $tool --error-exitcode 9 python3 scripts/reduce_scan_check.py small 2>&1 | grep -v ": OK" | tail -6
-    echo "[$tool exit ${PIPESTATUS[0]}]"
-  done
 fi
 if [[ $STEPS == *bench* ]]; then
   echo "== benchmark: 2^28 elements"
   python3 -m kbench run reduction --n 268435456 --dtype fp32,fp16,int32 --out "$OUT/reduction.jsonl" 2>&1 | grep -v -i warning
   python3 -m kbench run scan --n 268435456 --dtype int32,int64,fp32 --out "$OUT/scan.jsonl" 2>&1 | grep -v -i warning
   python3 -m kbench run scan --n 268435456 --dtype int32 --exclusive --out "$OUT/scan.jsonl" 2>&1 | grep -v -i warning
+fi
+if [[ $STEPS == *sanitize* ]]; then
+  for tool in memcheck racecheck; do
+    compute-sanitizer --tool $tool --error-exitcode 9 python3 scripts/reduce_scan_check.py small 2>&1 | grep -v ": OK" | tail -6
+    echo "[$tool exit ${PIPESTATUS[0]}]"
+  done
 fi
