@@ -24,7 +24,10 @@ def package_versions() -> dict:
 
 
 def git_state() -> dict:
-    """The project's commit. A copy without .git (a remote machine) can name it in $KBENCH_GIT_COMMIT."""
+    """The project's commit. $KBENCH_GIT_COMMIT, where set, names it instead: a copy of the
+    working tree on a remote machine may carry no .git, or a stale one (seen on the lent H200)."""
+    if os.environ.get("KBENCH_GIT_COMMIT"):
+        return {"commit": os.environ["KBENCH_GIT_COMMIT"], "dirty": None}
 
     def git(*args) -> str | None:
         done = subprocess.run(["git", "-C", str(PROJECT_ROOT), *args], capture_output=True, text=True, timeout=10)
@@ -35,8 +38,6 @@ def git_state() -> dict:
         dirty = bool(git("status", "--porcelain", "--untracked-files=no")) if commit else None
     except (OSError, subprocess.SubprocessError):
         commit = dirty = None
-    if commit is None and os.environ.get("KBENCH_GIT_COMMIT"):
-        return {"commit": os.environ["KBENCH_GIT_COMMIT"], "dirty": None}
     return {"commit": commit, "dirty": dirty}
 
 

@@ -31,3 +31,13 @@ def test_show_bad_input(cli, tmp_path):
     torn.write_text('{"schema": 1, "suite"\n')
     result = cli("show", torn)
     assert result.exit_code == 2 and "torn.jsonl" in result.output
+
+
+def test_git_commit_from_the_environment_wins(monkeypatch):
+    """A remote copy of the tree may carry a stale .git: the commit the user names is recorded."""
+    from kbench import envinfo
+
+    monkeypatch.setenv("KBENCH_GIT_COMMIT", "abc1234")
+    assert envinfo.git_state() == {"commit": "abc1234", "dirty": None}
+    monkeypatch.delenv("KBENCH_GIT_COMMIT")
+    assert envinfo.git_state()["commit"] != "abc1234"
