@@ -108,6 +108,64 @@ __device__ __forceinline__ void load_stage(unsigned short* sa, unsigned short* s
     }
 }
 
+// The 16-byte cp.async copies of one thread, worked out once: where each chunk lands in a
+// stage (byte offset), where it comes from at k0 = 0, and whether its row of A (column of
+// B) is inside the matrix. Each k-tile then only adds k0 and checks K: the main loop no
+// longer recomputes indices, bounds and 64-bit addresses for every copy.
+template <int BM, int BN, int BK, int THREADS>
+struct AsyncCopies {
+    static constexpr int LDA = BK + 8, LDB = BN + 8;
+    static constexpr int A_CHUNKS = BK / 8, B_CHUNKS = BN / 8;  // 16-byte chunks in a tile row
+    static constexpr int A_COPIES = BM * A_CHUNKS / THREADS, B_COPIES = BK * B_CHUNKS / THREADS;
+    static_assert((BM * A_CHUNKS) % THREADS == 0 && (BK * B_CHUNKS) % THREADS == 0, "the block copies whole tiles");
+
+    const unsigned short* a_src[A_COPIES];
+    const unsigned short* b_src[B_COPIES];
+    unsigned a_dst[A_COPIES], b_dst[B_COPIES];  // byte offsets within a stage
+    int a_k[A_COPIES], b_k[B_COPIES];           // the chunk's k within the tile
+    unsigned a_row_inside = 0, b_col_inside = 0;  // bit i: copy i's row of A (column of B) is inside
+
+    __device__ __forceinline__ AsyncCopies(const unsigned short* A, const unsigned short* B, int M, int N, int K,
+                                           int m0, int n0, int tid) {
+#pragma unroll
+        for (int i = 0; i < A_COPIES; ++i) {
+            const int idx = tid + i * THREADS;
+            const int r = idx / A_CHUNKS, c = (idx % A_CHUNKS) * 8;
+            a_dst[i] = (r * LDA + c) * 2;
+            a_k[i] = c;
+            const bool inside = m0 + r < M;
+            a_row_inside |= unsigned(inside) << i;
+            a_src[i] = inside ? A + static_cast<long long>(m0 + r) * K + c : A;
+        }
+#pragma unroll
+        for (int i = 0; i < B_COPIES; ++i) {
+            const int idx = tid + i * THREADS;
+            const int r = idx / B_CHUNKS, c = (idx % B_CHUNKS) * 8;
+            b_dst[i] = (r * LDB + c) * 2;
+            b_k[i] = r;
+            const bool inside = n0 + c < N;
+            b_col_inside |= unsigned(inside) << i;
+            b_src[i] = inside ? B + static_cast<long long>(r) * N + n0 + c : B;
+        }
+    }
+
+    // Issue the copies of the tiles at k0 into the stage at shared addresses sa, sb.
+    // A chunk is wholly inside or outside K (K % 8 == 0); outside, src-size 0 writes zeros.
+    __device__ __forceinline__ void issue(unsigned sa, unsigned sb, const unsigned short* A,
+                                          const unsigned short* B, int N, int K, int k0) const {
+#pragma unroll
+        for (int i = 0; i < A_COPIES; ++i) {
+            const bool valid = ((a_row_inside >> i) & 1) && k0 + a_k[i] < K;
+            cp_async_16(sa + a_dst[i], valid ? a_src[i] + k0 : A, valid ? 16 : 0);
+        }
+#pragma unroll
+        for (int i = 0; i < B_COPIES; ++i) {
+            const bool valid = ((b_col_inside >> i) & 1) && k0 + b_k[i] < K;
+            cp_async_16(sb + b_dst[i], valid ? b_src[i] + static_cast<long long>(k0) * N : B, valid ? 16 : 0);
+        }
+    }
+};
+
 }  // namespace kbench_wmma_smem
 
 template <int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES, bool BF16, bool ASYNC>
@@ -154,11 +212,19 @@ matmul_wmma_smem(const unsigned short* __restrict__ A, const unsigned short* __r
 
     const int k_tiles = (K + BK - 1) / BK;
 
+    const AsyncCopies<BM, BN, BK, THREADS> copies(A, B, M, N, K, m0, n0, tid);  // used when ASYNC
+    const unsigned sA_addr = smem_addr(sA), sB_addr = smem_addr(sB);
+    auto load_tile = [&](int stage, int k0) {
+        if (ASYNC)
+            copies.issue(sA_addr + stage * A_STAGE * 2, sB_addr + stage * B_STAGE * 2, A, B, N, K, k0);
+        else
+            load_stage<BM, BN, BK, THREADS, false>(sA + stage * A_STAGE, sB + stage * B_STAGE, A, B, M, N, K, m0,
+                                                   n0, k0, tid);
+    };
+
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
-        if (s < k_tiles)
-            load_stage<BM, BN, BK, THREADS, ASYNC>(sA + s * A_STAGE, sB + s * B_STAGE, A, B, M, N, K, m0, n0,
-                                                   s * BK, tid);
+        if (s < k_tiles) load_tile(s, s * BK);
         cp_async_commit();  // one group per tile, empty or not, so the counting below holds
     }
 
@@ -175,11 +241,7 @@ matmul_wmma_smem(const unsigned short* __restrict__ A, const unsigned short* __r
         __syncthreads();
 
         const int next = t + STAGES - 1;  // goes into tile t-1's buffer, which every warp is done with
-        if (next < k_tiles) {
-            const int s = next % STAGES;
-            load_stage<BM, BN, BK, THREADS, ASYNC>(sA + s * A_STAGE, sB + s * B_STAGE, A, B, M, N, K, m0, n0,
-                                                   next * BK, tid);
-        }
+        if (next < k_tiles) load_tile(next % STAGES, next * BK);
         cp_async_commit();
 
         const unsigned short* a_tile = sA + (t % STAGES) * A_STAGE + (wm * WM) * LDA;
