@@ -33,6 +33,14 @@ def dot_precision(dtype: str, tf32: bool = False) -> str:
     return "native"
 
 
+def autotune_cache_option() -> dict:
+    """``cache_results=True`` for triton.autotune where this Triton has it (3.2 and later): the
+    timings go to Triton's cache directory, so a later process does not tune the same key again."""
+    import inspect
+
+    return {"cache_results": True} if "cache_results" in inspect.signature(triton.autotune).parameters else {}
+
+
 if triton is not None:
 
     @triton.jit

@@ -41,6 +41,26 @@ def test_triton_fa2_matches_reference(registry, attention, case):
     assert fn.config["BLOCK_M"] == 64  # the interpreter's tile config
 
 
+@pytest.mark.parametrize("index", range(8))
+@pytest.mark.parametrize("case", [
+    Case({"n": 77, "d": 64, "batch": 1, "heads": 2, "dtype": "fp16", "causal": True}),
+    Case({"n": 77, "d": 64, "batch": 1, "heads": 2, "dtype": "fp16", "causal": False}),
+    Case({"n": 300, "d": 32, "batch": 1, "heads": 1, "dtype": "fp32", "causal": True}),
+    Case({"n": 256, "d": 32, "batch": 1, "heads": 1, "dtype": "bf16", "causal": False}),
+], ids=lambda c: c.key)
+def test_every_config_the_autotuner_can_pick_is_correct(registry, attention, case, index):
+    """Each tile shape in CONFIGS, pinned, through the interpreter: tails of N, the causal
+    diagonal split into BLOCK_M / BLOCK_N masked tiles, and N a multiple of every tile."""
+    import sys
+
+    impl = registry.implementations("attention")["triton-fa2"]
+    configs = sys.modules[impl.make.__module__].CONFIGS
+    assert len(configs) == 8
+    verdict = check(attention, impl, case, "cpu", seed=seed_for(case) + index, trials=1, params={"config": str(index)})
+    assert verdict.ok, verdict.reason
+    assert verdict.last[0].config["BLOCK_M"] == configs[index]["BLOCK_M"]
+
+
 def test_triton_fa2_batch_and_heads_are_independent(registry, attention):
     """Each (batch, head) slice equals the same computation done alone: no mixing across slices."""
     impl = registry.implementations("attention")["triton-fa2"]

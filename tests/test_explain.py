@@ -162,5 +162,7 @@ def test_matmul_kernels_resources(registry, name, dtype):
 
 def test_triton_fa2_geometry(registry):
     impl = registry.implementations("attention")["triton-fa2"]
-    figures = impl.explain(attention_case(n=4096), impl.params)
-    assert figures["grid"] == "32 Q tiles x 1 (batch x heads) = 32 programs"  # BLOCK_M = 128
+    figures = impl.explain(attention_case(n=4096), {"config": "0"})
+    assert figures["grid"] == "32 Q tiles x 1 (batch x heads) = 32 programs"  # CONFIGS[0]: BLOCK_M = 128
+    auto = impl.explain(attention_case(n=4096), impl.params)
+    assert "autotuned on first use among 8 tile shapes" in auto["configuration"]
