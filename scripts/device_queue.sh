@@ -31,6 +31,7 @@ step patterns 60 python3 scripts/patterns_check.py
 step streams 60 python3 scripts/streams_check.py
 step matmul-check 150 env STEPS="smoke sanitize" SMOKE_IMPLS=tiled-smem,tiled-regblock,wmma,wmma-smem \
      bash scripts/device_matmul.sh
+step fa2-tune 200 bash scripts/device_fa2_tune.sh
 step fa2 130 env STEPS="correct bench" SPECS="4096 2 16 128 --no-causal" CORRECT_N=17,255,1000,4096 \
      PARAMS="--param block_m=128" CORRECT_PARAMS="--param block_m=128" bash scripts/device_fa2.sh
 step side-stream 110 env STEPS="seed big" bash scripts/device_check.sh

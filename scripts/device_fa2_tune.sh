@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# triton-fa2 autotuned against SDPA's FLASH and cuDNN backends on the H200 (issue 10), batch x heads
+# filling the GPU (B·H·N = 128k tokens), fp16. Every configuration the autotuner can pick is
+# checked first (--param config=0..7, odd N, causal and not); then the same kbench run twice
+# shows the second process reading the tuning from Triton's cache (tuning_seconds, tuned_here).
+#   OUT=/tmp/kbench-device bash scripts/device_fa2_tune.sh
+set -u
+OUT=${OUT:-/tmp/kbench-device}
+mkdir -p "$OUT"
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 COLUMNS=170 KBENCH_GIT_COMMIT=${KBENCH_GIT_COMMIT:-unknown}
+kb() { python3 -m kbench "$@" 2>&1 | grep -v -i warning; }
+STEPS=${STEPS:-configs bench}
+if [[ $STEPS == *configs* ]]; then
+  for causal in --no-causal --causal; do
+    kb run attention --impl triton-fa2 --baseline triton-fa2 --n 77,1000 --d 64,128 --dtype fp16,bf16 --batch 2 --heads 3 \
+       $causal --param config=0,1,2,3,4,5,6,7 --min-time 0.01 --max-time 0.02 --format csv --out "$OUT/fa2-configs.jsonl" > /dev/null
+  done
+  python3 -c "
+import collections, json
+rows = [json.loads(l) for l in open('$OUT/fa2-configs.jsonl')]
+print('configs:', dict(collections.Counter(r['status'] for r in rows)))
+for r in rows:
+    if r['status'] != 'OK': print('  ', r['label'], r['case_key'], r['status'], r['reason'][:160])"
+fi
+if [[ $STEPS == *bench* ]]; then
+  for spec in ${SPECS:-"4096 2 16 --no-causal" "8192 1 16 --no-causal" "4096 2 16 --causal" "1024 8 16 --no-causal" "16384 1 8 --no-causal"}; do
+    set -- $spec
+    kb run attention --impl sdpa,sdpa-cudnn,triton-fa2 --n $1 --batch $2 --heads $3 --d ${D:-128} $4 --dtype fp16 \
+       --out "$OUT/fa2-tune.jsonl"
+  done
+  python3 -c "
+import json
+for r in (json.loads(l) for l in open('$OUT/fa2-tune.jsonl')):
+    if r['impl'] == 'triton-fa2': print(r['case_key'], r['status'], {k: (r.get('config') or {}).get(k) for k in ('BLOCK_M', 'BLOCK_N', 'num_warps', 'num_stages', 'tuning_seconds', 'tuned_here')})"
+fi
