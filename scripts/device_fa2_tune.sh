@@ -12,7 +12,7 @@ kb() { python3 -m kbench "$@" 2>&1 | grep -v -i warning; }
 STEPS=${STEPS:-configs bench}
 if [[ $STEPS == *configs* ]]; then
   for causal in --no-causal --causal; do
-    kb run attention --impl triton-fa2 --baseline triton-fa2 --n 77,1000 --d 64,128 --dtype fp16,bf16 --batch 2 --heads 3 \
+    kb run attention --impl triton-fa2 --baseline triton-fa2 --n 77,1000 --d 128 --dtype fp16 --batch 2 --heads 3 \
        $causal --param config=0,1,2,3,4,5,6,7 --min-time 0.01 --max-time 0.02 --format csv --out "$OUT/fa2-configs.jsonl" > /dev/null
   done
   python3 -c "
