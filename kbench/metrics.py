@@ -26,7 +26,11 @@ def derive(median_ms: float, flops: float, min_bytes: float, dtype: str, peaks: 
         "bound": None,
     }
     peak = _compute_peak(dtype, peaks, compute_tflops)
-    if peaks is not None and peak is not None and min_bytes:
+    if peaks is not None and min_bytes and not flops:
+        # No arithmetic at all (a copy, a transpose): the share of the HBM bandwidth.
+        out["pct_of_peak"] = 100.0 * (min_bytes / seconds) / (peaks.hbm_tbs * 1e12)
+        out["bound"] = "memory"
+    elif peaks is not None and peak is not None and min_bytes:
         # % of the roof at this arithmetic intensity: min(compute peak, intensity x bandwidth).
         compute = peak * 1e12
         memory = out["intensity"] * peaks.hbm_tbs * 1e12

@@ -2,6 +2,8 @@
 
 The baseline runs first so every later record can carry its speedup the moment
 it is written. Records go to the results file one by one as they are measured.
+The baseline is the request's (`--baseline`) or, where it gives none, the suite's
+for each case (Suite.baseline_for: the patterns suite has one per lesson).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ class RunRequest:
     suite: str
     variants: list[Variant]  # implementations with their parameters fixed
     cases: list[Case]
-    baseline: str
+    baseline: str | None  # None: the suite's, case by case (Suite.baseline_for)
     seed: int = 0
     trials: int = 3
     stop: dict = field(default_factory=dict)  # StopRule overrides
@@ -49,12 +51,18 @@ def host_has_gpu() -> bool:
         return False
 
 
-def _by_implementation(variants: list[Variant], baseline: str) -> list[list[Variant]]:
-    """Variants grouped per implementation (they share a worker), the baseline's group first."""
+def baselines(suite, request: RunRequest) -> dict[str, str]:
+    """Case key -> the implementation its speedups are relative to."""
+    return {case.key: request.baseline or suite.baseline_for(case) for case in request.cases}
+
+
+def _by_implementation(variants: list[Variant], baseline: str | set[str]) -> list[list[Variant]]:
+    """Variants grouped per implementation (they share a worker), the baselines' groups first."""
+    chosen = {baseline} if isinstance(baseline, str) else set(baseline)
     groups: dict[str, list[Variant]] = {}
     for variant in variants:
         groups.setdefault(variant.impl.name, []).append(variant)
-    return sorted(groups.values(), key=lambda group: group[0].impl.name != baseline)
+    return sorted(groups.values(), key=lambda group: group[0].impl.name not in chosen)
 
 
 def run(
@@ -74,12 +82,14 @@ def run(
         static_device = request.device
     done = done or {}
     host_env = None
+    baseline_of = baselines(suite, request)
     baseline_ms: dict[str, float] = {}
     for record in done.values():  # a resumed run's speedups are relative to the baseline it recorded
-        if record.get("impl") == request.baseline and record.get("status") == "OK" and record.get("timing"):
+        if (record.get("impl") == baseline_of.get(record.get("case_key")) and record.get("status") == "OK"
+                and record.get("timing")):
             baseline_ms.setdefault(record["case_key"], record["timing"]["stats"]["median"])
     records = []
-    for group in _by_implementation(request.variants, request.baseline):
+    for group in _by_implementation(request.variants, set(baseline_of.values())):
         jobs = _ImplJobs(group[0].impl, request, static_device)
         try:
             for variant in group:
@@ -91,7 +101,8 @@ def run(
                     if env is None:  # nothing ran: describe the host without starting CUDA
                         host_env = host_env or envinfo.collect("cpu")
                         env = host_env
-                    record = _record(suite, variant, case, request, result, env, baseline_ms)
+                    record = _record(suite, variant, case, request, result, env, baseline_ms,
+                                     baseline_of[case.key])
                     out.append(record)
                     records.append(record)
                     on_record(record)
@@ -146,8 +157,9 @@ class _ImplJobs:
             self.worker = None
 
 
-def _record(suite, variant: Variant, case, request, result, env, baseline_ms) -> dict:
+def _record(suite, variant: Variant, case, request, result, env, baseline_ms, baseline: str | None = None) -> dict:
     impl = variant.impl
+    baseline = baseline or request.baseline or suite.baseline_for(case)
     record = {
         "schema": results.SCHEMA,
         "created_at": results.now(),
@@ -160,11 +172,11 @@ def _record(suite, variant: Variant, case, request, result, env, baseline_ms) ->
         "case_key": case.key,
         "status": result.get("status"),
         "reason": result.get("reason", ""),
-        "baseline": request.baseline,
+        "baseline": baseline,
         "flops": suite.flops(case),
         "min_bytes": suite.min_bytes(case),
     }
-    for key in ("correctness", "timing", "config", "log"):
+    for key in ("correctness", "timing", "config", "figures", "log"):
         if key in result:
             record[key] = result[key]
     timing = result.get("timing")
@@ -188,7 +200,7 @@ def _record(suite, variant: Variant, case, request, result, env, baseline_ms) ->
         if why:
             record.update(status="FAIL", reason=why)
         else:
-            if impl.name == request.baseline:
+            if impl.name == baseline:
                 baseline_ms.setdefault(case.key, median)
             record["speedup"] = metrics.speedup(baseline_ms.get(case.key), median)
     record["env"] = env

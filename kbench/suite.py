@@ -7,14 +7,52 @@ inside their methods, which run only in worker processes.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
 from kbench.errors import UserError
 
+_SIZE = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*([a-z]*)")
+SIZE_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+              "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
+
+class ByteSize(int):
+    """An axis type: a number of bytes, written 1000, 64KiB, 256MiB, 1GiB or 1.5GB (KB, MB, GB, TB
+    are powers of 1000; KiB, MiB, GiB, TiB of 1024; units in any case). Parsed values are plain ints."""
+
+
+def parse_size(text: str, option: str) -> int:
+    """A byte count from ``text`` (see ByteSize); UserError naming ``option`` when it is not one."""
+    match = _SIZE.fullmatch(text.strip().lower())
+    unit = SIZE_UNITS.get(match.group(2)) if match else None
+    if unit is None:
+        raise UserError(f"{option}: {text!r} is not a size (bytes, or a number and a unit: "
+                        "1000, 64KiB, 256MiB, 1GiB, 1.5GB)")
+    number = match.group(1)
+    whole, _, fraction = number.partition(".")
+    # Exact arithmetic: 1.5GiB is 1610612736 bytes, not a float's approximation of it.
+    numerator = int(whole or "0") * 10 ** len(fraction) + int(fraction or "0")
+    value, rest = divmod(numerator * unit, 10 ** len(fraction))
+    if rest:
+        raise UserError(f"{option}: {text!r} is not a whole number of bytes")
+    return value
+
+
+def format_size(value: int) -> str:
+    """The shortest exact spelling parse_size reads back: 268435456 -> 256MiB, 1000 -> 1000."""
+    for name in ("TiB", "GiB", "MiB", "KiB"):
+        unit = SIZE_UNITS[name.lower()]
+        if value and value % unit == 0:
+            return f"{value // unit}{name}"
+    return str(value)
+
 
 def parse_value(kind: type, text: str, option: str) -> Any:
-    """One command-line value as ``kind`` (bool, int, float or str); UserError names ``option``."""
+    """One command-line value as ``kind`` (bool, int, float, str or ByteSize); UserError names ``option``."""
+    if kind is ByteSize:
+        return parse_size(text, option)
     if kind is bool:
         lowered = text.lower()
         if lowered in ("1", "true", "yes", "on"):
@@ -41,7 +79,7 @@ class Axis:
     that takes one value or a comma-separated sweep (``--n 256,1024,4096``)."""
 
     name: str
-    type: type  # int, float, str or bool
+    type: type  # int, float, str, bool or ByteSize
     default: tuple
     help: str
     choices: tuple | None = None
@@ -59,6 +97,10 @@ class Axis:
                 raise UserError(f"{self.option}: empty value in {text!r}")
             values.append(self._convert(part))
         return values
+
+    def format(self, value: Any) -> str:
+        """A value as the command line writes it (a ByteSize axis: 256MiB rather than 268435456)."""
+        return format_size(value) if self.type is ByteSize and isinstance(value, int) else str(value)
 
     def _convert(self, part: str) -> Any:
         value = parse_value(self.type, part, self.option)
@@ -118,6 +160,17 @@ class Suite:
 
     def tolerance(self, case: Case) -> tuple[float, float]:
         return self.tolerances[self.dtype(case)]
+
+    def baseline_for(self, case: Case) -> str:
+        """The implementation this case's speedups are relative to when `--baseline` is not given.
+        One for the whole suite by default; a suite whose cases are different problems (the
+        patterns suite's lessons) names one per case."""
+        return self.baseline
+
+    @property
+    def baseline_per_case(self) -> bool:
+        """Does this suite pick its baseline case by case (overrides baseline_for)?"""
+        return type(self).baseline_for is not Suite.baseline_for
 
     # --- data ------------------------------------------------------------
     def make_inputs(self, case: Case, seed: int, device: str) -> dict:

@@ -73,13 +73,20 @@ def explain_suite(suite: Suite, cases, *, impl, param) -> None:
     chosen = variants(impls, parse_param_args(param or []))
     for case in cases:
         stdout.print(_figures_table(f"{suite.name}: {case.key}", suite.explain(case)))
+        elsewhere = []  # an explain hook with nothing to say for this case (another lesson's kernel)
         for variant in chosen:
             if variant.impl.explain is None:
                 continue
-            stdout.print(_figures_table(f"{variant.label}", variant.impl.explain(case, variant.params)))
+            figures = variant.impl.explain(case, variant.params)
+            if not figures:
+                elsewhere.append(variant.label)
+                continue
+            stdout.print(_figures_table(f"{variant.label}", figures))
         silent = [v.label for v in chosen if v.impl.explain is None]
         if silent:
             stdout.print(f"[dim]no launch walkthrough for: {', '.join(silent)}[/]")
+        if elsewhere:
+            stdout.print(f"[dim]not for this case: {', '.join(elsewhere)}[/]")
 
 
 def mma_command(

@@ -65,7 +65,7 @@ def _common_options(suite: Suite) -> list[inspect.Parameter]:
         option("impl", Optional[str], None, "--impl", help="Implementations to run, comma-separated (default: all)."),
         option("param", Optional[List[str]], None, "--param",
                help="An implementation parameter, NAME=VALUE or a sweep NAME=V1,V2 (repeatable; see kbench list)."),
-        option("baseline", str, suite.baseline, "--baseline", help="Implementation that speedups are relative to."),
+        _baseline_option(suite, option),
         option("seed", int, 0, "--seed", help="Seed of the first correctness trial's random inputs."),
         option("trials", int, suite.trials, "--trials", help="Correctness trials, each on fresh random inputs."),
         option("out", Optional[Path], None, "--out",
@@ -92,6 +92,13 @@ def _common_options(suite: Suite) -> list[inspect.Parameter]:
     ]
 
 
+def _baseline_option(suite: Suite, option) -> inspect.Parameter:
+    if suite.baseline_per_case:  # no one default: the suite names each case's (Suite.baseline_for)
+        return option("baseline", Optional[str], None, "--baseline",
+                      help="Implementation that speedups are relative to (default: the suite's, case by case).")
+    return option("baseline", str, suite.baseline, "--baseline", help="Implementation that speedups are relative to.")
+
+
 def _axis_options(suite: Suite) -> list[inspect.Parameter]:
     params = []
     for axis in suite.axes:
@@ -100,7 +107,7 @@ def _axis_options(suite: Suite) -> list[inspect.Parameter]:
             annotation = bool
         else:
             choices = f" ({'|'.join(map(str, axis.choices))})" if axis.choices else ""
-            default = typer.Option(",".join(map(str, axis.default)), axis.option,
+            default = typer.Option(",".join(map(axis.format, axis.default)), axis.option,
                                    help=f"{axis.help}{choices}; a comma list sweeps")
             annotation = str
         params.append(inspect.Parameter(axis.name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
@@ -160,14 +167,18 @@ def execute(suite: Suite, cases: list[Case], *, impl, param, baseline, seed, tri
         stderr.print(f"[yellow]warning:[/] could not load {path}: {error}", highlight=False)
     impls = registry.select(suite.name, split_list(impl) or None)
     known = registry.implementations(suite.name)
-    if baseline not in known:
+    if baseline is not None and baseline not in known:
         raise UserError(f"--baseline: unknown implementation {baseline!r}{_did_you_mean(baseline, known)}")
-    added_baseline = baseline not in {i.name for i in impls}
-    if added_baseline:
-        impls = [known[baseline], *impls]
+    needed = [baseline] if baseline is not None else list(dict.fromkeys(suite.baseline_for(c) for c in cases))
+    for name in needed:
+        if name not in known:  # the suite's own choice: a suite or kernel file is missing
+            raise UserError(f"suite {suite.name!r} measures speedups against {name!r}, which is not loaded "
+                            f"(give --baseline NAME)")
+    added = [name for name in needed if name not in {i.name for i in impls}]
+    impls = [*(known[name] for name in added), *impls]
     chosen = variants(impls, parse_param_args(param or []))
-    if added_baseline:
-        stderr.print(f"(baseline {baseline} added so speedups can be computed)")
+    for name in added:
+        stderr.print(f"(baseline {name} added so speedups can be computed)")
 
     path = Path(out) if out else results.default_path(suite.name)
     wanted = [(suite.name, variant.label, case.key) for variant in chosen for case in cases]

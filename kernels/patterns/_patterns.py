@@ -1,0 +1,188 @@
+"""Shared set-up of the patterns kernels: which lesson a kernel belongs to, launch geometry, what the
+lesson predicts (shown beside the measured ratio), and `kbench explain`'s figures.
+
+A private helper (the loader skips `_` files); kernel files load it with
+``kbench.loader.load_helper``. Everything here but :func:`compiled_with_symbol` is plain Python,
+tested on the CPU; compiling and launching come from ``kernels/_cupy_common.py``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from kbench.loader import load_helper
+from kbench.registry import Unsupported
+
+_cupy = load_helper(Path(__file__).parent.parent / "_cupy_common.py")
+compiled, launcher = _cupy.compiled, _cupy.launcher
+kernel_config, pointer_args = _cupy.kernel_config, _cupy.pointer_args
+
+THREADS = 256  # the 1-D lessons' block (a multiple of 64: divergence-warp pairs warps)
+TILE, ROWS = 32, 8  # the 2-D lessons: a 32 x 32 tile per block of 32 x 8 threads, 4 rows a thread
+MAX_GRID_X = 2**31 - 1
+MAX_GRID_YZ = 65535
+SECTOR = 32  # bytes: the unit a warp's global access is served in
+BANKS = 32  # shared-memory banks of 4 bytes
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def elements(case) -> int:
+    return case.n * case.n
+
+
+# --- which lesson ------------------------------------------------------------------------
+
+def lesson_only(lesson: str):
+    """A `supports` check: other lessons' cases are SKIPs, decided before any worker starts."""
+
+    def supports(case) -> str | None:
+        if case.lesson != lesson:
+            return f"{lesson} lesson only (this case is --lesson {case.lesson})"
+        return None
+
+    return supports
+
+
+def require(case, lesson: str) -> None:
+    """In the factory too: a call for another lesson's case raises Unsupported (a SKIP with the reason)."""
+    reason = lesson_only(lesson)(case)
+    if reason:
+        raise Unsupported(reason)
+    if case.dtype != "fp32":
+        raise Unsupported(f"{case.dtype}: the patterns kernels are fp32 only")
+
+
+# --- what the lesson predicts -------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Prediction:
+    """What a lesson says about one variant: median(versus) / median(this) in [low, high]
+    (None: unbounded); a baseline has no versus, only its why."""
+
+    why: str
+    versus: str | None = None
+    low: float | None = None
+    high: float | None = None
+
+    @property
+    def text(self) -> str:
+        if self.versus is None:
+            return f"baseline: {self.why}"
+        if self.high is None:
+            span = f">= {self.low:g}x"
+        elif self.low is None:
+            span = f"<= {self.high:g}x"
+        else:
+            span = f"{self.low:g}-{self.high:g}x"
+        return f"{span} vs {self.versus}: {self.why}"
+
+    def config(self) -> dict:
+        """run.config's entries, which `kbench run`'s table shows beside the measured ratio."""
+        entries = {"lesson_predicts": self.text}
+        if self.versus is not None:
+            entries["lesson_check"] = {"versus": self.versus, "low": self.low, "high": self.high}
+        return entries
+
+
+def describe(what: str, prediction: Prediction) -> str:
+    """An implementation's description for `kbench list`: what it is and what the lesson predicts."""
+    return f"{what}. Lesson predicts: {prediction.text}"
+
+
+# --- launch geometry ----------------------------------------------------------------------
+
+def tile_plan(name: str, n: int) -> dict:
+    """The 2-D lessons: a block of 32 x 8 threads per 32 x 32 tile of the n x n matrix."""
+    grid = (ceil_div(n, TILE), ceil_div(n, TILE))
+    if grid[1] > MAX_GRID_YZ:
+        raise Unsupported(f"grid {grid} exceeds CUDA's limit of 65535 blocks in y")
+    return {"name": name, "grid": grid, "block": (TILE, ROWS), "covers": (grid[0] * TILE, grid[1] * TILE)}
+
+
+def linear_plan(name: str, count: int) -> dict:
+    """The 1-D lessons: one element per thread, blocks of 256."""
+    grid = (ceil_div(count, THREADS),)
+    if grid[0] > MAX_GRID_X:
+        raise Unsupported(f"{count:,} elements need {grid[0]:,} blocks (CUDA allows 2^31 - 1)")
+    return {"name": name, "grid": grid, "block": (THREADS,), "covers": grid[0] * THREADS}
+
+
+def configure(run, kernel, plan: dict, lesson: str, prediction: Prediction, **extra):
+    run.config = {"lesson": lesson, **prediction.config(), **extra,
+                  **kernel_config(kernel, plan["grid"], plan["block"])}
+    return run
+
+
+# --- the lessons' arithmetic, for `kbench explain` (and tested on the CPU) ----------------------
+
+def sectors(byte_addresses) -> int:
+    """Distinct 32-byte sectors one warp access touches."""
+    return len({a // SECTOR for a in byte_addresses})
+
+
+def bank_conflict_ways(word_addresses) -> int:
+    """Most distinct 4-byte words one shared-memory bank must serve for one warp access (1: no conflict;
+    lanes reading the same word are a broadcast, not a conflict)."""
+    per_bank: dict[int, set] = {}
+    for word in word_addresses:
+        per_bank.setdefault(word % BANKS, set()).add(word)
+    return max(len(words) for words in per_bank.values())
+
+
+@lru_cache(maxsize=None)
+def compiled_with_symbol(source: str, name: str, symbol: str):
+    """(kernel, device address of the module's global ``symbol``): a __constant__ array lives in the
+    module that launches the kernel, so both come from one cupy.RawModule."""
+    import cupy
+
+    module = cupy.RawModule(code=_cupy.source_text(Path(source)), options=("-std=c++17",), name_expressions=(name,))
+    return module.get_function(name), module.get_global(symbol).ptr
+
+
+def explain_launch(case, lesson: str, plan: dict, source: Path, prediction: Prediction, mechanism: dict) -> dict:
+    """`kbench explain patterns`: launch, the lesson's mechanism, ptxas resources and occupancy on an H200.
+    Another lesson's case: {} (kbench explain lists the kernel as not for this case)."""
+    if case.lesson != lesson:
+        return {}
+    from kbench.devices import by_key
+    from kbench.kernel_resources import from_nvcc
+    from kbench.occupancy import blocks_per_sm
+
+    blocks = 1
+    for v in plan["grid"]:
+        blocks *= v
+    threads = 1
+    for v in plan["block"]:
+        threads *= v
+    figures = {
+        "kernel": plan["name"],
+        "grid": f"{tuple(plan['grid'])} = {blocks:,} blocks of {threads} threads ({threads // 32} warps)",
+        "lesson predicts": prediction.text,
+        **mechanism,
+    }
+    try:
+        res = from_nvcc(source, plan["name"])
+    except RuntimeError as exc:
+        figures["registers"] = f"could not compile: {exc}"
+        return figures
+    if res is None:
+        figures["registers"] = "unknown here (no nvcc): run on the GPU, where each record's config has them"
+        return figures
+    fit = blocks_per_sm(threads, res["registers"], res["static_smem_bytes"], (9, 0))
+    h200 = by_key("h200")
+    resident = fit["blocks_per_sm"] * h200.sms
+    figures.update({
+        "registers per thread": f"{res['registers']} ({res['source']})",
+        "spills per thread": f"{res['spill_stores']} bytes stored, {res['spill_loads']} loaded",
+        "shared memory per block": f"{res['static_smem_bytes']:,} bytes",
+        "blocks per SM (sm_90)": f"{fit['blocks_per_sm']}, limited by {' and '.join(fit['limited_by'])}: "
+                                 f"occupancy {fit['occupancy']:.1%}",
+        "waves on an H200": f"{blocks / resident:.2f} ({resident} blocks at once on {h200.sms} SMs)"
+                            if resident else "does not fit on an SM",
+    })
+    return figures

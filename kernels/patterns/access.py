@@ -1,0 +1,70 @@
+"""The access lesson: the same n x n copy with each warp along a row (coalesced) or down a column (strided).
+
+The CUDA source is ``access.cu`` beside this file. ``kbench run patterns --lesson access``.
+"""
+
+from pathlib import Path
+
+from kbench.loader import load_helper
+from kbench.registry import implementation
+
+SOURCE = Path(__file__).with_suffix(".cu")
+LESSON = "access"
+
+_p = load_helper(Path(__file__).parent / "_patterns.py")
+
+KERNELS = {"access-strided": "copy_access<true>", "access-coalesced": "copy_access<false>"}
+PREDICTS = {
+    "access-strided": _p.Prediction("a warp's lanes are a row apart: 32 sectors for 128 useful bytes"),
+    "access-coalesced": _p.Prediction("4 sectors a warp access instead of 32 (up to 8x)",
+                                      versus="access-strided", low=4.0),
+}
+WHAT = {
+    "access-strided": "n x n copy, the lanes of a warp down a column (stride n)",
+    "access-coalesced": "n x n copy, the lanes of a warp along a row (consecutive addresses)",
+}
+
+
+def plan(case, variant: str) -> dict:
+    """The launch for one case (raises Unsupported for another lesson): kernel name, grid, block."""
+    _p.require(case, LESSON)
+    return _p.tile_plan(KERNELS[variant], case.n)
+
+
+def warp_sectors(variant: str, n: int) -> int:
+    """32-byte sectors one warp's load touches (the first warp of the first block)."""
+    lanes = range(min(32, n))
+    if variant == "access-strided":
+        return _p.sectors(4 * lane * n for lane in lanes)
+    return _p.sectors(4 * lane for lane in lanes)
+
+
+def _explainer(variant: str):
+    def explain(case, params) -> dict:
+        if case.lesson != LESSON:
+            return {}
+        s = warp_sectors(variant, case.n)
+        mechanism = {"a warp's load and store": f"{s} sectors of 32 bytes for {4 * min(32, case.n)} useful bytes "
+                                                f"({32 * s / (4 * min(32, case.n)):.0f}x the bytes moved)"}
+        return _p.explain_launch(case, LESSON, plan(case, variant), SOURCE, PREDICTS[variant], mechanism)
+
+    return explain
+
+
+def _factory(variant: str):
+    def make(case, inputs, out):
+        import numpy as np
+
+        p = plan(case, variant)
+        kernel = _p.compiled(str(SOURCE), p["name"])
+        args = (*_p.pointer_args(inputs["a"], out), np.int32(case.n))
+        run = _p.launcher(kernel, p["grid"], p["block"], args)
+        return _p.configure(run, kernel, p, LESSON, PREDICTS[variant], tile=_p.TILE)
+
+    return make
+
+
+for _name in KERNELS:
+    implementation("patterns", _name, backend="cupy", cuda=True, modules=("torch", "cupy"), dtypes=("fp32",),
+                   unit="memory", supports=_p.lesson_only(LESSON), explain=_explainer(_name),
+                   description=_p.describe(WHAT[_name], PREDICTS[_name]))(_factory(_name))

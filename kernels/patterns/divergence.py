@@ -1,0 +1,76 @@
+"""The divergence lesson: a branch on lane parity (every warp runs both paths) against the same work
+branched on warp parity (each warp runs one path).
+
+The CUDA source is ``divergence.cu`` beside this file. ``kbench run patterns --lesson divergence``.
+"""
+
+from pathlib import Path
+
+from kbench.loader import load_helper
+from kbench.registry import implementation
+
+SOURCE = Path(__file__).with_suffix(".cu")
+LESSON = "divergence"
+ROUNDS = 128  # steps of each path: suites/patterns.py's DIVERGENCE_ROUNDS (its reference takes as many)
+
+_p = load_helper(Path(__file__).parent / "_patterns.py")
+
+KERNELS = {"divergence-lane": "divergence<false>", "divergence-warp": "divergence<true>"}
+PREDICTS = {
+    "divergence-lane": _p.Prediction("a branch on lane parity: every warp runs both paths, half its lanes idle"),
+    "divergence-warp": _p.Prediction("each warp runs one path, not both (the seed: up to 2x)", versus="divergence-lane",
+                                     low=1.5, high=2.5),
+}
+WHAT = {
+    "divergence-lane": "two 128-step paths chosen by the element's (the lane's) parity",
+    "divergence-warp": "the same two paths, even elements in one warp and odd in the next, chosen by warp parity",
+}
+
+
+def element(variant: str, thread: int) -> int:
+    """The element a (global) thread index takes."""
+    if variant == "divergence-lane":
+        return thread
+    return (thread & ~63) + 2 * (thread & 31) + ((thread >> 5) & 1)
+
+
+def paths_per_warp(variant: str, warp: int = 0) -> int:
+    """How many of the two paths warp ``warp``'s 32 lanes take (2: it diverges)."""
+    return len({element(variant, 32 * warp + lane) % 2 for lane in range(32)})
+
+
+def plan(case, variant: str) -> dict:
+    """The launch for one case (raises Unsupported for another lesson): kernel name, grid, block."""
+    _p.require(case, LESSON)
+    return _p.linear_plan(KERNELS[variant], _p.elements(case))  # 256 threads: a multiple of 64, as it must be
+
+
+def _explainer(variant: str):
+    def explain(case, params) -> dict:
+        if case.lesson != LESSON:
+            return {}
+        mechanism = {"paths a warp runs": f"{paths_per_warp(variant)} of 2, {ROUNDS} steps each",
+                     "memory": "each warp reads every other element of 64 (the other warp of the pair the rest)"
+                               if variant == "divergence-warp" else "each warp reads 32 consecutive elements"}
+        return _p.explain_launch(case, LESSON, plan(case, variant), SOURCE, PREDICTS[variant], mechanism)
+
+    return explain
+
+
+def _factory(variant: str):
+    def make(case, inputs, out):
+        import numpy as np
+
+        p = plan(case, variant)
+        kernel = _p.compiled(str(SOURCE), p["name"])
+        args = (*_p.pointer_args(inputs["x"], out), np.int64(_p.elements(case)), np.int32(ROUNDS))
+        run = _p.launcher(kernel, p["grid"], p["block"], args)
+        return _p.configure(run, kernel, p, LESSON, PREDICTS[variant], rounds=ROUNDS)
+
+    return make
+
+
+for _name in KERNELS:
+    implementation("patterns", _name, backend="cupy", cuda=True, modules=("torch", "cupy"), dtypes=("fp32",),
+                   unit="cuda-core", supports=_p.lesson_only(LESSON), explain=_explainer(_name),
+                   description=_p.describe(WHAT[_name], PREDICTS[_name]))(_factory(_name))

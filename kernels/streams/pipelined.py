@@ -1,0 +1,36 @@
+"""streams: the pipelined schedule. The buffer in ``--chunks`` pieces over ``--streams`` CUDA streams
+(chunk i on stream i % streams, as the second seed text's pipelinedProcessing), each chunk copied in
+from pinned host memory, through the relax kernel and back with async copies on its stream, so chunk
+i+1's copy-in overlaps chunk i's kernel and chunk i-1's copy-out.
+
+Unlike the seed's loop (``totalSize / chunkSize`` chunks), a size that the chunk count does not divide
+loses nothing: the chunks differ by at most one element (kbench.pipeline.chunk_ranges).
+
+The timed closure makes its streams wait for the current stream and the current stream wait for
+them, so kbench's start and end events cover all of it. After timing, the worker calls
+``run.figures(timing)`` once: each stage alone, both copies at once, the serial schedule, the ideal
+time, the overlap efficiency, and a timeline picture from per-chunk events (see _streams.py).
+"""
+
+from pathlib import Path
+
+from kbench.loader import load_helper
+from kbench.registry import implementation
+
+_streams = load_helper(Path(__file__).parent / "_streams.py")
+
+
+@implementation(
+    "streams", "pipelined", backend="cupy", cuda=True, modules=("torch", "cupy"), unit="cuda-core",
+    description="--chunks chunks over --streams streams: copy in, kernel, copy out of different chunks overlap",
+)
+def pipelined(case, inputs, out):
+    x, y = _streams.host_buffers(inputs, out)
+    pipe = _streams.Pipeline(case, x, y)
+
+    def run():
+        pipe.run()
+
+    run.config = pipe.config()
+    run.figures = pipe.figures
+    return run
