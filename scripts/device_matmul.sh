@@ -74,8 +74,8 @@ fi
 if [[ $STEPS == *bench* ]]; then
 echo "== benchmark: ${BENCH_SIZES:-4096 8192} cubed, ${MAIN_DTYPES:-fp16,bf16}; fp32 at 4096^3"
 for size in ${BENCH_SIZES:-4096 8192}; do
-  kb run matmul --impl ${MAIN_IMPLS:-cublas,triton,wmma,wmma-smem} --baseline cublas --m $size --n $size --k $size \
-     --dtype ${MAIN_DTYPES:-fp16,bf16} --format csv --out "$OUT/mm-bench.jsonl" > /dev/null
+  [[ ${MAIN_IMPLS:-} == none ]] || kb run matmul --impl ${MAIN_IMPLS:-cublas,triton,wmma,wmma-smem} --baseline cublas \
+     --m $size --n $size --k $size --dtype ${MAIN_DTYPES:-fp16,bf16} --format csv --out "$OUT/mm-bench.jsonl" > /dev/null
   kb run matmul --impl cublas,wmma-smem --baseline cublas --m $size --n $size --k $size --dtype ${MAIN_DTYPES:-fp16,bf16} \
      ${WMMA_SMEM_PARAMS:---param warps=4,8 --param block_n=128,256 --param stages=3,4} \
      --format csv --out "$OUT/mm-bench.jsonl" > /dev/null

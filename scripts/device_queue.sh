@@ -24,18 +24,18 @@ step() {  # step NAME SECONDS COMMAND...
 
 step matmul-smoke 120 env STEPS=smoke bash scripts/device_matmul.sh
 # the matmul suite's second call: the wmma-smem tile sweep and fp32; then the CUDA kernels' sweep and sanitizer
-step matmul-bench 130 env STEPS=bench BENCH_SIZES="4096 8192" MAIN_IMPLS=cublas MAIN_DTYPES=fp16 \
+step matmul-bench 100 env STEPS=bench BENCH_SIZES="4096 8192" MAIN_IMPLS=none MAIN_DTYPES=fp16 \
      WMMA_SMEM_PARAMS="--param warps=4,8 --param block_k=32,64 --param stages=3,4" bash scripts/device_matmul.sh
-step reduce-scan 170 bash scripts/device_reduce_scan.sh
-step patterns 60 python3 scripts/patterns_check.py
+step reduce-scan 130 bash scripts/device_reduce_scan.sh
+step patterns 50 python3 scripts/patterns_check.py
 step streams 60 python3 scripts/streams_check.py
-step matmul-check 150 env STEPS="smoke sanitize" SMOKE_IMPLS=tiled-smem,tiled-regblock,wmma,wmma-smem \
+step matmul-check 90 env STEPS="smoke sanitize" SMOKE_IMPLS=tiled-smem,tiled-regblock,wmma,wmma-smem \
      bash scripts/device_matmul.sh
 step fa2-tune 200 bash scripts/device_fa2_tune.sh
 step fa2 130 env STEPS="correct bench" SPECS="4096 2 16 128 --no-causal" CORRECT_N=17,255,1000,4096 \
      PARAMS="--param block_m=128" CORRECT_PARAMS="--param block_m=128" bash scripts/device_fa2.sh
 step side-stream 110 env STEPS="seed big" bash scripts/device_check.sh
-step corpus 90 python3 -m pytest -q tests/test_corpus_gpu.py
-step calibrate 100 bash -c "python3 -m kbench calibrate && python3 -m kbench roofline --from results/baselines"
+step corpus 50 python3 -m pytest -q tests/test_corpus_gpu.py
+step calibrate 40 bash -c "python3 -m kbench calibrate && python3 -m kbench roofline --from results/baselines"
 step matmul 500 env STEPS="correct sanitize bench" bash scripts/device_matmul.sh
 step profile 500 bash scripts/device_profile.sh
