@@ -6,7 +6,7 @@
 #                KBENCH_GIT_COMMIT=<sha> QUEUE="matmul-smoke fa2" bash scripts/device_queue.sh
 # See docs/performance.md, "Pending on the device", for what each step proves.
 set -u
-OUT=${OUT:-/tmp/kbench-device}
+export OUT=${OUT:-/tmp/kbench-device}
 mkdir -p "$OUT"
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 COLUMNS=160 KBENCH_GIT_COMMIT=${KBENCH_GIT_COMMIT:-unknown}
 QUEUE=${QUEUE:-matmul-bench reduce-scan patterns streams matmul-check corpus calibrate fa2 side-stream profile}
@@ -29,6 +29,8 @@ step matmul-bench 100 env STEPS=bench BENCH_SIZES="4096 8192" MAIN_IMPLS=none MA
 step reduce-scan 130 bash scripts/device_reduce_scan.sh
 step patterns 50 python3 scripts/patterns_check.py
 step streams 60 python3 scripts/streams_check.py
+step allreduce 100 bash -c "python3 -m kbench run allreduce --gpus 2 --bytes 12,1000004,1GiB,4GiB --max-time 1 \
+     --out \$OUT/allreduce.jsonl; python3 -m kbench run p2p --bytes 1GiB --out \$OUT/p2p.jsonl"
 step matmul-check 90 env STEPS="smoke sanitize" SMOKE_IMPLS=tiled-smem,tiled-regblock,wmma,wmma-smem \
      bash scripts/device_matmul.sh
 step fa2-tune 200 bash scripts/device_fa2_tune.sh
