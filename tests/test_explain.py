@@ -139,10 +139,10 @@ def matmul_case(m, n, k, dtype="fp16"):
 def test_matmul_tiling_traffic_and_grid(registry):
     impl = registry.implementations("matmul")["wmma-smem"]
     figures = impl.explain(matmul_case(4096, 4096, 4096), impl.params)
-    assert figures["grid"].startswith("(1024,) = 1,024 blocks of 256 threads")  # 32 x 32 tiles of 128 x 128
+    assert figures["grid"].startswith("(1024,) = 1,024 blocks of 128 threads (4 warps)")  # 32 x 32 tiles of 128 x 128
     # each A row-panel is read once per column of tiles (4096 / 128 = 32 times), B likewise
     assert "A read 32x, B read 32x" in figures["global loads of the tiling"]
-    assert figures["copies"].startswith("16-byte cp.async, 3 stages; warp tile 64 x 32")
+    assert figures["copies"].startswith("16-byte cp.async, 4 stages; warp tile 64 x 64")
     odd = impl.explain(matmul_case(1000, 777, 333), impl.params)
     assert odd["copies"].startswith("element-wise")  # K = 333 is not a multiple of 8
     bad = impl.explain(matmul_case(64, 64, 64), dict(impl.params, warps=3))

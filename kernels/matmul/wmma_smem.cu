@@ -6,7 +6,7 @@
 // One block of WARPS_M x WARPS_N warps owns a BM x BN tile of C; warp (wm, wn)
 // owns the WM x WN sub-tile (WM = BM / WARPS_M, WN = BN / WARPS_N) at
 // (wm·WM, wn·WN), a grid of FM x FN 16x16 fp32 accumulator fragments (the
-// default 128x128 tile and 8 warps: 2 x 4 warps of 64x32, 4 x 2 fragments).
+// default 128x128 tile and 4 warps: 2 x 2 warps of 64x64, 4 x 4 fragments).
 // K is walked BK at a time. The BM x BK tile of A and the BK x BN tile of B live
 // in shared memory in STAGES buffers; each buffer is filled with 16-byte
 // cp.async copies issued STAGES - 1 tiles ahead, so while tile t is multiplied
@@ -312,4 +312,5 @@ KBENCH_WMMA_SMEM(128, 128, 32, 2, 2, 3)
 KBENCH_WMMA_SMEM(128, 256, 32, 2, 4, 3)
 KBENCH_WMMA_SMEM(128, 128, 64, 2, 4, 3)
 KBENCH_WMMA_SMEM(128, 128, 32, 2, 4, 4)
+KBENCH_WMMA_SMEM(128, 128, 32, 2, 2, 4)
 #endif

@@ -105,8 +105,10 @@ def explain(case, params) -> dict:
 @implementation(
     "matmul", "wmma-smem", backend="cupy", cuda=True, modules=("torch", "cupy"), min_cc=(8, 0),
     dtypes=("fp16", "bf16"),
-    params={"block_m": 128, "block_n": 128, "block_k": 32, "warps": 8, "stages": 3, "group_m": 8}, explain=explain,
-    description="block-tiled WMMA (CUDA C++): 128x128x32 tiles, 8 warps of 64x32, 3-stage cp.async pipeline",
+    # 4 warps of 64x64 (2 x 2): 8 ldmatrix.x4 per 32 mma.sync instead of 8 warps of 64x32's 6 per 16.
+    # H200, fp16 (docs/performance.md): 0.48x cuBLAS at 4096^3 and 0.52x at 8192^3; 8 warps 0.42x, 0.43x.
+    params={"block_m": 128, "block_n": 128, "block_k": 32, "warps": 4, "stages": 4, "group_m": 8}, explain=explain,
+    description="block-tiled WMMA (CUDA C++): 128x128x32 tiles, 4 warps of 64x64, 4-stage cp.async pipeline",
 )
 def wmma_smem(case, inputs, out, block_m, block_n, block_k, warps, stages, group_m):
     import numpy as np
