@@ -182,7 +182,8 @@ def timeline_plot(lanes: list[str], bars: list[tuple], path: Path, title: str = 
             ax.text((begin + finish) / 2, lane, label[0], ha="center", va="center", fontsize=6)
     for i, (name, at) in enumerate((lines or {}).items()):
         ax.axvline(at, color="black", ls="--" if i == 0 else ":", lw=1)
-        ax.text(at, len(lanes) - 0.45, f" {name}", fontsize=7, va="bottom")
+        # The first label left of its line, the others right of theirs: close lines stay readable.
+        ax.text(at, len(lanes) - 0.45, f" {name} ", fontsize=7, va="bottom", ha="right" if i == 0 else "left")
     ax.set_yticks(range(len(lanes)))
     ax.set_yticklabels(lanes)
     ax.set_ylim(len(lanes) - 0.4, -0.6)  # the first lane on top
