@@ -41,3 +41,7 @@ step corpus 50 python3 -m pytest -q tests/test_corpus_gpu.py
 step calibrate 40 bash -c "python3 -m kbench calibrate && python3 -m kbench roofline --from results/baselines"
 step matmul 500 env STEPS="correct sanitize bench" bash scripts/device_matmul.sh
 step profile 500 bash scripts/device_profile.sh
+# The device returns only a handful of files a call: one archive of every log and record (PACK=0 keeps them loose).
+if [[ ${PACK:-1} == 1 ]]; then
+  (cd "$OUT" && tar czf /tmp/kbench-out.tgz . && find . -mindepth 1 -delete && mv /tmp/kbench-out.tgz .)
+fi
