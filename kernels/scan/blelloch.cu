@@ -18,6 +18,13 @@
 // read before its value with a __threadfence() between; aggregates and prefixes live in
 // separate arrays so a value read under one flag is never the other kind.
 //
+// STAGED (a full tile, aligned): step 2 loads the tile with coalesced 16-byte loads (a warp reads
+// 512 contiguous bytes an instruction) into shared memory, and each thread then reads its ITEMS
+// consecutive elements from there; step 5 goes back the same way. Shared rows of 32 elements are
+// padded by 16 bytes, so the 8 lanes of a 16-byte shared access (64 bytes apart) hit 8 different
+// groups of 4 banks. Unstaged, each thread loads its 64 bytes itself: a warp's load instruction
+// touches 32 sectors 64 bytes apart, each half used, the other half on its next instruction.
+//
 // status[0] is the tile counter, status[1 + t] tile t's flag; the host zeroes them
 // before every launch (one memset).
 
@@ -27,6 +34,10 @@ constexpr int THREADS = 256;
 constexpr int FLAG_NONE = 0, FLAG_AGGREGATE = 1, FLAG_PREFIX = 2;
 
 __device__ __forceinline__ int padded(int i) { return i + (i >> 5); }  // one slot of padding every 32
+
+// Index of element e of a staged tile: 16 bytes of padding after every 32 elements.
+template <typename T>
+__device__ __forceinline__ int staged_index(int e) { return e + (e >> 5) * static_cast<int>(16 / sizeof(T)); }
 
 template <typename T>
 __device__ __forceinline__ T warp_sum_all(T v) {  // the sum of the warp's values, in every lane
@@ -50,7 +61,7 @@ __device__ __forceinline__ void publish(T* values, int* flags, int tile, T value
 
 }  // namespace kbench_scan
 
-template <typename T, int ITEMS, bool EXCLUSIVE, bool VECTOR>
+template <typename T, int ITEMS, bool EXCLUSIVE, bool VECTOR, bool STAGED = false>
 __global__ void __launch_bounds__(kbench_scan::THREADS)
 scan_blelloch(const T* __restrict__ x, T* __restrict__ y, long long n, int* __restrict__ status,
               T* __restrict__ aggregates, T* __restrict__ prefixes) {
@@ -72,7 +83,24 @@ scan_blelloch(const T* __restrict__ x, T* __restrict__ y, long long n, int* __re
     // 2. This thread's ITEMS consecutive elements, scanned serially.
     const long long first = static_cast<long long>(tile) * TILE + static_cast<long long>(tid) * ITEMS;
     T v[ITEMS];
-    if (VECTOR && first + ITEMS <= n) {
+    constexpr int PER_VECTOR = 16 / sizeof(T);
+    constexpr int STAGE_ELEMENTS = STAGED ? TILE + TILE / 32 * PER_VECTOR : 1;
+    __shared__ __align__(16) T stage[STAGE_ELEMENTS];
+    const long long tile_first = static_cast<long long>(tile) * TILE;
+    const bool staged = STAGED && VECTOR && tile_first + TILE <= n;  // block-uniform
+    if (staged) {
+        const uint4* src = reinterpret_cast<const uint4*>(x + tile_first);
+#pragma unroll
+        for (int i = 0; i < VECTORS; ++i) {
+            const int vec = tid + i * THREADS;  // coalesced: consecutive lanes, consecutive 16 bytes
+            *reinterpret_cast<uint4*>(stage + staged_index<T>(vec * PER_VECTOR)) = __ldg(src + vec);
+        }
+        __syncthreads();
+#pragma unroll
+        for (int i = 0; i < VECTORS; ++i)
+            reinterpret_cast<uint4*>(v)[i] =
+                *reinterpret_cast<const uint4*>(stage + staged_index<T>(tid * ITEMS + i * PER_VECTOR));
+    } else if (VECTOR && first + ITEMS <= n) {
         const uint4* src = reinterpret_cast<const uint4*>(x + first);
 #pragma unroll
         for (int i = 0; i < VECTORS; ++i) reinterpret_cast<uint4*>(v)[i] = __ldg(src + i);
@@ -148,7 +176,19 @@ scan_blelloch(const T* __restrict__ x, T* __restrict__ y, long long n, int* __re
     T w[ITEMS];
 #pragma unroll
     for (int i = 0; i < ITEMS; ++i) w[i] = offset + (EXCLUSIVE ? (i ? v[i - 1] : T(0)) : v[i]);
-    if (VECTOR && first + ITEMS <= n) {
+    if (staged) {  // the sweeps' barriers ordered every read of the stage (step 2) before these writes
+#pragma unroll
+        for (int i = 0; i < VECTORS; ++i)
+            *reinterpret_cast<uint4*>(stage + staged_index<T>(tid * ITEMS + i * PER_VECTOR)) =
+                reinterpret_cast<const uint4*>(w)[i];
+        __syncthreads();
+        uint4* dst = reinterpret_cast<uint4*>(y + tile_first);
+#pragma unroll
+        for (int i = 0; i < VECTORS; ++i) {
+            const int vec = tid + i * THREADS;
+            dst[vec] = *reinterpret_cast<const uint4*>(stage + staged_index<T>(vec * PER_VECTOR));
+        }
+    } else if (VECTOR && first + ITEMS <= n) {
         uint4* dst = reinterpret_cast<uint4*>(y + first);
 #pragma unroll
         for (int i = 0; i < VECTORS; ++i) dst[i] = reinterpret_cast<const uint4*>(w)[i];
@@ -161,11 +201,15 @@ scan_blelloch(const T* __restrict__ x, T* __restrict__ y, long long n, int* __re
 
 #ifdef KBENCH_INSTANTIATE
 // nvcc build check (tests/): the instances kbench launches.
-#define KBENCH_SCAN(T, ITEMS)                                                                                  \
-    template __global__ void scan_blelloch<T, ITEMS, false, true>(const T*, T*, long long, int*, T*, T*);   \
-    template __global__ void scan_blelloch<T, ITEMS, true, true>(const T*, T*, long long, int*, T*, T*);    \
-    template __global__ void scan_blelloch<T, ITEMS, false, false>(const T*, T*, long long, int*, T*, T*);  \
-    template __global__ void scan_blelloch<T, ITEMS, true, false>(const T*, T*, long long, int*, T*, T*);
+#define KBENCH_SCAN_ONE(T, ITEMS, EXCLUSIVE, VECTOR, STAGED) \
+    template __global__ void scan_blelloch<T, ITEMS, EXCLUSIVE, VECTOR, STAGED>(const T*, T*, long long, int*, T*, T*);
+#define KBENCH_SCAN(T, ITEMS)                        \
+    KBENCH_SCAN_ONE(T, ITEMS, false, true, false)    \
+    KBENCH_SCAN_ONE(T, ITEMS, true, true, false)     \
+    KBENCH_SCAN_ONE(T, ITEMS, false, false, false)   \
+    KBENCH_SCAN_ONE(T, ITEMS, true, false, false)    \
+    KBENCH_SCAN_ONE(T, ITEMS, false, true, true)     \
+    KBENCH_SCAN_ONE(T, ITEMS, true, true, true)
 KBENCH_SCAN(int, 16)
 KBENCH_SCAN(float, 16)
 KBENCH_SCAN(long long, 8)

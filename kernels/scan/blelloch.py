@@ -17,29 +17,32 @@ CUDA_TYPES = {"int32": ("int", 16), "fp32": ("float", 16), "int64": ("long long"
 _cupy = load_helper(Path(__file__).parent.parent / "_cupy_common.py")
 
 
-def plan(n: int, dtype: str, exclusive: bool, aligned: bool) -> dict:
+def plan(n: int, dtype: str, exclusive: bool, aligned: bool, staged: bool = False) -> dict:
     """Kernel name, tiles (one block each) and the status words the look-back needs."""
     if dtype not in CUDA_TYPES:
         raise Unsupported(f"{dtype}: blelloch scans int32, int64 or fp32")
     t, items = CUDA_TYPES[dtype]
     tile = THREADS * items
     tiles = -(-n // tile)
-    return {"name": f"scan_blelloch<{t}, {items}, {str(exclusive).lower()}, {str(aligned).lower()}>",
+    staged = staged and aligned  # the staged copies are 16-byte ones
+    return {"name": f"scan_blelloch<{t}, {items}, {str(exclusive).lower()}, {str(aligned).lower()}, "
+                    f"{str(staged).lower()}>",
             "grid": (tiles,), "block": (THREADS,), "tile": tile, "status_words": 1 + tiles}
 
 
 @implementation(
     "scan", "blelloch", backend="cupy", cuda=True, modules=("torch", "cupy"), unit="memory",
-    dtypes=tuple(CUDA_TYPES),
+    dtypes=tuple(CUDA_TYPES), params={"staged": 0},
     description="one pass: Blelloch up/down-sweep per tile in shared memory, decoupled look-back across tiles",
 )
-def blelloch(case, inputs, out):
+def blelloch(case, inputs, out, staged=0):
+    """``--param staged=1``: full tiles loaded and stored coalesced through shared memory (blelloch.cu)."""
     import numpy as np
     import torch
 
     x = inputs["x"]
     aligned = x.data_ptr() % 16 == 0 and out.data_ptr() % 16 == 0
-    p = plan(case.n, case.dtype, case.exclusive, aligned)
+    p = plan(case.n, case.dtype, case.exclusive, aligned, bool(int(staged)))
     kernel = _cupy.compiled(str(SOURCE), p["name"])
     status = torch.empty(p["status_words"], dtype=torch.int32, device=x.device)
     aggregates = torch.empty(max(1, p["grid"][0]), dtype=x.dtype, device=x.device)
@@ -54,5 +57,6 @@ def blelloch(case, inputs, out):
 
     run = _cupy.on_torch_stream(body)
     run.config = {"tile_elements": p["tile"], "tiles": p["grid"][0], "vector_loads": aligned,
+                  "staged": bool(int(staged)) and aligned,
                   **_cupy.kernel_config(kernel, p["grid"], p["block"])}
     return run
