@@ -84,7 +84,7 @@ def bench(name, dtype, size, params=None):
 for size in (4096, 8192):
     bench("cublas", "fp16", size)
     bench("wmma-smem", "fp16", size)
-    bench("wmma-smem", "fp16", size, {"warps": 4})
+    bench("wmma-smem", "fp16", size, {"warps": 8, "stages": 3})  # the old default
     bench("wmma-smem", "fp16", size, {"block_n": 256})
     bench("wmma-smem", "fp16", size, {"block_k": 64})
     if size == 4096:
