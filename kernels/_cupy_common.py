@@ -142,6 +142,46 @@ def kernel_config(kernel, grid: tuple, block: tuple, dynamic_smem: int = 0) -> d
     }
 
 
+def launch_size(plan: dict) -> tuple[int, int]:
+    """(blocks, threads per block) of a plan's grid and block."""
+    blocks = threads = 1
+    for v in plan["grid"]:
+        blocks *= v
+    for v in plan["block"]:
+        threads *= v
+    return blocks, threads
+
+
+def resource_figures(source: Path, name: str, blocks: int, threads: int, dynamic_smem: int = 0) -> dict:
+    """`kbench explain`'s ptxas figures of one kernel instance: registers, spills, shared memory,
+    blocks per SM and waves on an H200 (or why they are unknown here)."""
+    from kbench.devices import by_key
+    from kbench.kernel_resources import from_nvcc
+    from kbench.occupancy import blocks_per_sm
+
+    try:
+        res = from_nvcc(source, name)
+    except RuntimeError as exc:
+        return {"registers": f"could not compile: {exc}"}
+    if res is None:
+        return {"registers": "unknown here (no nvcc): run on the GPU, where each record's config has them"}
+    smem = dynamic_smem + res["static_smem_bytes"]
+    fit = blocks_per_sm(threads, res["registers"], smem, (9, 0))
+    h200 = by_key("h200")
+    resident = fit["blocks_per_sm"] * h200.sms
+    shared = (f"{smem:,} bytes ({res['static_smem_bytes']:,} static, {dynamic_smem:,} dynamic)" if dynamic_smem
+              else f"{smem:,} bytes")
+    return {
+        "registers per thread": f"{res['registers']} ({res['source']})",
+        "spills per thread": f"{res['spill_stores']} bytes stored, {res['spill_loads']} loaded",
+        "shared memory per block": shared,
+        "blocks per SM (sm_90)": f"{fit['blocks_per_sm']}, limited by {' and '.join(fit['limited_by'])}: "
+                                 f"occupancy {fit['occupancy']:.1%}",
+        "waves on an H200": f"{blocks / resident:.2f} ({resident} blocks at once on {h200.sms} SMs)"
+                            if resident else "does not fit on an SM",
+    }
+
+
 def pointer_args(*tensors):
     import numpy as np
 

@@ -66,49 +66,20 @@ PLACEHOLDER = _Placeholder()
 
 def explain_launch(case, plan: dict, source: Path, tile: tuple[int, int], dynamic_smem: int = 0) -> dict:
     """Launch geometry, global traffic of a tile_m x tile_n tiling, ptxas resources and occupancy on an H200."""
-    from kbench.devices import by_key
     from kbench.dtypes import ELEMENT_BYTES
-    from kbench.kernel_resources import from_nvcc
-    from kbench.occupancy import blocks_per_sm
 
-    blocks = 1
-    for v in plan["grid"]:
-        blocks *= v
-    threads = 1
-    for v in plan["block"]:
-        threads *= v
+    blocks, threads = _cupy.launch_size(plan)
     tile_m, tile_n = tile
     e = ELEMENT_BYTES[case.dtype]
     a_reads, b_reads = ceil_div(case.n, tile_n), ceil_div(case.m, tile_m)
     moved = e * (case.m * case.k * a_reads + case.k * case.n * b_reads + case.m * case.n)
     fewest = e * (case.m * case.k + case.k * case.n + case.m * case.n)
-    figures = {
+    return {
         "kernel": plan["name"],
         "grid": f"{tuple(plan['grid'])} = {blocks:,} blocks of {threads} threads ({max(1, threads // 32)} warps)",
         "tile of C per block": f"{tile_m} x {tile_n}",
         "global loads of the tiling": f"A read {a_reads}x, B read {b_reads}x: {moved:,} bytes, "
                                       f"{moved / fewest:.1f}x the fewest {fewest:,} (L2 serves most re-reads)",
         "arithmetic intensity of those loads": f"{2.0 * case.m * case.n * case.k / moved:.1f} FLOP/byte",
+        **_cupy.resource_figures(source, plan["name"], blocks, threads, dynamic_smem),
     }
-    try:
-        res = from_nvcc(source, plan["name"])
-    except RuntimeError as exc:
-        figures["registers"] = f"could not compile: {exc}"
-        return figures
-    if res is None:
-        figures["registers"] = "unknown here (no nvcc): run on the GPU, where each record's config has them"
-        return figures
-    smem = dynamic_smem + res["static_smem_bytes"]
-    fit = blocks_per_sm(threads, res["registers"], smem, (9, 0))
-    h200 = by_key("h200")
-    resident = fit["blocks_per_sm"] * h200.sms
-    figures.update({
-        "registers per thread": f"{res['registers']} ({res['source']})",
-        "spills per thread": f"{res['spill_stores']} bytes stored, {res['spill_loads']} loaded",
-        "shared memory per block": f"{smem:,} bytes ({res['static_smem_bytes']:,} static, {dynamic_smem:,} dynamic)",
-        "blocks per SM (sm_90)": f"{fit['blocks_per_sm']}, limited by {' and '.join(fit['limited_by'])}: "
-                                 f"occupancy {fit['occupancy']:.1%}",
-        "waves on an H200": f"{blocks / resident:.2f} ({resident} blocks at once on {h200.sms} SMs)"
-                            if resident else "does not fit on an SM",
-    })
-    return figures

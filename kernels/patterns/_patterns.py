@@ -149,40 +149,11 @@ def explain_launch(case, lesson: str, plan: dict, source: Path, prediction: Pred
     Another lesson's case: {} (kbench explain lists the kernel as not for this case)."""
     if case.lesson != lesson:
         return {}
-    from kbench.devices import by_key
-    from kbench.kernel_resources import from_nvcc
-    from kbench.occupancy import blocks_per_sm
-
-    blocks = 1
-    for v in plan["grid"]:
-        blocks *= v
-    threads = 1
-    for v in plan["block"]:
-        threads *= v
-    figures = {
+    blocks, threads = _cupy.launch_size(plan)
+    return {
         "kernel": plan["name"],
         "grid": f"{tuple(plan['grid'])} = {blocks:,} blocks of {threads} threads ({threads // 32} warps)",
         "lesson predicts": prediction.text,
         **mechanism,
+        **_cupy.resource_figures(source, plan["name"], blocks, threads),
     }
-    try:
-        res = from_nvcc(source, plan["name"])
-    except RuntimeError as exc:
-        figures["registers"] = f"could not compile: {exc}"
-        return figures
-    if res is None:
-        figures["registers"] = "unknown here (no nvcc): run on the GPU, where each record's config has them"
-        return figures
-    fit = blocks_per_sm(threads, res["registers"], res["static_smem_bytes"], (9, 0))
-    h200 = by_key("h200")
-    resident = fit["blocks_per_sm"] * h200.sms
-    figures.update({
-        "registers per thread": f"{res['registers']} ({res['source']})",
-        "spills per thread": f"{res['spill_stores']} bytes stored, {res['spill_loads']} loaded",
-        "shared memory per block": f"{res['static_smem_bytes']:,} bytes",
-        "blocks per SM (sm_90)": f"{fit['blocks_per_sm']}, limited by {' and '.join(fit['limited_by'])}: "
-                                 f"occupancy {fit['occupancy']:.1%}",
-        "waves on an H200": f"{blocks / resident:.2f} ({resident} blocks at once on {h200.sms} SMs)"
-                            if resident else "does not fit on an SM",
-    })
-    return figures
