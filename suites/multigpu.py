@@ -16,7 +16,7 @@ bandwidth between every ordered pair of visible GPUs as a matrix (the record's f
 (The file is named so that it loads after ``matmul``: the built-in suites are listed in file order.)
 """
 
-from kbench import distributed
+from kbench import busbw, exact_sums
 from kbench.dtypes import ELEMENT_BYTES
 from kbench.errors import UserError
 from kbench.registry import suite
@@ -64,7 +64,7 @@ class Allreduce(Suite):
         without a device synchronise; kbench's refill after timing changes it, and the closure follows)."""
         import torch
 
-        x = distributed.rank_values(self.elements(case), seed, 0, case.gpus, case.dtype, device)
+        x = exact_sums.rank_values(self.elements(case), seed, 0, case.gpus, case.dtype, device)
         return {"x": x, "seed": torch.tensor([seed], dtype=torch.int64)}
 
     def make_output(self, case, inputs):
@@ -74,7 +74,7 @@ class Allreduce(Suite):
 
     def reference(self, case, inputs):
         x = inputs["x"]
-        return distributed.exact_sum(x.numel(), int(inputs["seed"]), case.gpus, case.dtype, x.device, rank0=x)
+        return exact_sums.exact_sum(x.numel(), int(inputs["seed"]), case.gpus, case.dtype, x.device, rank0=x)
 
     def flops(self, case):
         return (case.gpus - 1) / case.gpus * self.elements(case)
@@ -85,8 +85,8 @@ class Allreduce(Suite):
     def explain(self, case):
         figures = super().explain(case)
         n = case.gpus
-        figures["bus factor 2(N-1)/N"] = f"{distributed.bus_factor(n):.3f}"
-        figures["bytes each rank sends (and receives) in a ring"] = f"{distributed.bus_factor(n) * case.bytes:,.0f}"
+        figures["bus factor 2(N-1)/N"] = f"{busbw.bus_factor(n):.3f}"
+        figures["bytes each rank sends (and receives) in a ring"] = f"{busbw.bus_factor(n) * case.bytes:,.0f}"
         figures["ring steps"] = f"{n - 1} reduce-scatter + {n - 1} all-gather, chunks of about {case.bytes / n:,.0f} bytes"
         return figures
 

@@ -18,7 +18,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from kbench import distributed
+from kbench import busbw, distributed, exact_sums
 from kbench.correctness import check, recheck
 from kbench.loader import load_helper
 from kbench.registry import Implementation, Needs, Unsupported
@@ -92,15 +92,15 @@ def gone_within(pids, seconds: float) -> bool:
 # --- nccl-tests' figures ------------------------------------------------------------------------
 
 def test_bus_bandwidth_is_algbw_times_2_n_minus_1_over_n():
-    assert distributed.bus_factor(2) == 1.0
-    assert distributed.bus_factor(4) == 1.5
-    assert distributed.bus_factor(8) == 1.75
+    assert busbw.bus_factor(2) == 1.0
+    assert busbw.bus_factor(4) == 1.5
+    assert busbw.bus_factor(8) == 1.75
     gib = 2**30
-    assert distributed.algbw_gbps(gib, 10.0) == pytest.approx(107.374182, rel=1e-6)  # 2^30 B in 10 ms
-    assert distributed.busbw_gbps(gib, 10.0, 4) == pytest.approx(107.374182 * 1.5, rel=1e-6)
-    assert distributed.busbw_gbps(gib, 10.0, 2) == distributed.algbw_gbps(gib, 10.0)
+    assert busbw.algbw_gbps(gib, 10.0) == pytest.approx(107.374182, rel=1e-6)  # 2^30 B in 10 ms
+    assert busbw.busbw_gbps(gib, 10.0, 4) == pytest.approx(107.374182 * 1.5, rel=1e-6)
+    assert busbw.busbw_gbps(gib, 10.0, 2) == busbw.algbw_gbps(gib, 10.0)
     with pytest.raises(ValueError):
-        distributed.bus_factor(0)
+        busbw.bus_factor(0)
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16"])
@@ -110,33 +110,33 @@ def test_inputs_are_exactly_summable_in_any_order(dtype):
     from kbench.dtypes import torch_dtype
 
     for world in (2, 3, 8, 64):
-        a = distributed.amplitude(dtype, world)
-        assert a * world <= 2 ** distributed.SIGNIFICAND_BITS[dtype]  # every partial sum is exact
-        xs = [distributed.rank_values(5000, 7, r, world, dtype) for r in range(world)]
+        a = exact_sums.amplitude(dtype, world)
+        assert a * world <= 2 ** exact_sums.SIGNIFICAND_BITS[dtype]  # every partial sum is exact
+        xs = [exact_sums.rank_values(5000, 7, r, world, dtype) for r in range(world)]
         assert all(int(x.abs().max()) <= a for x in xs)
         forward, backward = torch.zeros(5000, dtype=torch_dtype(dtype)), torch.zeros(5000, dtype=torch_dtype(dtype))
         for x in xs:
             forward += x
         for x in reversed(xs):
             backward += x
-        exact = distributed.exact_sum(5000, 7, world, dtype)
+        exact = exact_sums.exact_sum(5000, 7, world, dtype)
         assert torch.equal(forward.double(), exact) and torch.equal(backward.double(), exact)
-    x0 = distributed.rank_values(5000, 7, 0, 2, dtype)
-    assert not torch.equal(x0, distributed.rank_values(5000, 7, 1, 2, dtype))  # ranks differ
-    assert not torch.equal(x0, distributed.rank_values(5000, 8, 0, 2, dtype))  # seeds differ
+    x0 = exact_sums.rank_values(5000, 7, 0, 2, dtype)
+    assert not torch.equal(x0, exact_sums.rank_values(5000, 7, 1, 2, dtype))  # ranks differ
+    assert not torch.equal(x0, exact_sums.rank_values(5000, 8, 0, 2, dtype))  # seeds differ
     assert x0.float().std() > 5
 
 
 def test_inputs_do_not_depend_on_the_block_size(monkeypatch):
     import torch
 
-    whole = distributed.rank_values(1000, 3, 1, 3, "fp32")
-    monkeypatch.setattr(distributed, "BLOCK", 64)
-    assert torch.equal(distributed.rank_values(1000, 3, 1, 3, "fp32"), whole)
-    out = distributed.exact_sum(1000, 3, 3, "fp32")
-    assert distributed.mismatch(out.float(), 3, 3, "fp32") == ""
+    whole = exact_sums.rank_values(1000, 3, 1, 3, "fp32")
+    monkeypatch.setattr(exact_sums, "BLOCK", 64)
+    assert torch.equal(exact_sums.rank_values(1000, 3, 1, 3, "fp32"), whole)
+    out = exact_sums.exact_sum(1000, 3, 3, "fp32")
+    assert exact_sums.mismatch(out.float(), 3, 3, "fp32") == ""
     out[777] += 1
-    assert distributed.mismatch(out.float(), 3, 3, "fp32").startswith("1 of 1000 elements differ")
+    assert exact_sums.mismatch(out.float(), 3, 3, "fp32").startswith("1 of 1000 elements differ")
 
 
 def test_ring_schedule_sums_every_chunk_once(registry):
@@ -271,7 +271,7 @@ def test_closing_leaves_no_process_and_no_port():
 
 RANK0_DIES = """
 import os, signal
-from kbench import distributed
+from kbench import busbw, distributed, exact_sums
 ranks = distributed.session(3, "gloo")
 print(" ".join(str(f.pid) for f in ranks.followers), flush=True)
 os.kill(os.getpid(), signal.SIGKILL)

@@ -134,9 +134,7 @@ def plot_command(
         for suite, rows in by_suite.items():
             target = base if len(by_suite) == 1 else base.with_name(f"{base.stem}-{suite}{base.suffix}")
             if metric in ("busbw", "algbw"):
-                from kbench import distributed
-
-                written = distributed.bandwidth_plot(rows, target, metric)
+                written = plots.bandwidth_plot(rows, target, metric)
             else:
                 written = plots.throughput_plot(rows, target, metric)
             stderr.print(f"plot: {', '.join(map(str, written))}")

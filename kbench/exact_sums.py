@@ -1,0 +1,119 @@
+"""Deterministic inputs whose sum over every rank is exact in any order and any float type.
+
+Rank r's input for a seed is a hash of (seed, r, element index) reduced to small integers
+[-A, A], the same on any device, so the float64 reference (and each rank's own check) can
+regenerate every rank's input without moving it (the allreduce suite, kbench.distributed).
+"""
+
+from __future__ import annotations
+
+SIGNIFICAND_BITS = {"fp32": 24, "fp16": 11, "bf16": 8}
+MAX_AMPLITUDE = 64
+BLOCK = 1 << 24  # elements generated at once (bounds the int64 temporaries: 128 MiB each)
+_M32 = 0xFFFFFFFF
+
+
+def amplitude(dtype: str, world_size: int) -> int:
+    """Inputs are integers in [-A, A]: the sum of N of them, and every partial sum, is then at most
+    2^p in size (p the significand bits), which the type holds exactly: any order of additions is exact."""
+    return max(1, min(MAX_AMPLITUDE, 2 ** SIGNIFICAND_BITS[dtype] // world_size))
+
+
+def _key(seed: int, rank: int) -> int:
+    h = (seed * 0x9E3779B1 + rank * 0x85EBCA77 + 0x165667B1) & _M32
+    h ^= h >> 15
+    h = (h * 0x2C1B3C6D) & _M32
+    h ^= h >> 12
+    return h
+
+
+def _hashed(start: int, stop: int, key: int, device):
+    """32-bit hashes of the element indices start..stop-1 under ``key`` (int64 arithmetic, every
+    product below 2^63, so the same on any device)."""
+    import torch
+
+    i = torch.arange(start, stop, dtype=torch.int64, device=device)
+    h = ((i & 0x7FFFFFFF) * 0x5BD1E995) & _M32
+    h ^= ((i >> 31) * 0x27D4EB2F) & _M32
+    h ^= key
+    for _ in range(2):
+        h ^= h >> 16
+        h = (h * 0x045D9F3B) & _M32
+    h ^= h >> 16
+    return h
+
+
+def fill_rank_values(tensor, seed: int, rank: int, world_size: int, dtype: str) -> None:
+    """Fill a 1-D tensor with rank ``rank``'s input for ``seed``: integers in [-A, A] (see amplitude), the
+    same on any device."""
+    count = tensor.numel()
+    for start in range(0, count, BLOCK):
+        fill_block(tensor[start:min(count, start + BLOCK)], seed, rank, world_size, dtype, start)
+
+
+def rank_values(count: int, seed: int, rank: int, world_size: int, dtype: str, device="cpu"):
+    import torch
+
+    from kbench.dtypes import torch_dtype
+
+    out = torch.empty(count, dtype=torch_dtype(dtype), device=device)
+    fill_rank_values(out, seed, rank, world_size, dtype)
+    return out
+
+
+def exact_sum(count: int, seed: int, world_size: int, dtype: str, device="cpu", rank0=None):
+    """The float64 sum over every rank's input for ``seed`` (``rank0``: rank 0's actual input, used in place
+    of the generated one)."""
+    import torch
+
+    from kbench.dtypes import torch_dtype
+
+    total = torch.zeros(count, dtype=torch.float64, device=device)
+    if rank0 is not None:
+        flat = rank0.reshape(-1)
+        for start in range(0, count, BLOCK):
+            stop = min(count, start + BLOCK)
+            total[start:stop] += flat[start:stop].to(device=device, dtype=torch.float64)
+    part = torch.empty(min(count, BLOCK), dtype=torch_dtype(dtype), device=device)
+    for rank in range(0 if rank0 is None else 1, world_size):
+        for start in range(0, count, BLOCK):
+            stop = min(count, start + BLOCK)
+            block = part[:stop - start]
+            fill_block(block, seed, rank, world_size, dtype, start)
+            total[start:stop] += block.to(torch.float64)
+    return total
+
+
+def fill_block(tensor, seed: int, rank: int, world_size: int, dtype: str, start: int) -> None:
+    """Elements start..start+len of rank ``rank``'s input for ``seed``, into ``tensor`` (len <= BLOCK)."""
+    a = amplitude(dtype, world_size)
+    h = _hashed(start, start + tensor.numel(), _key(seed, rank), tensor.device)
+    tensor.copy_(h % (2 * a + 1) - a)
+
+
+def mismatch(out, seed: int, world_size: int, dtype: str) -> str:
+    """Why ``out`` is not the exact sum of every rank's input for ``seed``, or "" (checked block by
+    block: no full-size float64 copy)."""
+    import torch
+
+    count = out.numel()
+    wrong, first = 0, None
+    for start in range(0, count, BLOCK):
+        stop = min(count, start + BLOCK)
+        expected = torch.zeros(stop - start, dtype=torch.float64, device=out.device)
+        part = torch.empty(stop - start, dtype=out.dtype, device=out.device)
+        for rank in range(world_size):
+            fill_block(part, seed, rank, world_size, dtype, start)
+            expected += part.to(torch.float64)
+        got = out[start:stop].to(torch.float64)
+        bad = ~(got == expected)
+        n = int(bad.sum())
+        if n and first is None:
+            at = int(bad.nonzero()[0, 0])
+            first = (start + at, float(got[at]), float(expected[at]))
+        wrong += n
+    if not wrong:
+        return ""
+    at, got, expected = first
+    return (f"{wrong} of {count} elements differ from the exact sum (first at {at}: {got:g}, "
+            f"expected {expected:g})")
