@@ -81,8 +81,9 @@ def crt_include() -> Path:
 
 
 @lru_cache(maxsize=None)
-def compiled(source: str, name: str):
-    """One template instance of a .cu (NVRTC once per process, CuPy's disk cache across runs).
+def compiled_module(source: str, name: str):
+    """The cupy.RawModule of one template instance of a .cu (NVRTC once per process, CuPy's disk
+    cache across runs): its kernel (compiled) and its globals (a __constant__ array) come from it.
 
     CuPy adds the include folder of CUDA's own headers; a source that includes
     <mma.h> also gets a folder with the crt/ headers mma.h needs (see crt_include).
@@ -93,8 +94,12 @@ def compiled(source: str, name: str):
     options = ("-std=c++17",)
     if "#include <mma.h>" in text:
         options += (f"-I{crt_include()}",)
-    module = cupy.RawModule(code=text, options=options, name_expressions=(name,))
-    return module.get_function(name)
+    return cupy.RawModule(code=text, options=options, name_expressions=(name,))
+
+
+def compiled(source: str, name: str):
+    """The kernel of one template instance of a .cu (see compiled_module)."""
+    return compiled_module(source, name).get_function(name)
 
 
 def smem_optin_limit(tensor) -> int:

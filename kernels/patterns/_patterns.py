@@ -2,21 +2,20 @@
 lesson predicts (shown beside the measured ratio), and `kbench explain`'s figures.
 
 A private helper (the loader skips `_` files); kernel files load it with
-``kbench.loader.load_helper``. Everything here but :func:`compiled_with_symbol` is plain Python,
+``kbench.loader.load_helper``. Everything here is plain Python,
 tested on the CPU; compiling and launching come from ``kernels/_cupy_common.py``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 
 from kbench.loader import load_helper
 from kbench.registry import Unsupported
 
 _cupy = load_helper(Path(__file__).parent.parent / "_cupy_common.py")
-compiled, launcher = _cupy.compiled, _cupy.launcher
+compiled, compiled_module, launcher = _cupy.compiled, _cupy.compiled_module, _cupy.launcher
 kernel_config, pointer_args = _cupy.kernel_config, _cupy.pointer_args
 
 THREADS = 256  # the 1-D lessons' block (a multiple of 64: divergence-warp pairs warps)
@@ -134,21 +133,8 @@ def bank_conflict_ways(word_addresses) -> int:
     return max(len(words) for words in per_bank.values())
 
 
-@lru_cache(maxsize=None)
-def compiled_with_symbol(source: str, name: str, symbol: str):
-    """(kernel, device address of the module's global ``symbol``): a __constant__ array lives in the
-    module that launches the kernel, so both come from one cupy.RawModule."""
-    import cupy
-
-    module = cupy.RawModule(code=_cupy.source_text(Path(source)), options=("-std=c++17",), name_expressions=(name,))
-    return module.get_function(name), module.get_global(symbol).ptr
-
-
-def explain_launch(case, lesson: str, plan: dict, source: Path, prediction: Prediction, mechanism: dict) -> dict:
-    """`kbench explain patterns`: launch, the lesson's mechanism, ptxas resources and occupancy on an H200.
-    Another lesson's case: {} (kbench explain lists the kernel as not for this case)."""
-    if case.lesson != lesson:
-        return {}
+def explain_launch(case, plan: dict, source: Path, prediction: Prediction, mechanism: dict) -> dict:
+    """`kbench explain patterns`: launch, the lesson's mechanism, ptxas resources and occupancy on an H200."""
     blocks, threads = _cupy.launch_size(plan)
     return {
         "kernel": plan["name"],
@@ -157,3 +143,37 @@ def explain_launch(case, lesson: str, plan: dict, source: Path, prediction: Pred
         **mechanism,
         **_cupy.resource_figures(source, plan["name"], blocks, threads),
     }
+
+
+def register(lesson: str, source: Path, kernels: dict, predicts: dict, what: dict, *, unit: str, plan,
+             mechanism, arguments=None, config=None, factory=None) -> None:
+    """Register every variant of a lesson (a kernel file calls this once).
+
+    plan(case, variant) -> launch; mechanism(case, variant) -> `kbench explain`'s figures of the
+    lesson's point (another lesson's case: {}, listed as not for this case); make() compiles
+    kernels[variant] and launches it with arguments(case, inputs, out), its run.config extended by
+    config(variant), unless factory(variant) builds make() itself (constant-cmem copies its weights first).
+    """
+    from kbench.registry import implementation
+
+    def explainer(variant: str):
+        def explain(case, params) -> dict:
+            if case.lesson != lesson:
+                return {}
+            return explain_launch(case, plan(case, variant), source, predicts[variant], mechanism(case, variant))
+
+        return explain
+
+    def launched(variant: str):
+        def make(case, inputs, out):
+            p = plan(case, variant)
+            kernel = compiled(str(source), p["name"])
+            run = launcher(kernel, p["grid"], p["block"], arguments(case, inputs, out))
+            return configure(run, kernel, p, lesson, predicts[variant], **(config(variant) if config else {}))
+
+        return make
+
+    for variant in kernels:
+        implementation("patterns", variant, backend="cupy", cuda=True, modules=("torch", "cupy"), dtypes=("fp32",),
+                       unit=unit, supports=lesson_only(lesson), explain=explainer(variant),
+                       description=describe(what[variant], predicts[variant]))((factory or launched)(variant))

@@ -6,7 +6,6 @@ The CUDA source is ``access.cu`` beside this file. ``kbench run patterns --lesso
 from pathlib import Path
 
 from kbench.loader import load_helper
-from kbench.registry import implementation
 
 SOURCE = Path(__file__).with_suffix(".cu")
 LESSON = "access"
@@ -39,32 +38,17 @@ def warp_sectors(variant: str, n: int) -> int:
     return _p.sectors(4 * lane for lane in lanes)
 
 
-def _explainer(variant: str):
-    def explain(case, params) -> dict:
-        if case.lesson != LESSON:
-            return {}
-        s = warp_sectors(variant, case.n)
-        mechanism = {"a warp's load and store": f"{s} sectors of 32 bytes for {4 * min(32, case.n)} useful bytes "
-                                                f"({32 * s / (4 * min(32, case.n)):.0f}x the bytes moved)"}
-        return _p.explain_launch(case, LESSON, plan(case, variant), SOURCE, PREDICTS[variant], mechanism)
-
-    return explain
+def mechanism(case, variant: str) -> dict:
+    s = warp_sectors(variant, case.n)
+    return {"a warp's load and store": f"{s} sectors of 32 bytes for {4 * min(32, case.n)} useful bytes "
+                                       f"({32 * s / (4 * min(32, case.n)):.0f}x the bytes moved)"}
 
 
-def _factory(variant: str):
-    def make(case, inputs, out):
-        import numpy as np
+def arguments(case, inputs, out) -> tuple:
+    import numpy as np
 
-        p = plan(case, variant)
-        kernel = _p.compiled(str(SOURCE), p["name"])
-        args = (*_p.pointer_args(inputs["a"], out), np.int32(case.n))
-        run = _p.launcher(kernel, p["grid"], p["block"], args)
-        return _p.configure(run, kernel, p, LESSON, PREDICTS[variant], tile=_p.TILE)
-
-    return make
+    return (*_p.pointer_args(inputs["a"], out), np.int32(case.n))
 
 
-for _name in KERNELS:
-    implementation("patterns", _name, backend="cupy", cuda=True, modules=("torch", "cupy"), dtypes=("fp32",),
-                   unit="memory", supports=_p.lesson_only(LESSON), explain=_explainer(_name),
-                   description=_p.describe(WHAT[_name], PREDICTS[_name]))(_factory(_name))
+_p.register(LESSON, SOURCE, KERNELS, PREDICTS, WHAT, unit="memory", plan=plan, mechanism=mechanism,
+            arguments=arguments, config=lambda variant: {"tile": _p.TILE})

@@ -9,7 +9,7 @@ part of the timed call, as it is part of using constant memory. ``kbench run pat
 from pathlib import Path
 
 from kbench.loader import load_helper
-from kbench.registry import Unsupported, implementation
+from kbench.registry import Unsupported
 
 SOURCE = Path(__file__).with_suffix(".cu")
 LESSON = "constant"
@@ -36,19 +36,13 @@ def plan(case, variant: str) -> dict:
     return _p.linear_plan(KERNELS[variant], _p.elements(case))
 
 
-def _explainer(variant: str):
-    def explain(case, params) -> dict:
-        if case.lesson != LESSON:
-            return {}
-        if variant == "constant-cmem":
-            weights = f"c[bank][j]: one address a warp, broadcast; {TAPS} FMAs with a constant operand a thread"
-        else:
-            weights = f"{TAPS} loads a thread (one address a warp, served once from L1) beside the {TAPS} loads of x"
-        mechanism = {"weights": weights, "x": f"{TAPS} loads a thread, consecutive across the warp (L1 hits after "
-                                             "the first: neighbouring threads share 255 of them)"}
-        return _p.explain_launch(case, LESSON, plan(case, variant), SOURCE, PREDICTS[variant], mechanism)
-
-    return explain
+def mechanism(case, variant: str) -> dict:
+    if variant == "constant-cmem":
+        weights = f"c[bank][j]: one address a warp, broadcast; {TAPS} FMAs with a constant operand a thread"
+    else:
+        weights = f"{TAPS} loads a thread (one address a warp, served once from L1) beside the {TAPS} loads of x"
+    return {"weights": weights, "x": f"{TAPS} loads a thread, consecutive across the warp (L1 hits after "
+                                     "the first: neighbouring threads share 255 of them)"}
 
 
 def _factory(variant: str):
@@ -64,7 +58,9 @@ def _factory(variant: str):
             kernel = _p.compiled(str(SOURCE), p["name"])
             run = _p.launcher(kernel, p["grid"], p["block"], (*_p.pointer_args(x, w, out), count))
         else:
-            kernel, symbol = _p.compiled_with_symbol(str(SOURCE), p["name"], SYMBOL)
+            # the __constant__ array lives in the module that launches the kernel
+            module = _p.compiled_module(str(SOURCE), p["name"])
+            kernel, symbol = module.get_function(p["name"]), module.get_global(SYMBOL).ptr
             launch = _p.launcher(kernel, p["grid"], p["block"], (*_p.pointer_args(x, out), count))
             run = _with_weights_copied(launch, symbol, w)
         return _p.configure(run, kernel, p, LESSON, PREDICTS[variant], taps=TAPS)
@@ -88,7 +84,5 @@ def _with_weights_copied(launch, symbol: int, w):
     return run
 
 
-for _name in KERNELS:
-    implementation("patterns", _name, backend="cupy", cuda=True, modules=("torch", "cupy"), dtypes=("fp32",),
-                   unit="cuda-core", supports=_p.lesson_only(LESSON), explain=_explainer(_name),
-                   description=_p.describe(WHAT[_name], PREDICTS[_name]))(_factory(_name))
+_p.register(LESSON, SOURCE, KERNELS, PREDICTS, WHAT, unit="cuda-core", plan=plan, mechanism=mechanism,
+            factory=_factory)

@@ -7,7 +7,6 @@ The CUDA source is ``divergence.cu`` beside this file. ``kbench run patterns --l
 from pathlib import Path
 
 from kbench.loader import load_helper
-from kbench.registry import implementation
 
 SOURCE = Path(__file__).with_suffix(".cu")
 LESSON = "divergence"
@@ -45,32 +44,17 @@ def plan(case, variant: str) -> dict:
     return _p.linear_plan(KERNELS[variant], _p.elements(case))  # 256 threads: a multiple of 64, as it must be
 
 
-def _explainer(variant: str):
-    def explain(case, params) -> dict:
-        if case.lesson != LESSON:
-            return {}
-        mechanism = {"paths a warp runs": f"{paths_per_warp(variant)} of 2, {ROUNDS} steps each",
-                     "memory": "each warp reads every other element of 64 (the other warp of the pair the rest)"
-                               if variant == "divergence-warp" else "each warp reads 32 consecutive elements"}
-        return _p.explain_launch(case, LESSON, plan(case, variant), SOURCE, PREDICTS[variant], mechanism)
-
-    return explain
+def mechanism(case, variant: str) -> dict:
+    return {"paths a warp runs": f"{paths_per_warp(variant)} of 2, {ROUNDS} steps each",
+            "memory": "each warp reads every other element of 64 (the other warp of the pair the rest)"
+                      if variant == "divergence-warp" else "each warp reads 32 consecutive elements"}
 
 
-def _factory(variant: str):
-    def make(case, inputs, out):
-        import numpy as np
+def arguments(case, inputs, out) -> tuple:
+    import numpy as np
 
-        p = plan(case, variant)
-        kernel = _p.compiled(str(SOURCE), p["name"])
-        args = (*_p.pointer_args(inputs["x"], out), np.int64(_p.elements(case)), np.int32(ROUNDS))
-        run = _p.launcher(kernel, p["grid"], p["block"], args)
-        return _p.configure(run, kernel, p, LESSON, PREDICTS[variant], rounds=ROUNDS)
-
-    return make
+    return (*_p.pointer_args(inputs["x"], out), np.int64(_p.elements(case)), np.int32(ROUNDS))
 
 
-for _name in KERNELS:
-    implementation("patterns", _name, backend="cupy", cuda=True, modules=("torch", "cupy"), dtypes=("fp32",),
-                   unit="cuda-core", supports=_p.lesson_only(LESSON), explain=_explainer(_name),
-                   description=_p.describe(WHAT[_name], PREDICTS[_name]))(_factory(_name))
+_p.register(LESSON, SOURCE, KERNELS, PREDICTS, WHAT, unit="cuda-core", plan=plan, mechanism=mechanism,
+            arguments=arguments, config=lambda variant: {"rounds": ROUNDS})

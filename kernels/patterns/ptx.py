@@ -7,7 +7,6 @@ load and the square root, so the two effects are told apart. ``kbench run patter
 from pathlib import Path
 
 from kbench.loader import load_helper
-from kbench.registry import implementation
 
 SOURCE = Path(__file__).with_suffix(".cu")
 LESSON = "ptx"
@@ -39,30 +38,15 @@ def plan(case, variant: str) -> dict:
     return _p.linear_plan(KERNELS[variant], _p.elements(case))
 
 
-def _explainer(variant: str):
-    def explain(case, params) -> dict:
-        if case.lesson != LESSON:
-            return {}
-        mechanism = {"PTX": f"{PTX[variant]}; {TERMS} square roots an element"}
-        return _p.explain_launch(case, LESSON, plan(case, variant), SOURCE, PREDICTS[variant], mechanism)
-
-    return explain
+def mechanism(case, variant: str) -> dict:
+    return {"PTX": f"{PTX[variant]}; {TERMS} square roots an element"}
 
 
-def _factory(variant: str):
-    def make(case, inputs, out):
-        import numpy as np
+def arguments(case, inputs, out) -> tuple:
+    import numpy as np
 
-        p = plan(case, variant)
-        kernel = _p.compiled(str(SOURCE), p["name"])
-        args = (*_p.pointer_args(inputs["x"], out), np.int64(_p.elements(case)), np.int32(TERMS))
-        run = _p.launcher(kernel, p["grid"], p["block"], args)
-        return _p.configure(run, kernel, p, LESSON, PREDICTS[variant], terms=TERMS, ptx=PTX[variant])
-
-    return make
+    return (*_p.pointer_args(inputs["x"], out), np.int64(_p.elements(case)), np.int32(TERMS))
 
 
-for _name in KERNELS:
-    implementation("patterns", _name, backend="cupy", cuda=True, modules=("torch", "cupy"), dtypes=("fp32",),
-                   unit="cuda-core", supports=_p.lesson_only(LESSON), explain=_explainer(_name),
-                   description=_p.describe(WHAT[_name], PREDICTS[_name]))(_factory(_name))
+_p.register(LESSON, SOURCE, KERNELS, PREDICTS, WHAT, unit="cuda-core", plan=plan, mechanism=mechanism,
+            arguments=arguments, config=lambda variant: {"terms": TERMS, "ptx": PTX[variant]})

@@ -8,7 +8,6 @@ the lesson's point. ``kbench run patterns --lesson transpose``.
 from pathlib import Path
 
 from kbench.loader import load_helper
-from kbench.registry import implementation
 
 SOURCE = Path(__file__).with_suffix(".cu")
 LESSON = "transpose"
@@ -45,34 +44,21 @@ def store_sectors(variant: str, n: int) -> int:
     return _p.sectors(4 * lane for lane in range(min(32, n)))
 
 
-def _explainer(variant: str):
-    def explain(case, params) -> dict:
-        if case.lesson != LESSON:
-            return {}
-        p = plan(case, variant)
-        mechanism = {"global accesses of a warp": f"load 4 sectors (a row), store {store_sectors(variant, case.n)} "
-                                                  f"sectors of 32 bytes for its 128 bytes"}
-        if variant in PAD:
-            ways = column_read_conflict(PAD[variant])
-            mechanism["shared-memory tile"] = (
-                f"float tile[32][{32 + PAD[variant]}]: the column read tile[lane][c] is "
-                + ("conflict-free (1 wavefront)" if ways == 1 else f"a {ways}-way bank conflict ({ways} wavefronts)"))
-        return _p.explain_launch(case, LESSON, p, SOURCE, PREDICTS[variant], mechanism)
-
-    return explain
+def mechanism(case, variant: str) -> dict:
+    figures = {"global accesses of a warp": f"load 4 sectors (a row), store {store_sectors(variant, case.n)} "
+                                            f"sectors of 32 bytes for its 128 bytes"}
+    if variant in PAD:
+        ways = column_read_conflict(PAD[variant])
+        figures["shared-memory tile"] = (
+            f"float tile[32][{32 + PAD[variant]}]: the column read tile[lane][c] is "
+            + ("conflict-free (1 wavefront)" if ways == 1 else f"a {ways}-way bank conflict ({ways} wavefronts)"))
+    return figures
 
 
-def _factory(variant: str):
-    def make(case, inputs, out):
-        import numpy as np
+def arguments(case, inputs, out) -> tuple:
+    import numpy as np
 
-        p = plan(case, variant)
-        kernel = _p.compiled(str(SOURCE), p["name"])
-        args = (*_p.pointer_args(inputs["a"], out), np.int32(case.n))
-        run = _p.launcher(kernel, p["grid"], p["block"], args)
-        return _p.configure(run, kernel, p, LESSON, PREDICTS[variant], tile=_p.TILE, pad=PAD.get(variant))
-
-    return make
+    return (*_p.pointer_args(inputs["a"], out), np.int32(case.n))
 
 
 WHAT = {
@@ -80,7 +66,6 @@ WHAT = {
     "transpose-smem": "transpose through a 32 x 32 shared-memory tile",
     "transpose-padded": "transpose through a shared-memory tile padded to 32 x 33",
 }
-for _name in KERNELS:
-    implementation("patterns", _name, backend="cupy", cuda=True, modules=("torch", "cupy"), dtypes=("fp32",),
-                   unit="memory", supports=_p.lesson_only(LESSON), explain=_explainer(_name),
-                   description=_p.describe(WHAT[_name], PREDICTS[_name]))(_factory(_name))
+
+_p.register(LESSON, SOURCE, KERNELS, PREDICTS, WHAT, unit="memory", plan=plan, mechanism=mechanism,
+            arguments=arguments, config=lambda variant: {"tile": _p.TILE, "pad": PAD.get(variant)})
