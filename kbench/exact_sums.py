@@ -1,11 +1,33 @@
-"""Deterministic inputs whose sum over every rank is exact in any order and any float type.
+"""Random inputs whose sums are exact in any order, so a check can demand the exact answer.
 
-Rank r's input for a seed is a hash of (seed, r, element index) reduced to small integers
-[-A, A], the same on any device, so the float64 reference (and each rank's own check) can
-regenerate every rank's input without moving it (the allreduce suite, kbench.distributed).
+- reduction and scan: :func:`step_multiples`, one tensor on one device.
+- allreduce: rank r's input for a seed is a hash of (seed, r, element index) reduced to small
+  integers [-A, A], the same on any device, so the float64 reference (and each rank's own check)
+  can regenerate every rank's input without moving it (kbench.distributed).
 """
 
 from __future__ import annotations
+
+INPUT_STEP = 1.0 / 64  # step_multiples' float values are multiples of this, |x| <= 1
+INT_RANGE = 1000  # and its integers lie in [-INT_RANGE, INT_RANGE]
+
+
+def step_multiples(n: int, dtype: str, device: str, seed: int):
+    """n random values whose partial sums, in any order, are exact in fp32: k / 64 for random
+    integers |k| <= 64 (a random walk of n of them stays far below 2^18, where fp32 stops holding
+    every multiple of 1/64), or integers in [-INT_RANGE, INT_RANGE] for an integer dtype. Drawn
+    with ``device``'s generator: 2^28 values drawn on the host would take seconds a trial."""
+    import torch
+
+    from kbench.dtypes import is_integer, torch_dtype
+
+    generator = torch.Generator(device=device).manual_seed(seed)
+    if is_integer(dtype):
+        return torch.randint(-INT_RANGE, INT_RANGE + 1, (n,), generator=generator, device=device,
+                             dtype=torch_dtype(dtype))
+    steps = torch.randint(-64, 65, (n,), generator=generator, device=device, dtype=torch.int32)
+    return (steps.to(torch.float32) * INPUT_STEP).to(torch_dtype(dtype))
+
 
 SIGNIFICAND_BITS = {"fp32": 24, "fp16": 11, "bf16": 8}
 MAX_AMPLITUDE = 64

@@ -14,34 +14,16 @@ repeating or half-precision-accumulating elements all fail.
 
 from kbench.dtypes import ELEMENT_BYTES, torch_dtype
 from kbench.errors import UserError
+from kbench.exact_sums import INPUT_STEP, step_multiples
 from kbench.registry import suite
 from kbench.suite import Axis, Suite
 
-INPUT_STEP = 1.0 / 64  # the float inputs are multiples of this, |x| <= 1
-INT_RANGE = 1000
 DTYPES = ("fp32", "fp16", "int32")
 
 
 def output_dtype(dtype: str) -> str:
     """What the sum is returned as: fp16 input accumulates (and returns) fp32."""
     return "int32" if dtype == "int32" else "fp32"
-
-
-def exactly_summable(n: int, dtype: str, device: str, generator):
-    """n random values whose partial sums are exact in fp32 (see the module docstring)."""
-    import torch
-
-    if dtype == "int32":
-        return torch.randint(-INT_RANGE, INT_RANGE + 1, (n,), generator=generator, device=device, dtype=torch.int32)
-    steps = torch.randint(-64, 65, (n,), generator=generator, device=device, dtype=torch.int32)
-    return (steps.to(torch.float32) * INPUT_STEP).to(torch_dtype(dtype))
-
-
-def generator_for(device: str, seed: int):
-    import torch
-
-    # On the GPU: 2^28 values drawn on the host would take seconds a trial.
-    return torch.Generator(device=device).manual_seed(seed)
 
 
 @suite
@@ -66,7 +48,7 @@ class Reduction(Suite):
         return (0.0, 0.0) if case.dtype == "int32" else (INPUT_STEP / 4, 0.0)
 
     def make_inputs(self, case, seed, device):
-        return {"x": exactly_summable(case.n, case.dtype, device, generator_for(device, seed))}
+        return {"x": step_multiples(case.n, case.dtype, device, seed)}
 
     def make_output(self, case, inputs):
         import torch

@@ -11,13 +11,12 @@ of the input step for every n kbench runs, so a dropped or repeated element fail
 
 import math
 
-from kbench.dtypes import ELEMENT_BYTES, UNIT_ROUNDOFF, torch_dtype
+from kbench.dtypes import ELEMENT_BYTES, UNIT_ROUNDOFF
 from kbench.errors import UserError
+from kbench.exact_sums import INPUT_STEP, step_multiples
 from kbench.registry import suite
 from kbench.suite import Axis, Suite
 
-INPUT_STEP = 1.0 / 64
-INT_RANGE = 1000
 DTYPES = ("int32", "int64", "fp32")
 
 
@@ -45,14 +44,7 @@ class Scan(Suite):
         return min(4 * UNIT_ROUNDOFF["fp32"] * math.sqrt(max(case.n, 1)), INPUT_STEP / 4), 0.0
 
     def make_inputs(self, case, seed, device):
-        import torch
-
-        gen = torch.Generator(device=device).manual_seed(seed)  # on the GPU: 2^28 draws in milliseconds
-        if case.dtype == "fp32":
-            steps = torch.randint(-64, 65, (case.n,), generator=gen, device=device, dtype=torch.int32)
-            return {"x": steps.to(torch.float32) * INPUT_STEP}
-        return {"x": torch.randint(-INT_RANGE, INT_RANGE + 1, (case.n,), generator=gen, device=device,
-                                   dtype=torch_dtype(case.dtype))}
+        return {"x": step_multiples(case.n, case.dtype, device, seed)}
 
     def make_output(self, case, inputs):
         import torch
