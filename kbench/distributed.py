@@ -284,14 +284,9 @@ class _Rank:
         return json.loads(line)
 
     def log_tail(self) -> str:
-        from kbench.isolation import describe_death
+        from kbench.isolation import describe_death, tail_lines
 
-        try:
-            with open(self.log.name, "rb") as fh:
-                fh.seek(max(0, os.path.getsize(self.log.name) - 16384))
-                lines = [ln.strip() for ln in fh.read().decode(errors="replace").splitlines() if ln.strip()]
-        except OSError:
-            return ""
+        lines = tail_lines(self.log.name)
         noise = ("[W", "[I")  # c10d's own warnings and notes
         useful = [ln for ln in lines if not ln.startswith(noise)] or lines
         return describe_death(useful)

@@ -29,6 +29,16 @@ class WorkerGone(Exception):
         self.log = log  # the worker's stderr, kept for the user to read
 
 
+def tail_lines(path: str, nbytes: int = 16384) -> list[str]:
+    """The non-empty lines of a log's last ``nbytes`` ([] where it cannot be read)."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(max(0, os.path.getsize(path) - nbytes))
+            return [ln.strip() for ln in fh.read().decode(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return []
+
+
 def describe_death(lines: list[str]) -> str:
     fatal = next((i for i, line in enumerate(lines) if line.startswith("Fatal Python error")), None)
     if fatal is None:
@@ -112,13 +122,7 @@ class Worker:
     def log_tail(self) -> str:
         """What the worker's log says about its death: faulthandler's "Fatal Python error"
         and the innermost frame, else the last line."""
-        try:
-            with open(self.log.name, "rb") as fh:
-                fh.seek(max(0, os.path.getsize(self.log.name) - 16384))
-                lines = [ln.strip() for ln in fh.read().decode(errors="replace").splitlines() if ln.strip()]
-        except OSError:
-            return ""
-        return describe_death(lines)
+        return describe_death(tail_lines(self.log.name))
 
     @property
     def alive(self) -> bool:
