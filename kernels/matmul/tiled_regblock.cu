@@ -29,6 +29,22 @@
 //
 // No headers: NVRTC (cupy.RawModule) and nvcc compile it alike.
 
+// One thread's chunk of a tile: V floats from src (one float4 when VEC: the chunk is wholly inside
+// or outside the matrix), zeros where it is outside.
+template <int V, bool VEC>
+__device__ __forceinline__ void load_chunk(float (&dst)[V], const float* src, bool inside) {
+    if (VEC) {
+        float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (inside) v = *reinterpret_cast<const float4*>(src);
+        dst[0] = v.x;
+        dst[V > 1 ? 1 : 0] = v.y;
+        dst[V > 2 ? 2 : 0] = v.z;
+        dst[V > 3 ? 3 : 0] = v.w;
+    } else {
+        dst[0] = inside ? *src : 0.f;
+    }
+}
+
 template <int BM, int BN, int BK, int TM, int TN, bool VEC>
 // VEC kernels ask for two blocks per SM (at most 128 registers: 128x128/8x8 fits with no spill).
 __global__ void __launch_bounds__((BM / TM) * (BN / TN), VEC ? 2 : 1)
@@ -68,18 +84,8 @@ matmul_regblock(const float* __restrict__ A, const float* __restrict__ B, float*
             const int kc = (idx % (BK / V)) * V; // first column of the A tile
             const int gr = m0 + r;
             const int gk = k0 + kc;
-            const float* src = A + static_cast<long long>(gr) * K + gk;
-            if (VEC) {
-                // K % 4 == 0: the float4 at gk is inside the row when gk < K.
-                float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-                if (gr < M && gk < K) v = *reinterpret_cast<const float4*>(src);
-                ra[l][0] = v.x;
-                ra[l][V > 1 ? 1 : 0] = v.y;
-                ra[l][V > 2 ? 2 : 0] = v.z;
-                ra[l][V > 3 ? 3 : 0] = v.w;
-            } else {
-                ra[l][0] = (gr < M && gk < K) ? *src : 0.f;
-            }
+            // VEC: K % 4 == 0, so the float4 at gk is inside the row when gk < K.
+            load_chunk<V, VEC>(ra[l], A + static_cast<long long>(gr) * K + gk, gr < M && gk < K);
         }
 #pragma unroll
         for (int l = 0; l < B_LOADS; ++l) {
@@ -88,18 +94,8 @@ matmul_regblock(const float* __restrict__ A, const float* __restrict__ B, float*
             const int nc = (idx % (BN / V)) * V;  // first column of the B tile
             const int gk = k0 + kr;
             const int gn = n0 + nc;
-            const float* src = B + static_cast<long long>(gk) * N + gn;
-            if (VEC) {
-                // N % 4 == 0: the float4 at gn is inside the row when gn < N.
-                float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-                if (gk < K && gn < N) v = *reinterpret_cast<const float4*>(src);
-                rb[l][0] = v.x;
-                rb[l][V > 1 ? 1 : 0] = v.y;
-                rb[l][V > 2 ? 2 : 0] = v.z;
-                rb[l][V > 3 ? 3 : 0] = v.w;
-            } else {
-                rb[l][0] = (gk < K && gn < N) ? *src : 0.f;
-            }
+            // VEC: N % 4 == 0, so the float4 at gn is inside the row when gn < N.
+            load_chunk<V, VEC>(rb[l], B + static_cast<long long>(gk) * N + gn, gk < K && gn < N);
         }
     };
 
