@@ -24,22 +24,11 @@ import pytest  # noqa: E402
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
-# A correct attention closure factory, as source text, for kernel files written by tests.
-CORRECT_ATTENTION = '''
-def _correct(case, inputs, out):
-    import torch
-
-    q, k, v = inputs["q"], inputs["k"], inputs["v"]
-    n = case.n
-
-    def run():
-        s = (q.float() @ k.float().transpose(-1, -2)) * case.d ** -0.5
-        if case.causal:
-            s = s.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
-        out.copy_(torch.softmax(s, dim=-1) @ v.float())
-
-    return run
-'''
+# For kernel files written by tests: ``_correct``, a right attention closure factory (fixtures/_correct_attention.py).
+CORRECT_ATTENTION = f"""
+from kbench.loader import load_helper as _load_helper
+_correct = _load_helper(__import__("pathlib").Path({str(FIXTURES / "_correct_attention.py")!r})).correct
+"""
 
 
 def flat(text: str) -> str:
