@@ -33,7 +33,7 @@ step matmul-smoke 120 env STEPS=smoke bash scripts/device_matmul.sh
 # the matmul suite's second call: the wmma-smem tile sweep and fp32; then the CUDA kernels' sweep and sanitizer
 step matmul-bench 100 env STEPS=bench BENCH_SIZES="4096 8192" MAIN_IMPLS=none MAIN_DTYPES=fp16 \
      WMMA_SMEM_PARAMS="--param warps=4,8 --param block_k=32,64 --param stages=3,4" bash scripts/device_matmul.sh
-step reduce-scan 130 bash scripts/device_reduce_scan.sh
+step reduce-scan 130 env STEPS="${RS_STEPS:-check bench sanitize}" bash scripts/device_reduce_scan.sh
 step patterns 50 python3 scripts/patterns_check.py
 step streams 60 python3 scripts/streams_check.py
 step allreduce 100 bash -c "python3 -m kbench run allreduce --gpus 2 --bytes 12,1000004,1GiB,4GiB --max-time 1 \
@@ -44,6 +44,11 @@ step fa2-tune 200 bash scripts/device_fa2_tune.sh
 step fa2 130 env STEPS="correct bench" SPECS="4096 2 16 128 --no-causal" CORRECT_N=17,255,1000,4096 \
      PARAMS="--param block_m=128" CORRECT_PARAMS="--param block_m=128" bash scripts/device_fa2.sh
 step side-stream 110 env STEPS="seed big" bash scripts/device_check.sh
+step streams-run 100 bash -c "python3 -m kbench run streams --bytes 1GiB --chunks 1,4,16,64 --streams 4 --work 1904 \
+     --out \$OUT/streams.jsonl && python3 -m kbench run streams --bytes 1000000007 --chunks 7 --streams 3 --work 64 \
+     --out \$OUT/streams.jsonl; cp -r results/timelines \$OUT/ 2>/dev/null"
+step constant-ncu 90 bash -c "python3 -m kbench profile --ncu patterns --lesson constant --impl constant-cmem,constant-global \
+     --n 8192 --set full; cp results/profiles/*.csv results/profiles/*.json \$OUT/ 2>/dev/null; ls -la results/profiles"
 step corpus 50 python3 -m pytest -q tests/test_corpus_gpu.py
 step calibrate 40 bash -c "python3 -m kbench calibrate && python3 -m kbench roofline --from results/baselines"
 step matmul 500 env STEPS="correct sanitize bench" bash scripts/device_matmul.sh
