@@ -136,7 +136,7 @@ def test_scaled_units_separators_and_missing_metrics():
     assert per["traffic_ratio"] is None and per["sm_pct"] == 12.5 and per["registers"] == 32
 
 
-@pytest.mark.parametrize("unit, scale", [("nsecond", 1e-9), ("usecond", 1e-6), ("msecond", 1e-3), ("second", 1),
+@pytest.mark.parametrize("unit, scale", [("nsecond", 1e-9), ("ns", 1e-9), ("us", 1e-6), ("ms", 1e-3), ("usecond", 1e-6), ("msecond", 1e-3), ("second", 1),
                                          ("byte", 1), ("Kbyte", 1e3), ("Mbyte", 1e6), ("Gbyte", 1e9),
                                          ("Tbyte", 1e12), ("Gbyte/second", 1e9), ("Kbyte/block", 1e3), ("%", 1),
                                          ("register/thread", 1), ("Mhz", 1e6), ("", 1)])
@@ -166,6 +166,22 @@ def test_recorded_on_the_device(path):
     assert summary["launches"]
     assert all(k["duration"] and k["duration"] > 0 for k in summary["launches"])
     assert summary["per_call"]["time_us"] > 0
+
+
+@pytest.mark.parametrize("impl, name, duration_ns, read, written", [
+    ("constant-cmem", "conv_cmem", 8_851_136, 268_505_600, 252_459_776),
+    ("constant-global", "conv_global", 4_776_448, 268_515_328, 252_199_680)])
+def test_recorded_constant_lesson(impl, name, duration_ns, read, written):
+    """ncu 2025.3 on the H200 (`kbench profile --ncu patterns --lesson constant --set full`, 2026-11-29):
+    durations come in 'ns' there, not 'nsecond' (read as seconds, they made an 8.9 ms kernel 8.9e12 us)."""
+    text = (FIXTURES / f"ncu_raw_20261129_{impl}.csv").read_text()
+    (kernel,) = ncu.parse_raw(text)
+    figures = ncu.figures(kernel)
+    assert figures["name"] == name
+    assert figures["duration"] == pytest.approx(duration_ns * 1e-9)
+    assert figures["dram_read"] == read and figures["dram_write"] == written
+    per = ncu.summarize(text, 1, 536_872_956)["per_call"]
+    assert per["time_us"] == pytest.approx(duration_ns / 1e3)
 
 
 # --- the 5 % check against kbench's event medians ----------------------------------------

@@ -115,12 +115,17 @@ def import_argv(ncu: str, report) -> list[str]:
 
 _PREFIXES = {"": 1.0, "n": 1e-9, "u": 1e-6, "m": 1e-3, "K": 1e3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
 _SCALED = ("second", "byte", "hz", "cycle", "inst", "sector", "request", "warp", "thread", "block")
+# Times in their short form: ncu 2025.3 with --print-units base writes durations as 'ns' (seen on the
+# H200; tests/fixtures/profile/ncu_raw_20261129_constant-cmem.csv), older versions 'nsecond'.
+_TIMES = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
 
 
 def unit_scale(unit: str) -> float:
     """The factor to base units (seconds, bytes, ...) of an ncu unit: 'usecond' 1e-6, 'Mbyte' 1e6,
-    'Kbyte/block' 1e3, 'byte/second' 1, '%' 1. Only the numerator carries a prefix."""
+    'Kbyte/block' 1e3, 'byte/second' 1, 'ns' 1e-9, '%' 1. Only the numerator carries a prefix."""
     numerator = (unit or "").split("/")[0].strip()
+    if numerator in _TIMES:
+        return _TIMES[numerator]
     for root in _SCALED:
         if numerator.endswith(root):
             prefix = numerator[: -len(root)]
