@@ -49,10 +49,15 @@ step streams-run 100 bash -c "python3 -m kbench run streams --bytes 1GiB --chunk
      --out \$OUT/streams.jsonl; cp -r results/timelines \$OUT/ 2>/dev/null"
 step constant-ncu 90 bash -c "python3 -m kbench profile --ncu patterns --lesson constant --impl constant-cmem,constant-global \
      --n 8192 --set full; cp results/profiles/*.csv results/profiles/*.json \$OUT/ 2>/dev/null; ls -la results/profiles"
-step corpus 50 python3 -m pytest -q tests/test_corpus_gpu.py
+step scan-sweep 100 bash -c "python3 -m kbench run scan --n 268435456 --dtype int32 --impl torch-cumsum,blelloch \
+     --param staged=0,1 --param items=16,32 --out \$OUT/scan-sweep.jsonl; python3 -m kbench run scan --n 268435456 \
+     --dtype int64 --impl torch-cumsum,blelloch --param staged=1 --param items=4,8,16 --out \$OUT/scan-sweep.jsonl"
+step scan-ncu 70 bash -c "python3 -m kbench profile --ncu scan --n 268435456 --dtype int32 --impl blelloch,torch-cumsum \
+     --param staged=1 --set full --name scan-ncu; cp results/profiles/scan-ncu* \$OUT/; rm -f \$OUT/*.ncu-rep"
+step corpus 150 python3 -m pytest -x -q -rA --tb=short tests/test_corpus_gpu.py
 step calibrate 40 bash -c "python3 -m kbench calibrate && python3 -m kbench roofline --from results/baselines"
 step matmul 500 env STEPS="correct sanitize bench" bash scripts/device_matmul.sh
-step profile 500 bash scripts/device_profile.sh
+step profile ${PROFILE_BUDGET:-500} bash scripts/device_profile.sh
 # The device returns only a handful of files a call: one archive of every log and record (PACK=0 keeps them loose).
 if [[ ${PACK:-1} == 1 ]]; then
   (cd "$OUT" && tar czf /tmp/kbench-out.tgz . && find . -mindepth 1 -delete && mv /tmp/kbench-out.tgz .)

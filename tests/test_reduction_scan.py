@@ -135,6 +135,12 @@ def test_blelloch_launch_geometry(registry):
     assert module.plan(4097, "int32", False, aligned=False, staged=True)["name"].endswith("false, false>")
     assert module.plan(4097, "int32", False, aligned=True, staged=True)["name"] == "scan_blelloch<int, 16, false, true, true>"
     assert module.plan(0, "fp32", False, True)["grid"] == (0,)
+    p = module.plan(1 << 28, "int32", False, aligned=True, staged=True, items=32)
+    assert p["tile"] == 8192 and p["grid"] == (32768,) and p["name"] == "scan_blelloch<int, 32, false, true, true>"
+    assert module.plan(100, "int64", False, True, items=4)["tile"] == 1024
+    for dtype, items in (("int32", 2), ("int32", 64), ("int64", 3)):
+        with pytest.raises(Unsupported, match="items="):
+            module.plan(100, dtype, False, True, items=items)
     with pytest.raises(Unsupported, match="fp16"):
         module.plan(10, "fp16", False, True)
 

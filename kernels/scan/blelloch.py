@@ -1,7 +1,7 @@
 """Single-pass Blelloch scan with decoupled look-back, a CuPy RawKernel (``blelloch.cu`` beside this file).
 
 One block per tile of 256 threads x ITEMS elements (16 for 4-byte types, 8 for
-int64: 64 bytes a thread). The tile counter and the tiles' flags are zeroed by
+int64: 64 bytes a thread; ``--param items=`` picks 4 to 32). The tile counter and the tiles' flags are zeroed by
 the closure before each launch; the buffers for them are allocated once, here.
 """
 
@@ -17,11 +17,19 @@ CUDA_TYPES = {"int32": ("int", 16), "fp32": ("float", 16), "int64": ("long long"
 _cupy = load_helper(Path(__file__).parent.parent / "_cupy_common.py")
 
 
-def plan(n: int, dtype: str, exclusive: bool, aligned: bool, staged: bool = False) -> dict:
-    """Kernel name, tiles (one block each) and the status words the look-back needs."""
+ITEM_CHOICES = (4, 8, 16, 32)  # elements per thread --param items= may ask for (whole 16-byte vectors)
+
+
+def plan(n: int, dtype: str, exclusive: bool, aligned: bool, staged: bool = False, items: int = 0) -> dict:
+    """Kernel name, tiles (one block each) and the status words the look-back needs.
+    ``items`` elements per thread; 0: the default (64 bytes a thread)."""
     if dtype not in CUDA_TYPES:
         raise Unsupported(f"{dtype}: blelloch scans int32, int64 or fp32")
-    t, items = CUDA_TYPES[dtype]
+    t, default_items = CUDA_TYPES[dtype]
+    items = items or default_items
+    if items not in ITEM_CHOICES or (items * (8 if dtype == "int64" else 4)) % 16:
+        raise Unsupported(f"items={items}: use 0 (the default, {default_items}) or one of "
+                          f"{', '.join(str(i) for i in ITEM_CHOICES if i * (8 if dtype == 'int64' else 4) % 16 == 0)}")
     tile = THREADS * items
     tiles = -(-n // tile)
     staged = staged and aligned  # the staged copies are 16-byte ones
@@ -32,17 +40,18 @@ def plan(n: int, dtype: str, exclusive: bool, aligned: bool, staged: bool = Fals
 
 @implementation(
     "scan", "blelloch", backend="cupy", cuda=True, modules=("torch", "cupy"), unit="memory",
-    dtypes=tuple(CUDA_TYPES), params={"staged": 0},
+    dtypes=tuple(CUDA_TYPES), params={"staged": 0, "items": 0},
     description="one pass: Blelloch up/down-sweep per tile in shared memory, decoupled look-back across tiles",
 )
-def blelloch(case, inputs, out, staged=0):
-    """``--param staged=1``: full tiles loaded and stored coalesced through shared memory (blelloch.cu)."""
+def blelloch(case, inputs, out, staged=0, items=0):
+    """``--param staged=1``: full tiles loaded and stored coalesced through shared memory (blelloch.cu);
+    ``--param items=32``: elements per thread (0: 16 for 4-byte types, 8 for int64)."""
     import numpy as np
     import torch
 
     x = inputs["x"]
     aligned = x.data_ptr() % 16 == 0 and out.data_ptr() % 16 == 0
-    p = plan(case.n, case.dtype, case.exclusive, aligned, bool(int(staged)))
+    p = plan(case.n, case.dtype, case.exclusive, aligned, bool(int(staged)), int(items))
     kernel = _cupy.compiled(str(SOURCE), p["name"])
     status = torch.empty(p["status_words"], dtype=torch.int32, device=x.device)
     aggregates = torch.empty(max(1, p["grid"][0]), dtype=x.dtype, device=x.device)
