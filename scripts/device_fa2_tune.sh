@@ -23,13 +23,15 @@ for r in rows:
     if r['status'] != 'OK': print('  ', r['label'], r['case_key'], r['status'], r['reason'][:160])"
 fi
 if [[ $STEPS == *bench* ]]; then
-  for spec in ${SPECS:-"4096 2 16 --no-causal" "8192 1 16 --no-causal" "4096 2 16 --causal" "1024 8 16 --no-causal" "16384 1 8 --no-causal"}; do
+  # spec: N batch heads causal [d]; PARAMS (default: the TMA and pointer paths side by side)
+  for spec in ${SPECS:-"4096 2 16 --no-causal" "8192 1 16 --no-causal" "16384 1 8 --no-causal" "4096 2 16 --causal" \
+                        "8192 1 16 --causal" "4096 2 16 --no-causal 64" "1024 8 16 --no-causal"}; do
     set -- $spec
-    kb run attention --impl sdpa,sdpa-cudnn,triton-fa2 --n $1 --batch $2 --heads $3 --d ${D:-128} $4 --dtype fp16 \
-       --out "$OUT/fa2-tune.jsonl"
+    kb run attention --impl sdpa,sdpa-cudnn,triton-fa2 --baseline sdpa-cudnn --n $1 --batch $2 --heads $3 \
+       --d ${5:-${D:-128}} $4 --dtype fp16 ${PARAMS:---param tma=0,1} --out "$OUT/fa2-tune.jsonl"
   done
   python3 -c "
 import json
 for r in (json.loads(l) for l in open('$OUT/fa2-tune.jsonl')):
-    if r['impl'] == 'triton-fa2': print(r['case_key'], r['status'], {k: (r.get('config') or {}).get(k) for k in ('BLOCK_M', 'BLOCK_N', 'num_warps', 'num_stages', 'tuning_seconds', 'tuned_here')})"
+    if r['impl'] == 'triton-fa2': print(r['label'], r['case_key'], r['status'], {k: (r.get('config') or {}).get(k) for k in ('BLOCK_M', 'BLOCK_N', 'num_warps', 'num_stages', 'tma', 'tuning_seconds', 'tuned_here')})"
 fi

@@ -61,6 +61,36 @@ def test_every_config_the_autotuner_can_pick_is_correct(registry, attention, cas
     assert verdict.last[0].config["BLOCK_M"] == configs[index]["BLOCK_M"]
 
 
+@pytest.mark.parametrize("config", ["auto", "1", "6"])
+@pytest.mark.parametrize("case", [
+    Case({"n": 77, "d": 64, "batch": 2, "heads": 3, "dtype": "fp16", "causal": True}),
+    Case({"n": 130, "d": 128, "batch": 1, "heads": 2, "dtype": "bf16", "causal": False}),
+    Case({"n": 128, "d": 64, "batch": 1, "heads": 1, "dtype": "fp16", "causal": False}),
+    Case({"n": 1, "d": 64, "batch": 1, "heads": 1, "dtype": "fp16", "causal": True}),
+], ids=lambda c: c.key)
+def test_triton_fa2_tma_path(registry, attention, case, config):
+    """The tensor-descriptor (TMA) path the H200 takes, through the interpreter: tiles past N read
+    as zeros and are never written (the poisoned output catches a write past N of another head)."""
+    impl = registry.implementations("attention")["triton-fa2"]
+    verdict = check(attention, impl, case, "cpu", seed=seed_for(case) + 7, trials=2,
+                    params={"tma": "1", "config": config})
+    assert verdict.ok, verdict.reason
+    assert verdict.last[0].config["tma"] is True
+
+
+def test_triton_fa2_tma_refusals(registry, attention):
+    from kbench.registry import Unsupported
+
+    impl = registry.implementations("attention")["triton-fa2"]
+    case = Case({"n": 16, "d": 64, "batch": 1, "heads": 1, "dtype": "fp32", "causal": False})
+    inputs = attention.make_inputs(case, seed=1, device="cpu")
+    with pytest.raises(Unsupported, match="fp32"):
+        impl.make(case, inputs, attention.make_output(case, inputs), tma="1")
+    with pytest.raises(Unsupported, match="tma="):
+        impl.make(case, inputs, attention.make_output(case, inputs), tma="yes")
+    assert impl.make(case, inputs, attention.make_output(case, inputs)).config["tma"] is False
+
+
 def test_triton_fa2_batch_and_heads_are_independent(registry, attention):
     """Each (batch, head) slice equals the same computation done alone: no mixing across slices."""
     impl = registry.implementations("attention")["triton-fa2"]

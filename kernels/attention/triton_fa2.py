@@ -4,7 +4,13 @@ Each program owns one BLOCK_M tile of queries of one (batch, head) and loops
 over the K/V tiles with an online softmax: a running row max ``m`` and row sum
 ``l`` rescale the fp32 accumulator, and the division by ``l`` happens once at
 the end (deferred normalisation). The scale is folded into base-2 exponentials
-(exp(x·s) = exp2(x·s·log2 e)).
+(exp(x·s) = exp2(x·s·log2 e)), and on unmasked tiles applied in the FMA that subtracts
+the row max (the max is taken of the unscaled scores): one multiply per score fewer.
+
+Loads: on sm_90 and later (fp16/bf16, 16-byte aligned), Q, K, V and O go through tensor
+descriptors built in the kernel (TMA: whole tiles copied to shared memory by the copy
+engine, rows past N read as zeros, never written); elsewhere, and on the CPU interpreter
+unless ``--param tma=1``, through masked pointer loads. ``--param tma=0`` forces those.
 
 Masks cost work in every tile they touch, so the K/V loop runs in two phases:
 the whole tiles without any mask, then the tiles that need one. Non-causal:
@@ -64,35 +70,46 @@ if triton is not None:
     _dot = utils.dot
 
     @triton.jit
-    def _attend(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, lo, hi, offs_m, offs_n, offs_d,
-                n_ctx, qk_scale_log2, BLOCK_N: tl.constexpr, MASK: tl.constexpr, PRECISION: tl.constexpr):
-        """K/V tiles lo .. hi into the running (acc, l, m). MASK: 0 none, 1 the N tail, 2 causal and tail."""
+    def _attend(acc, l_i, m_i, q, k_src, v_src, stride_kn, stride_vn, lo, hi, offs_m, offs_n, offs_d,
+                n_ctx, qk_scale_log2, BLOCK_N: tl.constexpr, MASK: tl.constexpr, PRECISION: tl.constexpr,
+                TMA: tl.constexpr):
+        """K/V tiles lo .. hi into the running (acc, l, m). MASK: 0 none, 1 the N tail, 2 causal and tail.
+        TMA: k_src and v_src are tensor descriptors (rows past n_ctx read as zeros), else base pointers."""
         for start_n in range(lo, hi, BLOCK_N):
             cols = start_n + offs_n
             col_ok = cols < n_ctx
-            # K loaded transposed ([HEAD_DIM, BLOCK_N]) so S = Q·Kᵀ is a plain dot.
-            k_ptrs = k_base + cols[None, :] * stride_kn + offs_d[:, None]
-            v_ptrs = v_base + cols[:, None] * stride_vn + offs_d[None, :]
-            if MASK == 0:
-                k = tl.load(k_ptrs)
+            # K as [HEAD_DIM, BLOCK_N] so S = Q·Kᵀ is a plain dot.
+            if TMA:
+                k = k_src.load([start_n, 0]).T
+            elif MASK == 0:
+                k = tl.load(k_src + cols[None, :] * stride_kn + offs_d[:, None])
             else:
-                k = tl.load(k_ptrs, mask=col_ok[None, :], other=0.0)
-            s = _dot(q, k, tl.zeros([q.shape[0], BLOCK_N], dtype=tl.float32), PRECISION) * qk_scale_log2
-            if MASK == 1:
-                s = tl.where(col_ok[None, :], s, float("-inf"))
-            elif MASK == 2:
-                s = tl.where(col_ok[None, :] & (cols[None, :] <= offs_m[:, None]), s, float("-inf"))
-
-            m_new = tl.maximum(m_i, tl.max(s, 1))
-            p = tl.math.exp2(s - m_new[:, None])
+                k = tl.load(k_src + cols[None, :] * stride_kn + offs_d[:, None], mask=col_ok[None, :], other=0.0)
+            qk = _dot(q, k, tl.zeros([q.shape[0], BLOCK_N], dtype=tl.float32), PRECISION)
+            if MASK == 0:
+                # The scale applied in the same FMA that subtracts the max (the row max of the
+                # unscaled scores, scaled once: the scale is positive).
+                m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale_log2)
+                s = qk * qk_scale_log2 - m_new[:, None]
+            else:
+                s = qk * qk_scale_log2
+                if MASK == 1:
+                    s = tl.where(col_ok[None, :], s, float("-inf"))
+                else:
+                    s = tl.where(col_ok[None, :] & (cols[None, :] <= offs_m[:, None]), s, float("-inf"))
+                m_new = tl.maximum(m_i, tl.max(s, 1))
+                s = s - m_new[:, None]
+            p = tl.math.exp2(s)
             alpha = tl.math.exp2(m_i - m_new)
             l_i = l_i * alpha + tl.sum(p, 1)
             acc = acc * alpha[:, None]
 
-            if MASK == 0:
-                v = tl.load(v_ptrs)
+            if TMA:
+                v = v_src.load([start_n, 0])
+            elif MASK == 0:
+                v = tl.load(v_src + cols[:, None] * stride_vn + offs_d[None, :])
             else:
-                v = tl.load(v_ptrs, mask=col_ok[:, None], other=0.0)
+                v = tl.load(v_src + cols[:, None] * stride_vn + offs_d[None, :], mask=col_ok[:, None], other=0.0)
             acc = _dot(p.to(v.dtype), v, acc, PRECISION)
             m_i = m_new
         return acc, l_i, m_i
@@ -105,7 +122,7 @@ if triton is not None:
         stride_vb, stride_vh, stride_vn,
         stride_ob, stride_oh, stride_on,
         heads, n_ctx, qk_scale_log2,
-        HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, PRECISION: tl.constexpr,
+        HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, PRECISION: tl.constexpr, TMA: tl.constexpr,
         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     ):
         start_m = tl.program_id(0)
@@ -123,7 +140,20 @@ if triton is not None:
         row_ok = offs_m < n_ctx
 
         # The last dimension is contiguous (the wrapper checks it).
-        q = tl.load(q_base + offs_m[:, None] * stride_qn + offs_d[None, :], mask=row_ok[:, None], other=0.0)
+        if TMA:
+            # One (n_ctx x HEAD_DIM) descriptor per tensor of this (batch, head): TMA copies whole
+            # tiles to shared memory, reads rows past n_ctx as zeros and never writes them.
+            k_src = tl.make_tensor_descriptor(k_base, shape=[n_ctx, HEAD_DIM], strides=[stride_kn, 1],
+                                              block_shape=[BLOCK_N, HEAD_DIM])
+            v_src = tl.make_tensor_descriptor(v_base, shape=[n_ctx, HEAD_DIM], strides=[stride_vn, 1],
+                                              block_shape=[BLOCK_N, HEAD_DIM])
+            q_src = tl.make_tensor_descriptor(q_base, shape=[n_ctx, HEAD_DIM], strides=[stride_qn, 1],
+                                              block_shape=[BLOCK_M, HEAD_DIM])
+            q = q_src.load([start_m * BLOCK_M, 0])
+        else:
+            k_src = k_base
+            v_src = v_base
+            q = tl.load(q_base + offs_m[:, None] * stride_qn + offs_d[None, :], mask=row_ok[:, None], other=0.0)
 
         m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
         l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
@@ -131,26 +161,31 @@ if triton is not None:
 
         if CAUSAL:
             diagonal = start_m * BLOCK_M  # < n_ctx: a multiple of BLOCK_N, every key before it is whole
-            acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, 0, diagonal,
-                                    offs_m, offs_n, offs_d, n_ctx, qk_scale_log2, BLOCK_N, 0, PRECISION)
-            acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, diagonal,
+            acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_src, v_src, stride_kn, stride_vn, 0, diagonal,
+                                    offs_m, offs_n, offs_d, n_ctx, qk_scale_log2, BLOCK_N, 0, PRECISION, TMA)
+            acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_src, v_src, stride_kn, stride_vn, diagonal,
                                     tl.minimum(diagonal + BLOCK_M, n_ctx), offs_m, offs_n, offs_d, n_ctx,
-                                    qk_scale_log2, BLOCK_N, 2, PRECISION)
+                                    qk_scale_log2, BLOCK_N, 2, PRECISION, TMA)
         else:
             whole = (n_ctx // BLOCK_N) * BLOCK_N
-            acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, 0, whole,
-                                    offs_m, offs_n, offs_d, n_ctx, qk_scale_log2, BLOCK_N, 0, PRECISION)
-            acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, whole, n_ctx,
-                                    offs_m, offs_n, offs_d, n_ctx, qk_scale_log2, BLOCK_N, 1, PRECISION)
+            acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_src, v_src, stride_kn, stride_vn, 0, whole,
+                                    offs_m, offs_n, offs_d, n_ctx, qk_scale_log2, BLOCK_N, 0, PRECISION, TMA)
+            acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_src, v_src, stride_kn, stride_vn, whole, n_ctx,
+                                    offs_m, offs_n, offs_d, n_ctx, qk_scale_log2, BLOCK_N, 1, PRECISION, TMA)
 
         acc = acc / l_i[:, None]
-        tl.store(o_base + offs_m[:, None] * stride_on + offs_d[None, :], acc.to(O.dtype.element_ty),
-                 mask=row_ok[:, None])
+        if TMA:
+            o_dst = tl.make_tensor_descriptor(o_base, shape=[n_ctx, HEAD_DIM], strides=[stride_on, 1],
+                                              block_shape=[BLOCK_M, HEAD_DIM])
+            o_dst.store([start_m * BLOCK_M, 0], acc.to(O.dtype.element_ty))
+        else:
+            tl.store(o_base + offs_m[:, None] * stride_on + offs_d[None, :], acc.to(O.dtype.element_ty),
+                     mask=row_ok[:, None])
 
     _fa2_autotuned = triton.autotune(
         configs=[triton.Config({"BLOCK_M": c["BLOCK_M"], "BLOCK_N": c["BLOCK_N"]}, num_warps=c["num_warps"],
                                num_stages=c["num_stages"]) for c in CONFIGS],
-        key=["n_ctx", "HEAD_DIM", "CAUSAL", "PRECISION"],  # and the tensors' dtypes, which Triton adds
+        key=["n_ctx", "HEAD_DIM", "CAUSAL", "PRECISION", "TMA"],  # and the tensors' dtypes, which Triton adds
         **utils.autotune_cache_option(),
     )(_fa2_forward)
 
@@ -163,6 +198,35 @@ def pinned_config(choice, device_type) -> dict | None:
         return CONFIGS[int(choice)]
     except (ValueError, IndexError):
         raise Unsupported(f"config={choice!r}: use auto or 0 .. {len(CONFIGS) - 1}") from None
+
+
+def tma_reason(choice, tensors, dtype: str, device_type: str) -> str | None:
+    """Why the TMA path cannot run (None: it can). ``choice``: 'auto', '1' or '0'."""
+    if str(choice) == "0":
+        return "tma=0 asked for"
+    if not hasattr(tl, "make_tensor_descriptor"):
+        return f"Triton {triton.__version__} has no tl.make_tensor_descriptor"
+    if device_type == "cpu" and str(choice) == "auto":
+        return "the interpreter takes the pointer path unless tma=1"  # CI tests both on purpose
+    if device_type == "cuda":
+        import torch
+
+        if torch.cuda.get_device_capability(tensors[0].device)[0] < 9:
+            return "TMA needs sm_90 or later"
+    if dtype not in ("fp16", "bf16"):
+        return f"{dtype}: the TMA path is for fp16 and bf16"
+    size = tensors[0].element_size()
+    for t in tensors:  # TMA: 16-byte aligned base of every (batch, head), row strides of 16-byte multiples
+        if t.data_ptr() % 16 or any(st * size % 16 for st in t.stride()[:-1]):
+            return "a tensor's base or strides are not 16-byte aligned"
+    return None
+
+
+def _scratch_allocator(size: int, alignment: int, stream):
+    """Global memory Triton asks for to build tensor descriptors inside the kernel."""
+    import torch
+
+    return torch.empty(size, dtype=torch.int8, device="cuda" if torch.cuda.is_available() else "cpu")
 
 
 def explain(case, params) -> dict:
@@ -194,10 +258,10 @@ def _supports(case):
 
 
 @implementation("attention", "triton-fa2", backend="triton", modules=("torch", "triton"),
-                supports=_supports, explain=explain, params={"config": "auto"},
+                supports=_supports, explain=explain, params={"config": "auto", "tma": "auto"},
                 description="FlashAttention-2 forward in Triton (online softmax, exp2, deferred normalisation, "
                             "masks only where needed, autotuned tiles)")
-def triton_fa2(case, inputs, out, config="auto"):
+def triton_fa2(case, inputs, out, config="auto", tma="auto"):
     if triton is None:
         raise Unsupported("triton is not installed")
     q, k, v = inputs["q"], inputs["k"], inputs["v"]
@@ -205,6 +269,14 @@ def triton_fa2(case, inputs, out, config="auto"):
         if t.stride(-1) != 1:
             raise Unsupported("triton-fa2 needs a contiguous last dimension")
     cfg = pinned_config(config, q.device.type)
+    if str(tma) not in ("auto", "0", "1"):
+        raise Unsupported(f"tma={tma!r}: use auto, 0 or 1")
+    no_tma = tma_reason(tma, (q, k, v, out), case.dtype, q.device.type)
+    if no_tma and str(tma) == "1":
+        raise Unsupported(f"tma=1: {no_tma}")
+    use_tma = no_tma is None
+    if use_tma:
+        triton.set_allocator(_scratch_allocator)
     qk_scale_log2 = case.d**-0.5 * LOG2_E
     precision = utils.dot_precision(case.dtype)  # fp32: exact, never silently TF32
     args = (q, k, v, out,
@@ -218,22 +290,22 @@ def triton_fa2(case, inputs, out, config="auto"):
         grid = (triton.cdiv(case.n, cfg["BLOCK_M"]), case.batch * case.heads)
 
         def run():
-            _fa2_forward[grid](*args, HEAD_DIM=case.d, CAUSAL=case.causal, PRECISION=precision,
+            _fa2_forward[grid](*args, HEAD_DIM=case.d, CAUSAL=case.causal, PRECISION=precision, TMA=use_tma,
                                BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"],
                                num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
 
-        run.config = dict(cfg, config=config, triton=triton.__version__)
+        run.config = dict(cfg, config=config, tma=use_tma, triton=triton.__version__)
         return run
 
     def tiles(meta):
         return (triton.cdiv(case.n, meta["BLOCK_M"]), case.batch * case.heads)
 
     def run():
-        _fa2_autotuned[tiles](*args, HEAD_DIM=case.d, CAUSAL=case.causal, PRECISION=precision)
+        _fa2_autotuned[tiles](*args, HEAD_DIM=case.d, CAUSAL=case.causal, PRECISION=precision, TMA=use_tma)
 
     # Tune now (set-up, outside every timing): the first call of a new key benchmarks each
     # config, or reads the timings Triton's cache kept from an earlier process.
-    key = (case.n, case.d, case.causal, case.dtype)
+    key = (case.n, case.d, case.causal, case.dtype, use_tma)
     _fa2_autotuned.bench_time = None
     started = time.perf_counter()
     run()
@@ -247,6 +319,6 @@ def triton_fa2(case, inputs, out, config="auto"):
                             "candidates": len(CONFIGS)}
     best = _fa2_autotuned.best_config
     chosen = {**best.kwargs, "num_warps": best.num_warps, "num_stages": best.num_stages}
-    run.config = dict(chosen, config="auto", chosen=CONFIGS.index(chosen) if chosen in CONFIGS else None,
+    run.config = dict(chosen, config="auto", tma=use_tma, chosen=CONFIGS.index(chosen) if chosen in CONFIGS else None,
                       triton=triton.__version__, **_tuning_log[key])
     return run
