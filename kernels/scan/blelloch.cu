@@ -9,7 +9,8 @@
 //      serially in registers; its total goes to shared memory;
 //   3. Blelloch exclusive scan of the THREADS totals in shared memory: up-sweep (reduce)
 //      then down-sweep, indices padded by one slot every 32 (i + i / 32) so the strided
-//      accesses of both sweeps fall in distinct banks;
+//      accesses of both sweeps fall in distinct banks; the levels with a warp or fewer
+//      threads adding run in warp 0 alone, between __syncwarp()s, not block barriers;
 //   4. warp 0 publishes the tile's total (flag AGGREGATE), then looks back over the
 //      preceding tiles 32 at a time, one lane each, adding aggregates until it meets a
 //      tile whose inclusive prefix is known (flag PREFIX), and publishes its own prefix;
@@ -111,21 +112,42 @@ scan_blelloch(const T* __restrict__ x, T* __restrict__ y, long long n, int* __re
 #pragma unroll
     for (int i = 1; i < ITEMS; ++i) v[i] += v[i - 1];
 
-    // 3. Blelloch exclusive scan of the THREADS thread totals.
+    // 3. Blelloch exclusive scan of the THREADS thread totals. Level d of a sweep has THREADS / (2d)
+    //    threads adding; once that is a warp or fewer, warp 0 does the level alone with __syncwarp
+    //    (12 of the 16 levels at 256 threads), so only the wide levels cost a block barrier.
+    constexpr int WIDE = THREADS / 64;  // levels d < WIDE have more than 32 threads adding
     sums[padded(tid)] = v[ITEMS - 1];
 #pragma unroll
-    for (int d = 1; d < THREADS; d <<= 1) {  // up-sweep: partial sums in place
+    for (int d = 1; d < WIDE; d <<= 1) {  // up-sweep, wide levels
         __syncthreads();
         const int i = (tid + 1) * 2 * d - 1;
         if (i < THREADS) sums[padded(i)] += sums[padded(i - d)];
     }
     __syncthreads();
-    if (tid == 0) {
-        tile_total = sums[padded(THREADS - 1)];
-        sums[padded(THREADS - 1)] = T(0);
+    if (tid < 32) {
+#pragma unroll
+        for (int d = WIDE; d < THREADS; d <<= 1) {  // up-sweep, one warp: partial sums in place
+            const int i = (tid + 1) * 2 * d - 1;
+            if (i < THREADS) sums[padded(i)] += sums[padded(i - d)];
+            __syncwarp();
+        }
+        if (tid == 0) {
+            tile_total = sums[padded(THREADS - 1)];
+            sums[padded(THREADS - 1)] = T(0);
+        }
+#pragma unroll
+        for (int d = THREADS / 2; d >= WIDE; d >>= 1) {  // down-sweep, one warp: exclusive prefixes
+            __syncwarp();
+            const int i = (tid + 1) * 2 * d - 1;
+            if (i < THREADS) {
+                const T left = sums[padded(i - d)];
+                sums[padded(i - d)] = sums[padded(i)];
+                sums[padded(i)] += left;
+            }
+        }
     }
 #pragma unroll
-    for (int d = THREADS / 2; d >= 1; d >>= 1) {  // down-sweep: exclusive prefixes
+    for (int d = WIDE / 2; d >= 1; d >>= 1) {  // down-sweep, wide levels
         __syncthreads();
         const int i = (tid + 1) * 2 * d - 1;
         if (i < THREADS) {
