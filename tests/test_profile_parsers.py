@@ -265,6 +265,43 @@ def test_torch_range_table_counts_only_inside_the_scopes():
     assert [row["name"] for row in table["kernels"]] == ["gemm", "softmax", "triton_k"]  # by time
 
 
+def test_torch_range_table_skips_the_scopes_gpu_projection():
+    """On a GPU torch.profiler lists each record_function twice, the second on the CUDA device."""
+    cpu, gpu = event("R", 1.0, 5.0), event("R", 0.0, 0.0)
+    cpu.device_type, gpu.device_type = SimpleNamespace(name="CPU"), SimpleNamespace(name="CUDA")
+    assert torch_profiler.range_table([cpu, gpu], "R")["calls"] == 1
+
+
+def _trace():
+    """A SYNTHETIC Chrome trace in torch.profiler's (Kineto's) documented shape: two calls of range R
+    on thread 7, each launching a Triton kernel through the driver and a memset through the runtime;
+    a warm-up launch before them and an L2 flush between them, outside R; another thread's launch
+    inside R's time."""
+    ev = lambda cat, name, ts, dur, tid=7, corr=None: {  # noqa: E731
+        "ph": "X", "cat": cat, "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur,
+        **({"args": {"correlation": corr}} if corr is not None else {})}
+    events = [ev("cuda_driver", "cuLaunchKernelEx", 10, 5, corr=1), ev("kernel", "_fa2_forward", 20, 600, 0, corr=1)]
+    for call, start in enumerate((1000, 3000)):
+        events += [ev("user_annotation", "R", start, 100),
+                   ev("cuda_driver", "cuLaunchKernelEx", start + 10, 5, corr=10 + call),
+                   ev("cuda_runtime", "cudaMemsetAsync", start + 20, 3, corr=20 + call),
+                   ev("kernel", "_fa2_forward", start + 50, 566.9, 0, corr=10 + call),
+                   ev("gpu_memset", "Memset (Device)", start + 40, 1.0, 0, corr=20 + call),
+                   ev("gpu_user_annotation", "R", start + 40, 600, 0)]
+    events += [ev("cuda_runtime", "cudaLaunchKernel", 2000, 5, corr=30), ev("kernel", "flush", 2010, 90, 0, corr=30),
+               ev("cuda_runtime", "cudaLaunchKernel", 1050, 5, tid=8, corr=40), ev("kernel", "other", 1060, 9, 0, corr=40),
+               {"ph": "M", "name": "process_name", "pid": 1}]
+    return {"traceEvents": events}
+
+
+def test_torch_trace_kernels_inside_the_range():
+    table = torch_profiler.trace_kernels(_trace(), "R")
+    assert table["calls"] == 2 and table["unattributed"] == 3  # the warm-up, the flush, thread 8's
+    kernels = {row["name"]: (row["count"], row["total_us"]) for row in table["kernels"]}
+    assert kernels == {"_fa2_forward": (2, pytest.approx(1133.8)), "Memset (Device)": (2, 2.0)}
+    assert torch_profiler.trace_kernels(_trace(), "S") == {"calls": 0, "kernels": [], "unattributed": 7}
+
+
 # --- paths ----------------------------------------------------------------------------------
 
 def test_output_stems_stay_in_results_profiles(tmp_path):
@@ -299,6 +336,19 @@ def test_agreement_rows():
     assert rows["sdpa-cudnn"]["checked"] is False
     records[0]["timing"]["stats"]["median"] = 3.2  # naive's events now 15 % slower than ncu's kernels
     assert common.agreement_rows(summary, records)[0]["ok"] is False
+
+
+def test_agreement_needs_the_same_configuration():
+    """Seen on the H200: the run's autotuner chose 128x64 (604.6 us), the profiled process's 128x128
+    (566.9 us): -6.2 %, two different kernels, so not a disagreement of the two clocks."""
+    summary, records = _summary_and_run()
+    fa2 = next(o for o in summary["implementations"] if o["label"] == "triton-fa2")
+    fa2["config"] = {"BLOCK_N": 128, "num_stages": 3, "tuning_seconds": 1.5}
+    records[2]["config"] = {"BLOCK_N": 64, "num_stages": 4, "tuning_seconds": 11.2}
+    row = common.agreement_rows(summary, records)[2]
+    assert row["checked"] is False and "BLOCK_N 64 vs 128" in row["why"] and "num_stages 4 vs 3" in row["why"]
+    records[2]["config"] = {"BLOCK_N": 128, "num_stages": 3, "tuning_seconds": 0.0}  # tuning time alone differs
+    assert common.agreement_rows(summary, records)[2]["checked"] is True
 
 
 def test_agreement_script(tmp_path):

@@ -283,6 +283,8 @@ def _profile_variant(variant, stem: Path, ctx: dict) -> dict:
                                               f"answered: {child.last_error()} (log: {log})")
         return outcome
     outcome.update(status=record.get("status"), reason=record.get("reason", ""), nvtx=record.get("nvtx"))
+    if record.get("config"):  # what this process ran (an autotuner may choose differently from a kbench run's)
+        outcome["config"] = record["config"]
     if record.get("status") != "OK":
         return outcome
     try:
@@ -372,7 +374,7 @@ def _read_torch(outcome: dict, record: dict, ctx: dict) -> None:
     outcome["files"]["trace"] = profile.get("trace")
     calls = profile.get("calls") or 0
     kernels, ops = profile.get("kernels") or [], profile.get("ops") or []
-    gpu = ctx["static_device"] == "cuda" and bool(kernels)
+    gpu = ctx["static_device"] == "cuda"  # a GPU run shows GPU time or nothing, never the CPU's in its place
     rows = kernels if gpu else ops
     if not calls or not rows:
         raise common.NoKernels(_no_kernels("torch-profiler", outcome, ctx, outcome["files"].get("log")))

@@ -282,15 +282,25 @@ def agreement(profiled_us: float | None, event_ms: float | None, tolerance: floa
 def agreement_rows(summary: dict, records: list[dict], tolerance: float = 0.05, min_us: float = 50.0) -> list[dict]:
     """Per implementation of a ``kbench profile`` summary (results/profiles/NAME.json): its kernel time per
     call against the event median of the same implementation and case in ``records`` (a kbench run)."""
-    medians = {}
+    timed = {}
     for record in records:
         if record.get("case_key") == summary.get("case_key") and record.get("status") == "OK" and record.get("timing"):
-            medians[record.get("label") or record.get("impl")] = record["timing"]["stats"]["median"]
+            timed[record.get("label") or record.get("impl")] = record
     rows = []
     for outcome in summary.get("implementations", []):
         profiled = (outcome.get("per_call") or {}).get("time_us")
-        event_ms = medians.get(outcome["label"])
+        record = timed.get(outcome["label"])
+        event_ms = record["timing"]["stats"]["median"] if record else None
+        verdict = agreement(profiled, event_ms, tolerance, min_us)
+        ran, profiled_config = (record or {}).get("config"), outcome.get("config")
+        if verdict["checked"] and ran and profiled_config and ran != profiled_config:
+            # e.g. an autotuner that chose another tile shape in the profiled process: not the same kernel
+            differ = sorted(k for k in set(ran) | set(profiled_config)
+                            if ran.get(k) != profiled_config.get(k) and "tun" not in k)
+            if differ:
+                verdict = {**verdict, "checked": False, "ok": None,
+                           "why": "another configuration ran: " + ", ".join(
+                               f"{k} {ran.get(k)} vs {profiled_config.get(k)}" for k in differ[:4])}
         rows.append({"label": outcome["label"], "profiled_us": profiled,
-                     "event_us": event_ms * 1e3 if event_ms is not None else None,
-                     **agreement(profiled, event_ms, tolerance, min_us)})
+                     "event_us": event_ms * 1e3 if event_ms is not None else None, **verdict})
     return rows
