@@ -9,7 +9,7 @@ OUT=${OUT:-/tmp/kbench-device}
 mkdir -p "$OUT"
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 COLUMNS=170 KBENCH_GIT_COMMIT=${KBENCH_GIT_COMMIT:-unknown}
 kb() { python3 -m kbench "$@" 2>&1 | grep -v -i warning; }
-STEPS=${STEPS:-configs bench}
+STEPS=${STEPS:-configs bench again}
 if [[ $STEPS == *configs* ]]; then
   for causal in --no-causal --causal; do
     kb run attention --impl triton-fa2 --baseline triton-fa2 --n 77,1000 --d 128 --dtype fp16 --batch 2 --heads 3 \
@@ -34,4 +34,13 @@ if [[ $STEPS == *bench* ]]; then
 import json
 for r in (json.loads(l) for l in open('$OUT/fa2-tune.jsonl')):
     if r['impl'] == 'triton-fa2': print(r['label'], r['case_key'], r['status'], {k: (r.get('config') or {}).get(k) for k in ('BLOCK_M', 'BLOCK_N', 'num_warps', 'num_stages', 'tma', 'tuning_seconds', 'tuned_here')})"
+fi
+if [[ $STEPS == *again* ]]; then
+  echo "== the first case again in a new process: the tuning must come from Triton's cache (tuned_here False)"
+  kb run attention --impl triton-fa2 --n 4096 --batch 2 --heads 16 --d 128 --no-causal --dtype fp16 \
+     --out "$OUT/fa2-again.jsonl" > /dev/null
+  python3 -c "
+import json
+for r in (json.loads(l) for l in open('$OUT/fa2-again.jsonl')):
+    print(r['label'], r['status'], r['timing']['stats']['median'] if r.get('timing') else None, r.get('config'))"
 fi

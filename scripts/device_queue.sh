@@ -33,14 +33,14 @@ step matmul-smoke 120 env STEPS=smoke bash scripts/device_matmul.sh
 # the matmul suite's second call: the wmma-smem tile sweep and fp32; then the CUDA kernels' sweep and sanitizer
 step matmul-bench 100 env STEPS=bench BENCH_SIZES="4096 8192" MAIN_IMPLS=none MAIN_DTYPES=fp16 \
      WMMA_SMEM_PARAMS="--param warps=4,8 --param block_k=32,64 --param stages=3,4" bash scripts/device_matmul.sh
-step reduce-scan 130 env STEPS="${RS_STEPS:-check bench sanitize}" bash scripts/device_reduce_scan.sh
+step reduce-scan ${RS_BUDGET:-130} env STEPS="${RS_STEPS:-check bench sanitize}" bash scripts/device_reduce_scan.sh
 step patterns 50 python3 scripts/patterns_check.py
 step streams 60 python3 scripts/streams_check.py
 step allreduce 100 bash -c "python3 -m kbench run allreduce --gpus 2 --bytes 12,1000004,1GiB,4GiB --max-time 1 \
      --out \$OUT/allreduce.jsonl; python3 -m kbench run p2p --bytes 1GiB --out \$OUT/p2p.jsonl"
 step matmul-check 90 env STEPS="smoke sanitize" SMOKE_IMPLS=tiled-smem,tiled-regblock,wmma,wmma-smem \
      bash scripts/device_matmul.sh
-step fa2-tune 200 bash scripts/device_fa2_tune.sh
+step fa2-tune ${FA2_BUDGET:-200} bash scripts/device_fa2_tune.sh
 step fa2 130 env STEPS="correct bench" SPECS="4096 2 16 128 --no-causal" CORRECT_N=17,255,1000,4096 \
      PARAMS="--param block_m=128" CORRECT_PARAMS="--param block_m=128" bash scripts/device_fa2.sh
 step side-stream 110 env STEPS="seed big" bash scripts/device_check.sh
@@ -54,6 +54,8 @@ step scan-sweep 100 bash -c "python3 -m kbench run scan --n 268435456 --dtype in
      --dtype int64 --impl torch-cumsum,blelloch --param staged=1 --param items=4,8,16 --out \$OUT/scan-sweep.jsonl"
 step scan-ncu 70 bash -c "python3 -m kbench profile --ncu scan --n 268435456 --dtype int32 --impl blelloch,torch-cumsum \
      --param staged=1 --set full --name scan-ncu; cp results/profiles/scan-ncu* \$OUT/; rm -f \$OUT/*.ncu-rep"
+step torch-prof 70 bash -c "python3 -m kbench profile --torch-profiler attention --n 4096 --d 128 --batch 2 --heads 16 \
+     --impl sdpa,triton-fa2 --name torchprof; cp results/profiles/torchprof* \$OUT/"
 step corpus 150 python3 -m pytest -x -q -rA --tb=short tests/test_corpus_gpu.py
 step calibrate 40 bash -c "python3 -m kbench calibrate && python3 -m kbench roofline --from results/baselines"
 step matmul 500 env STEPS="correct sanitize bench" bash scripts/device_matmul.sh

@@ -127,13 +127,13 @@ def test_blelloch_launch_geometry(registry):
     import sys
 
     module = sys.modules[registry.implementations("scan")["blelloch"].make.__module__]
-    p = module.plan(1 << 28, "int32", exclusive=False, aligned=True)
+    p = module.plan(1 << 28, "int32", exclusive=False, aligned=True, items=16)
     assert p["tile"] == 4096 and p["grid"] == (65536,) and p["status_words"] == 65537
     p = module.plan(4097, "int64", exclusive=True, aligned=False)
-    assert p["tile"] == 2048 and p["grid"] == (3,) and p["name"] == "scan_blelloch<long long, 8, true, false, false>"
+    assert p["tile"] == 4096 and p["grid"] == (2,) and p["name"] == "scan_blelloch<long long, 16, true, false, false>"
     # staged copies are 16-byte ones: asked for on an unaligned tensor, the plain path is launched
     assert module.plan(4097, "int32", False, aligned=False, staged=True)["name"].endswith("false, false>")
-    assert module.plan(4097, "int32", False, aligned=True, staged=True)["name"] == "scan_blelloch<int, 16, false, true, true>"
+    assert module.plan(4097, "int32", False, aligned=True, staged=True)["name"] == "scan_blelloch<int, 32, false, true, true>"
     assert module.plan(0, "fp32", False, True)["grid"] == (0,)
     p = module.plan(1 << 28, "int32", False, aligned=True, staged=True, items=32)
     assert p["tile"] == 8192 and p["grid"] == (32768,) and p["name"] == "scan_blelloch<int, 32, false, true, true>"

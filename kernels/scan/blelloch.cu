@@ -234,7 +234,7 @@ scan_blelloch(const T* __restrict__ x, T* __restrict__ y, long long n, int* __re
     KBENCH_SCAN_ONE(T, ITEMS, true, true, true)
 KBENCH_SCAN(int, 16)
 KBENCH_SCAN(int, 32)
-KBENCH_SCAN(float, 16)
+KBENCH_SCAN(float, 32)
 KBENCH_SCAN(long long, 8)
 KBENCH_SCAN(long long, 16)
 #endif

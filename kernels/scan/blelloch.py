@@ -1,7 +1,8 @@
 """Single-pass Blelloch scan with decoupled look-back, a CuPy RawKernel (``blelloch.cu`` beside this file).
 
-One block per tile of 256 threads x ITEMS elements (16 for 4-byte types, 8 for
-int64: 64 bytes a thread; ``--param items=`` picks 4 to 32). The tile counter and the tiles' flags are zeroed by
+One block per tile of 256 threads x ITEMS elements (32 for 4-byte types, 16 for
+int64: 128 bytes a thread; ``--param items=`` picks 4 to 32), loaded and stored through
+shared memory (``--param staged=0``: each thread its own 16-byte loads). The tile counter and the tiles' flags are zeroed by
 the closure before each launch; the buffers for them are allocated once, here.
 """
 
@@ -12,7 +13,9 @@ from kbench.registry import Unsupported, implementation
 
 SOURCE = Path(__file__).with_suffix(".cu")
 THREADS = 256
-CUDA_TYPES = {"int32": ("int", 16), "fp32": ("float", 16), "int64": ("long long", 8)}
+# Elements per thread by default: 128 bytes a thread. The H200 sweep (docs/performance.md, staged):
+# int32 16 -> 0.74x torch.cumsum, 32 -> 0.92x; int64 8 -> 0.61x, 16 -> 0.79x.
+CUDA_TYPES = {"int32": ("int", 32), "fp32": ("float", 32), "int64": ("long long", 16)}
 
 _cupy = load_helper(Path(__file__).parent.parent / "_cupy_common.py")
 
@@ -40,12 +43,13 @@ def plan(n: int, dtype: str, exclusive: bool, aligned: bool, staged: bool = Fals
 
 @implementation(
     "scan", "blelloch", backend="cupy", cuda=True, modules=("torch", "cupy"), unit="memory",
-    dtypes=tuple(CUDA_TYPES), params={"staged": 0, "items": 0},
+    dtypes=tuple(CUDA_TYPES), params={"staged": 1, "items": 0},
     description="one pass: Blelloch up/down-sweep per tile in shared memory, decoupled look-back across tiles",
 )
-def blelloch(case, inputs, out, staged=0, items=0):
-    """``--param staged=1``: full tiles loaded and stored coalesced through shared memory (blelloch.cu);
-    ``--param items=32``: elements per thread (0: 16 for 4-byte types, 8 for int64)."""
+def blelloch(case, inputs, out, staged=1, items=0):
+    """``--param staged=0``: each thread loads its own elements (1, the default: full tiles loaded and
+    stored coalesced through shared memory, blelloch.cu); ``--param items=16``: elements per thread
+    (0: 32 for 4-byte types, 16 for int64)."""
     import numpy as np
     import torch
 
