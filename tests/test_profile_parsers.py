@@ -168,6 +168,17 @@ def test_recorded_on_the_device(path):
     assert summary["per_call"]["time_us"] > 0
 
 
+@pytest.mark.parametrize("impl, kernels, time_us, ratio", [
+    ("naive", 4, 2788.8, 48.56), ("sdpa", 1, 787.8, 1.00), ("triton-fa2", 1, 566.9, 0.94)])
+def test_recorded_attention(impl, kernels, time_us, ratio):
+    """`kbench profile --ncu attention --n 4096 --d 128 --batch 2 --heads 16` on the H200 (2026-11-29):
+    the figures docs/performance.md quotes, read back from the raw CSVs."""
+    per = ncu.summarize((FIXTURES / f"ncu_raw_20261129_{impl}.csv").read_text(), 1, MIN_BYTES)["per_call"]
+    assert per["kernels_per_call"] == kernels
+    assert per["time_us"] == pytest.approx(time_us, abs=0.05)
+    assert per["traffic_ratio"] == pytest.approx(ratio, abs=0.005)
+
+
 @pytest.mark.parametrize("impl, name, duration_ns, read, written", [
     ("constant-cmem", "conv_cmem", 8_851_136, 268_505_600, 252_459_776),
     ("constant-global", "conv_global", 4_776_448, 268_515_328, 252_199_680)])
