@@ -44,9 +44,12 @@ step fa2-tune ${FA2_BUDGET:-200} bash scripts/device_fa2_tune.sh
 step fa2 130 env STEPS="correct bench" SPECS="4096 2 16 128 --no-causal" CORRECT_N=17,255,1000,4096 \
      PARAMS="--param block_m=128" CORRECT_PARAMS="--param block_m=128" bash scripts/device_fa2.sh
 step side-stream 110 env STEPS="seed big" bash scripts/device_check.sh
-step streams-run 100 bash -c "python3 -m kbench run streams --bytes 1GiB --chunks 1,4,16,64 --streams 4 --work 1904 \
-     --out \$OUT/streams.jsonl && python3 -m kbench run streams --bytes 1000000007 --chunks 7 --streams 3 --work 64 \
-     --out \$OUT/streams.jsonl; cp -r results/timelines \$OUT/ 2>/dev/null"
+step streams-run ${STREAMS_BUDGET:-200} bash -c "python3 -m kbench run streams --bytes 1000000004 --chunks 7 --streams 3 \
+     --work 64 --out \$OUT/streams.jsonl; python3 -m kbench run streams --bytes 1GiB --chunks 1,4,16,64 --streams 4 \
+     --work 1904 --out \$OUT/streams.jsonl; cp -r results/timelines \$OUT/ 2>/dev/null"
+step allreduce-pieces 130 bash -c "python3 -m kbench run allreduce --gpus 2 --bytes 1GiB,4GiB --impl nccl-ring,ring \
+     --max-time 1 --out \$OUT/pieces.jsonl; python3 -m kbench run allreduce --gpus 2 --bytes 1GiB,4GiB --impl ring \
+     --param pieces=1,2,8,16 --max-time 1 --out \$OUT/pieces.jsonl"
 step constant-ncu 90 bash -c "python3 -m kbench profile --ncu patterns --lesson constant --impl constant-cmem,constant-global \
      --n 8192 --set full; cp results/profiles/*.csv results/profiles/*.json \$OUT/ 2>/dev/null; ls -la results/profiles"
 step scan-sweep 100 bash -c "python3 -m kbench run scan --n 268435456 --dtype int32 --impl torch-cumsum,blelloch \
