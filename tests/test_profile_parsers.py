@@ -305,6 +305,21 @@ def _trace():
     return {"traceEvents": events}
 
 
+@pytest.mark.parametrize("impl, kernel, total_us", [
+    ("sdpa", "pytorch_flash::flash_fwd_kernel", 3900.39), ("triton-fa2", "_fa2_forward", 2808.148)])
+def test_torch_trace_recorded_on_the_device(impl, kernel, total_us):
+    """Real traces (tests/fixtures/profile/torch_trace_20261129_*.json, launch/kernel/annotation events
+    kept): Triton's kernel is launched through cuLaunchKernelEx (cuda_driver), SDPA's through the runtime."""
+    import json
+
+    trace = json.loads((FIXTURES / f"torch_trace_20261129_{impl}.json").read_text())
+    table = torch_profiler.trace_kernels(trace, f"kbench/attention/{impl}/{CASE}")
+    assert table["calls"] == 5 and len(table["kernels"]) == 1
+    (row,) = table["kernels"]
+    assert kernel in row["name"] and row["count"] == 5 and row["total_us"] == pytest.approx(total_us)
+    assert table["unattributed"] > 0  # warm-up, correctness and L2-flush kernels, outside the range
+
+
 def test_torch_trace_kernels_inside_the_range():
     table = torch_profiler.trace_kernels(_trace(), "R")
     assert table["calls"] == 2 and table["unattributed"] == 3  # the warm-up, the flush, thread 8's
