@@ -3,6 +3,7 @@
 import math
 import random
 import shutil
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -81,6 +82,32 @@ def test_cupy_fa2_walkthrough_reads_ptxas(registry):
     regs = int(figures["registers per thread"].split()[0])
     assert 0 < regs <= 255
     assert "blocks per SM (sm_90)" in figures
+
+
+H200_RECORDS = Path(__file__).resolve().parent.parent / "results" / "baselines" / "h200-cupy-fa2-bench.jsonl"
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed: no ptxas figures")
+@pytest.mark.parametrize("block_m, block_n, warps, d, causal", [
+    (128, 64, 4, 128, False),  # the default: 255 registers, 40 bytes of local memory
+    (128, 128, 4, 128, False),  # the seed's tile: 808 bytes of local memory
+    (64, 64, 4, 64, False)])
+def test_cupy_fa2_walkthrough_matches_the_h200s_compiled_kernel(registry, block_m, block_n, warps, d, causal):
+    """explain's registers and stack frame (ptxas here) against the attributes CuPy read from the kernel
+    NVRTC compiled on the H200 (results/baselines/h200-cupy-fa2-bench.jsonl). All 18 configurations of
+    that file agreed when checked on 2026-11-29; three of them are re-checked here."""
+    import json
+
+    impl = registry.implementations("attention")["cupy-fa2"]
+    records = [json.loads(line) for line in H200_RECORDS.read_text().splitlines()]
+    (config,) = {json.dumps(r["config"]["registers_per_thread"]) + "/" + str(r["config"]["local_bytes_per_thread"])
+                 for r in records if r["impl"] == "cupy-fa2" and "config" in r and r["case"]["d"] == d
+                 and r["case"]["causal"] == causal and r["case"]["dtype"] == "fp16"
+                 and (r["params"]["block_m"], r["params"]["block_n"], r["params"]["warps"]) == (block_m, block_n, warps)}
+    registers, local = map(int, config.split("/"))
+    figures = impl.explain(attention_case(d=d), dict(impl.params, block_m=block_m, block_n=block_n, warps=warps))
+    assert int(figures["registers per thread"].split()[0]) == registers
+    assert f"(stack frame {local} bytes)" in figures["spills per thread"]
 
 
 def test_occupancy():
