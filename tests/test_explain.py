@@ -1,6 +1,5 @@
 """`kbench explain`: the first seed text's numbers, recomputed."""
 
-import math
 import random
 import shutil
 from pathlib import Path
