@@ -46,6 +46,10 @@ class Point:
     roof_label: str
     hbm_tbs: float
     gpu: str
+    # Measured on another GPU than the roof's (kbench roofline --gpu): whether it was below the roof of
+    # the GPU that ran it. Above a foreign roof is where the result would sit, not an impossibility.
+    own_valid: bool | None = None
+    ran_on: str | None = None  # that GPU's table key
 
     @property
     def attainable_tflops(self) -> float:
@@ -64,7 +68,11 @@ class Point:
 
     @property
     def valid(self) -> bool:
-        """False when the point is above its roof: impossible, so the measurement is wrong."""
+        """False when the point is above the roof of the GPU that ran it: impossible, so the measurement is wrong."""
+        return self.own_valid if self.own_valid is not None else self.below_roof
+
+    @property
+    def below_roof(self) -> bool:
         return self.attained_tflops <= self.attainable_tflops * (1 + SLACK)
 
 

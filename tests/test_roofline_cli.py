@@ -20,12 +20,26 @@ def test_roofline_of_a_recorded_h200_run(cli):
     assert "INVALID: above the roof" not in text
 
 
-def test_the_same_run_on_the_seeds_a100_roof(cli):
-    result = cli("roofline", "--from", H200_RUN, "--gpu", "a100")
+def test_the_same_run_on_the_seeds_a100_roof(cli, tmp_path):
+    result = cli("roofline", "--from", H200_RUN, "--gpu", "a100", "--plot", tmp_path / "a100.png")
     assert result.exit_code == 0, result.output
-    # cuDNN's 599 TFLOP/s on the H200 is above an A100's 312: impossible there, flagged, not plotted as success
-    assert "INVALID: above the roof" in result.output
+    text = " ".join(result.output.split())
+    # cuDNN's 599 TFLOP/s on the H200 is above an A100's 312: where it would sit, said so, not "invalid"
+    # (it was below the roof of the GPU that ran it)
+    assert "above a100's roof (ran on h200)" in text and "INVALID" not in text
     assert "A100 (the seed's roofline)" in result.output
+    assert (tmp_path / "a100.png").stat().st_size > 10_000
+
+
+def test_above_the_roof_of_its_own_gpu_is_invalid_on_any_roof(cli, tmp_path):
+    records = [json.loads(line) for line in H200_RUN.read_text().splitlines()]
+    for r in records:
+        r["timing"]["stats"]["median"] /= 5  # sdpa-cudnn now at ~3000 TFLOP/s on an H200: impossible
+    path = tmp_path / "fast.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    for gpu in ("detected", "a100"):
+        result = cli("roofline", "--from", path, "--gpu", gpu)
+        assert result.exit_code == 0 and "INVALID: above the roof" in result.output, gpu
 
 
 def test_roofline_plot_writes_png_and_svg(cli, tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import List, Optional
 
@@ -74,6 +75,10 @@ def roofline_command(
             if p is None:
                 skipped += 1
                 continue
+            own = peaks_for(gpu.get("name")) if fixed else None
+            if own is not None and own.key != fixed.key:  # judged impossible only against the GPU that ran it
+                p = dataclasses.replace(p, own_valid=roofline.point(r, own, _unit_of(r, units)).below_roof,
+                                        ran_on=own.key)
             points.append((peaks, p))
             if fixed is None:  # measured roofs belong to the GPU that ran, not to another one
                 calibration = calibrate.load_for(gpu)
@@ -96,7 +101,13 @@ def roofline_command(
             if calibrated:
                 roof = measured.get(id(p))
                 row += [f"{roof:.1f}", f"{100 * p.attained_tflops / roof:.1f}"] if roof else ["-", "-"]
-            row += [p.bound, p.roof_label, "yes" if p.valid else "[bold red]INVALID: above the roof[/]"]
+            if not p.valid:
+                verdict = "[bold red]INVALID: above the roof[/]" + (f" of {p.ran_on}" if p.ran_on else "")
+            elif not p.below_roof:
+                verdict = f"yes; above {peaks.key}'s roof (ran on {p.ran_on})"
+            else:
+                verdict = "yes"
+            row += [p.bound, p.roof_label, verdict]
             table.add_row(*row)
         stdout.print(table)
         if skipped:
