@@ -192,3 +192,41 @@ def test_triton_fa2_geometry(registry):
     assert figures["grid"] == "32 Q tiles x 1 (batch x heads) = 32 programs"  # CONFIGS[0]: BLOCK_M = 128
     auto = impl.explain(attention_case(n=4096), impl.params)
     assert "autotuned on first use among 8 tile shapes" in auto["configuration"]
+
+
+# --- the other suites: launch geometry and traffic ------------------------------------------------
+
+def test_warp_shuffle_walkthrough(registry):
+    impl = registry.implementations("reduction")["warp-shuffle"]
+    figures = impl.explain(Case({"n": 1 << 28, "dtype": "fp32"}), impl.params)
+    assert figures["grid"].startswith("1,056 blocks of 256 threads")  # 8 a SM x 132 SMs
+    assert "248.2 16-byte loads of 4 elements" in figures["per thread"]  # 2^26 loads / 270,336 threads
+    assert "1,073,741,824 bytes read once; 1,056 atomics" in figures["global traffic"]
+    small = impl.explain(Case({"n": 1000, "dtype": "fp16"}), impl.params)
+    assert small["grid"].startswith("1 blocks of 256 threads")  # 125 loads: one block is enough
+
+
+def test_blelloch_walkthrough(registry):
+    impl = registry.implementations("scan")["blelloch"]
+    figures = impl.explain(Case({"n": 1 << 28, "dtype": "int32", "exclusive": False}), impl.params)
+    assert figures["kernel"] == "scan_blelloch<int, 32, false, true, true>"
+    assert figures["grid"].startswith("32,768 tiles of 8,192 elements (32,768 bytes)")
+    assert "32,769 status words" in figures["decoupled look-back"]
+    assert "the 4 with more than 32 threads adding behind block barriers" in \
+        figures["Blelloch sweeps of the 256 thread totals"]
+    unstaged = impl.explain(Case({"n": 5000, "dtype": "int64", "exclusive": True}), {"staged": 0, "items": 8})
+    assert unstaged["grid"].startswith("3 tiles of 2,048 elements") and "its own 16-byte" in unstaged["per thread"]
+    assert "not runnable" in impl.explain(Case({"n": 10, "dtype": "int32", "exclusive": False}),
+                                          {"staged": 1, "items": 3})["configuration"]
+
+
+def test_streams_and_ring_walkthroughs(registry):
+    pipelined = registry.implementations("streams")["pipelined"]
+    figures = pipelined.explain(Case({"bytes": 1000000004, "chunks": 7, "streams": 3, "work": 64}), {})
+    # 250,000,001 elements in 7: six of 35,714,286 and one of 35,714,285 (chunk_ranges)
+    assert figures["chunks"] == "7 of 35,714,285 elements (142,857,140 bytes) or 35,714,286 elements (142,857,144 bytes)"
+    assert figures["device memory"].startswith("6 buffers of 142,857,144 bytes")
+    ring = registry.implementations("allreduce")["ring"]
+    figures = ring.explain(Case({"bytes": 1000004, "gpus": 3, "dtype": "fp32"}), ring.params)
+    assert "3 chunks of 333,332 or 333,336 bytes" in figures["ring"]
+    assert figures["steps"].startswith("2 reduce-scatter + 2 all-gather") and "in 1 piece " in figures["steps"]

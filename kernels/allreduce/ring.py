@@ -47,7 +47,7 @@ def schedule(rank: int, world: int) -> list[tuple[str, int, int]]:
     return steps
 
 
-def build(x, out, pieces=4, min_piece=1 << 20):
+def build(x, out, pieces=1, min_piece=1 << 20):
     """Every rank: out <- the sum over the ranks of x, by the ring (x is only read)."""
     import torch
     import torch.distributed as dist
@@ -107,7 +107,28 @@ def build(x, out, pieces=4, min_piece=1 << 20):
     return op
 
 
-@implementation("allreduce", "ring", backend="torch.distributed", unit="memory", params={"pieces": 1, "min_piece": 1 << 20},
+def explain(case, params) -> dict:
+    """`kbench explain allreduce --impl ring`: the ring's steps and traffic for this case, per rank."""
+    from kbench.dtypes import ELEMENT_BYTES
+
+    world, element = case.gpus, ELEMENT_BYTES[case.dtype]
+    count = case.bytes // element
+    sizes = sorted({(stop - start) * element for start, stop in bounds(count, world)})
+    pieces = piece_count(count, world, element, int(params["pieces"]), int(params["min_piece"]))
+    sent = sum((stop - start) * element for start, stop in bounds(count, world)[:1]) * 2 * (world - 1)
+    return {
+        "ring": f"{world} ranks: rank r sends to r+1 and receives from r-1; {world} chunks of "
+                + " or ".join(f"{s:,}" for s in sizes) + " bytes",
+        "steps": f"{world - 1} reduce-scatter + {world - 1} all-gather, each one batch_isend_irecv of a chunk in "
+                 f"{pieces} piece{'s' if pieces > 1 else ''} (--param pieces={params['pieces']}, "
+                 f"min_piece={params['min_piece']:,} bytes)",
+        "bytes sent per rank": f"about {sent:,} = 2(N-1)/N x {case.bytes:,} (the seed's figure; busbw counts it)",
+        "additions": f"{world - 1} chunk additions per rank (reduce-scatter), on the current stream",
+    }
+
+
+@implementation("allreduce", "ring", backend="torch.distributed", unit="memory", explain=explain,
+                params={"pieces": 1, "min_piece": 1 << 20},
                 description="ring all-reduce from batch_isend_irecv: N-1 reduce-scatter + N-1 all-gather steps")
 def ring(case, inputs, out, pieces=1, min_piece=1 << 20):
     return distributed.collective(case, inputs, out, build, params={"pieces": pieces, "min_piece": min_piece})

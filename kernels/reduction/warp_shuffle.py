@@ -33,9 +33,35 @@ def plan(n: int, dtype: str, sm_count: int, blocks_per_sm: int, aligned: bool) -
             "vector": aligned}
 
 
+def explain(case, params) -> dict:
+    """`kbench explain reduction --impl warp-shuffle`: the launch on an H200 (aligned input), without running it."""
+    from kbench.devices import by_key
+    from kbench.dtypes import ELEMENT_BYTES
+
+    sms = by_key("h200").sms
+    try:
+        p = plan(case.n, case.dtype, sms, int(params["blocks_per_sm"]), aligned=True)
+    except Unsupported as exc:
+        return {"configuration": f"not runnable: {exc}"}
+    blocks, threads = _cupy.launch_size(p)
+    per_load = 16 // ELEMENT_BYTES[case.dtype]
+    loads = -(-case.n // per_load)
+    return {
+        "kernel": p["name"],
+        "grid": f"{blocks:,} blocks of {threads} threads ({threads // 32} warps): {params['blocks_per_sm']} a SM "
+                f"on {sms} SMs, capped at one thread per 16-byte load",
+        "per thread": f"{loads / (blocks * threads):,.1f} 16-byte loads of {per_load} elements (grid-stride, "
+                      f"{UNROLL} in flight), then 5 __shfl_down_sync steps",
+        "per block": f"{threads // 32} warp partials in shared memory, summed by warp 0; 1 atomicAdd",
+        "global traffic": f"{case.n * ELEMENT_BYTES[case.dtype]:,} bytes read once; {blocks:,} atomics to one "
+                          f"{'fp32' if case.dtype != 'int32' else 'int32'} word",
+        **_cupy.resource_figures(SOURCE, p["name"], blocks, threads),
+    }
+
+
 @implementation(
     "reduction", "warp-shuffle", backend="cupy", cuda=True, modules=("torch", "cupy"), unit="memory",
-    dtypes=tuple(CUDA_TYPES), params={"blocks_per_sm": 8},
+    dtypes=tuple(CUDA_TYPES), params={"blocks_per_sm": 8}, explain=explain,
     description="grid-stride 16-byte loads, __shfl_down_sync warp sums, one atomicAdd per block (CUDA C++)",
 )
 def warp_shuffle(case, inputs, out, blocks_per_sm):

@@ -41,9 +41,39 @@ def plan(n: int, dtype: str, exclusive: bool, aligned: bool, staged: bool = Fals
             "grid": (tiles,), "block": (THREADS,), "tile": tile, "status_words": 1 + tiles}
 
 
+def explain(case, params) -> dict:
+    """`kbench explain scan --impl blelloch`: the tiles, the sweeps and the look-back for this case."""
+    from kbench.dtypes import ELEMENT_BYTES
+
+    try:
+        p = plan(case.n, case.dtype, case.exclusive, aligned=True, staged=bool(int(params["staged"])),
+                 items=int(params["items"]))
+    except Unsupported as exc:
+        return {"configuration": f"not runnable: {exc}"}
+    blocks, threads = _cupy.launch_size(p)
+    items = p["tile"] // THREADS
+    e = ELEMENT_BYTES[case.dtype]
+    wide = [d for d in (1 << i for i in range(8)) if THREADS // (2 * d) > 32]
+    return {
+        "kernel": p["name"],
+        "grid": f"{blocks:,} tiles of {p['tile']:,} elements ({p['tile'] * e:,} bytes), one block of {threads} "
+                f"threads each, in the order of a global tile counter",
+        "per thread": f"{items} consecutive elements scanned serially in registers"
+                      + ("; loaded and stored through shared memory with coalesced 16-byte accesses"
+                         if "true>" in p["name"] else "; its own 16-byte loads and stores"),
+        "Blelloch sweeps of the 256 thread totals": f"{2 * 8} levels; the {2 * len(wide)} with more than 32 threads "
+                                                    f"adding behind block barriers, the rest in warp 0 (__syncwarp)",
+        "decoupled look-back": f"warp 0 reads up to 32 predecessors' flags at a time; {p['status_words']:,} status "
+                               f"words (a tile counter and one flag a tile) zeroed before each launch",
+        "global traffic": f"{case.n * e:,} bytes read + {case.n * e:,} written, plus a flag, an aggregate and a "
+                          f"prefix a tile",
+        **_cupy.resource_figures(SOURCE, p["name"], blocks, threads),
+    }
+
+
 @implementation(
     "scan", "blelloch", backend="cupy", cuda=True, modules=("torch", "cupy"), unit="memory",
-    dtypes=tuple(CUDA_TYPES), params={"staged": 1, "items": 0},
+    dtypes=tuple(CUDA_TYPES), params={"staged": 1, "items": 0}, explain=explain,
     description="one pass: Blelloch up/down-sweep per tile in shared memory, decoupled look-back across tiles",
 )
 def blelloch(case, inputs, out, staged=1, items=0):

@@ -20,8 +20,31 @@ from kbench.registry import implementation
 _streams = load_helper(Path(__file__).parent / "_streams.py")
 
 
+def explain(case, params) -> dict:
+    """`kbench explain streams --impl pipelined`: the chunks, the streams and each chunk's kernel."""
+    from kbench import pipeline
+
+    n = case.bytes // 4
+    ranges = pipeline.chunk_ranges(n, case.chunks)
+    sizes = sorted({stop - start for start, stop in ranges})
+    streams = min(case.streams, case.chunks)
+    longest = sizes[-1]
+    blocks = -(-longest // _streams.THREADS)
+    return {
+        "chunks": f"{case.chunks} of " + " or ".join(f"{s:,} elements ({4 * s:,} bytes)" for s in sizes),
+        "streams": f"{streams} (chunk i on stream i % {streams}); each stream: copy in, kernel, copy out, chunk after "
+                   f"chunk, so one chunk's copy-in overlaps another's kernel and a third's copy-out",
+        "device memory": f"{2 * streams} buffers of {4 * longest:,} bytes (in and out per stream, reused)",
+        "kernel per chunk": f"{_streams.KERNEL}: up to {blocks:,} blocks of {_streams.THREADS} threads, "
+                            f"{case.work} FMAs an element ({2 * case.work * n:,} FLOP in all)",
+        "copies": f"{case.chunks} H2D + {case.chunks} D2H from pinned memory, {case.bytes:,} bytes each way",
+        "ideal time": "the slowest stage's total + one chunk of each other stage (fill and drain); "
+                      "kbench run measures each stage alone to compute it",
+    }
+
+
 @implementation(
-    "streams", "pipelined", backend="cupy", cuda=True, modules=("torch", "cupy"), unit="cuda-core",
+    "streams", "pipelined", backend="cupy", cuda=True, modules=("torch", "cupy"), unit="cuda-core", explain=explain,
     description="--chunks chunks over --streams streams: copy in, kernel, copy out of different chunks overlap",
 )
 def pipelined(case, inputs, out):
