@@ -16,8 +16,8 @@ if [[ $STEPS == *bench* ]]; then
   echo "== benchmark: 2^28 elements"
   python3 -m kbench run reduction --n 268435456 --dtype fp32,fp16,int32 --out "$OUT/reduction.jsonl" 2>&1 | grep -v -i warning
   python3 -m kbench run scan --n 268435456 --dtype int32,int64,fp32 --out "$OUT/scan.jsonl" 2>&1 | grep -v -i warning
-  python3 -m kbench run scan --n 268435456 --dtype int32,int64 --impl torch-cumsum,blelloch --param staged=0,1 \
-     --out "$OUT/scan-staged.jsonl" 2>&1 | grep -v -i warning
+  python3 -m kbench run scan --n 268435456 --dtype int32,int64 --impl torch-cumsum,blelloch --param lookback=late,early \
+     --out "$OUT/scan-lookback.jsonl" 2>&1 | grep -v -i warning
   python3 -m kbench run scan --n 268435456 --dtype int32 --exclusive --out "$OUT/scan.jsonl" 2>&1 | grep -v -i warning
 fi
 if [[ $STEPS == *sanitize* ]]; then

@@ -71,6 +71,8 @@ for suite_name, dtypes, flags in (("reduction", ("fp32", "fp16", "int32"), ({},)
                         if name == "blelloch":  # the unstaged path (own 16-byte loads) with small tiles too
                             report(label + " unstaged", correctness.check(suite, impl, case, "cuda", seed=n + 1,
                                                                           trials=2, params={"staged": 0, "items": 8}))
+                            report(label + " early", correctness.check(suite, impl, case, "cuda", seed=n + 2, trials=2,
+                                                                       params={**impl.params, "lookback": "early"}))
                         if n in (31, 1000, 4097, (1 << 20) + 3) and name in ("warp-shuffle", "blelloch"):
                             report(label + " unaligned",
                                    correctness.check(suite, unaligned(impl), case, "cuda", seed=n, trials=1,

@@ -130,14 +130,15 @@ def test_blelloch_launch_geometry(registry):
     p = module.plan(1 << 28, "int32", exclusive=False, aligned=True, items=16)
     assert p["tile"] == 4096 and p["grid"] == (65536,) and p["status_words"] == 65537
     p = module.plan(4097, "int64", exclusive=True, aligned=False)
-    assert p["tile"] == 4096 and p["grid"] == (2,) and p["name"] == "scan_blelloch<long long, 16, true, false, false>"
+    assert p["tile"] == 4096 and p["grid"] == (2,) and p["name"] == "scan_blelloch<long long, 16, true, false, false, false>"
     # staged copies are 16-byte ones: asked for on an unaligned tensor, the plain path is launched
-    assert module.plan(4097, "int32", False, aligned=False, staged=True)["name"].endswith("false, false>")
-    assert module.plan(4097, "int32", False, aligned=True, staged=True)["name"] == "scan_blelloch<int, 32, false, true, true>"
+    assert module.plan(4097, "int32", False, aligned=False, staged=True)["name"].endswith("false, false, false>")
+    assert module.plan(4097, "int32", False, aligned=True, staged=True)["name"] == "scan_blelloch<int, 32, false, true, true, false>"
     assert module.plan(0, "fp32", False, True)["grid"] == (0,)
     p = module.plan(1 << 28, "int32", False, aligned=True, staged=True, items=32)
-    assert p["tile"] == 8192 and p["grid"] == (32768,) and p["name"] == "scan_blelloch<int, 32, false, true, true>"
+    assert p["tile"] == 8192 and p["grid"] == (32768,) and p["name"] == "scan_blelloch<int, 32, false, true, true, false>"
     assert module.plan(100, "int64", False, True, items=4)["tile"] == 1024
+    assert module.plan(100, "int32", False, True, True, early=True)["name"] == "scan_blelloch<int, 32, false, true, true, true>"
     for dtype, items in (("int32", 2), ("int32", 64), ("int64", 3)):
         with pytest.raises(Unsupported, match="items="):
             module.plan(100, dtype, False, True, items=items)

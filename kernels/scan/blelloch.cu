@@ -60,9 +60,45 @@ __device__ __forceinline__ void publish(T* values, int* flags, int tile, T value
     store_volatile(flags + tile, flag);
 }
 
+// Warp 0 of tile `tile` (all 32 lanes): publish the tile's total as its aggregate, walk back over the
+// predecessors 32 at a time, one lane each, adding aggregates until a tile with a known inclusive prefix,
+// then publish this tile's inclusive prefix; lane 0 stores the exclusive prefix in *tile_prefix.
+template <typename T>
+__device__ __forceinline__ void look_back(int tile, int lane, T total, int* flags, T* aggregates, T* prefixes,
+                                          T* tile_prefix) {
+    if (tile == 0) {
+        if (lane == 0) {
+            publish(prefixes, flags, 0, total, FLAG_PREFIX);
+            *tile_prefix = T(0);
+        }
+        return;
+    }
+    if (lane == 0) publish(aggregates, flags, tile, total, FLAG_AGGREGATE);
+    T exclusive = T(0);
+    for (int pred = tile - 1 - lane;; pred -= 32) {
+        int flag = FLAG_PREFIX;  // before tile 0: an empty prefix
+        T value = T(0);
+        if (pred >= 0) {
+            do {
+                flag = load_volatile(flags + pred);
+            } while (flag == FLAG_NONE);
+            __threadfence();
+            value = load_volatile((flag == FLAG_PREFIX ? prefixes : aggregates) + pred);
+        }
+        const unsigned with_prefix = __ballot_sync(0xffffffffu, flag == FLAG_PREFIX);
+        const int nearest = with_prefix ? __ffs(with_prefix) - 1 : 31;  // lane 0 is the nearest tile
+        exclusive += warp_sum_all(lane <= nearest ? value : T(0));
+        if (with_prefix) break;
+    }
+    if (lane == 0) {
+        publish(prefixes, flags, tile, exclusive + total, FLAG_PREFIX);
+        *tile_prefix = exclusive;
+    }
+}
+
 }  // namespace kbench_scan
 
-template <typename T, int ITEMS, bool EXCLUSIVE, bool VECTOR, bool STAGED = false>
+template <typename T, int ITEMS, bool EXCLUSIVE, bool VECTOR, bool STAGED = false, bool EARLY = false>
 __global__ void __launch_bounds__(kbench_scan::THREADS)
 scan_blelloch(const T* __restrict__ x, T* __restrict__ y, long long n, int* __restrict__ status,
               T* __restrict__ aggregates, T* __restrict__ prefixes) {
@@ -135,6 +171,10 @@ scan_blelloch(const T* __restrict__ x, T* __restrict__ y, long long n, int* __re
             tile_total = sums[padded(THREADS - 1)];
             sums[padded(THREADS - 1)] = T(0);
         }
+        if (EARLY) {  // publish and look back now: successors see this tile's aggregate and prefix sooner
+            __syncwarp();
+            look_back(tile, lane, tile_total, flags, aggregates, prefixes, &tile_prefix);
+        }
 #pragma unroll
         for (int d = THREADS / 2; d >= WIDE; d >>= 1) {  // down-sweep, one warp: exclusive prefixes
             __syncwarp();
@@ -159,38 +199,8 @@ scan_blelloch(const T* __restrict__ x, T* __restrict__ y, long long n, int* __re
     __syncthreads();
     const T thread_prefix = sums[padded(tid)];
 
-    // 4. Decoupled look-back by warp 0.
-    if (tid < 32) {
-        const T total = tile_total;
-        if (tile == 0) {
-            if (lane == 0) {
-                publish(prefixes, flags, 0, total, FLAG_PREFIX);
-                tile_prefix = T(0);
-            }
-        } else {
-            if (lane == 0) publish(aggregates, flags, tile, total, FLAG_AGGREGATE);
-            T exclusive = T(0);
-            for (int pred = tile - 1 - lane;; pred -= 32) {
-                int flag = FLAG_PREFIX;  // before tile 0: an empty prefix
-                T value = T(0);
-                if (pred >= 0) {
-                    do {
-                        flag = load_volatile(flags + pred);
-                    } while (flag == FLAG_NONE);
-                    __threadfence();
-                    value = load_volatile((flag == FLAG_PREFIX ? prefixes : aggregates) + pred);
-                }
-                const unsigned with_prefix = __ballot_sync(0xffffffffu, flag == FLAG_PREFIX);
-                const int nearest = with_prefix ? __ffs(with_prefix) - 1 : 31;  // lane 0 is the nearest tile
-                exclusive += warp_sum_all(lane <= nearest ? value : T(0));
-                if (with_prefix) break;
-            }
-            if (lane == 0) {
-                publish(prefixes, flags, tile, exclusive + total, FLAG_PREFIX);
-                tile_prefix = exclusive;
-            }
-        }
-    }
+    // 4. Decoupled look-back by warp 0 (EARLY: already done above, before the narrow down-sweep).
+    if (!EARLY && tid < 32) look_back(tile, lane, tile_total, flags, aggregates, prefixes, &tile_prefix);
     __syncthreads();
 
     // 5. Write: the tile's prefix + this thread's exclusive total + its local scan.
@@ -224,7 +234,8 @@ scan_blelloch(const T* __restrict__ x, T* __restrict__ y, long long n, int* __re
 #ifdef KBENCH_INSTANTIATE
 // nvcc build check (tests/): the instances kbench launches.
 #define KBENCH_SCAN_ONE(T, ITEMS, EXCLUSIVE, VECTOR, STAGED) \
-    template __global__ void scan_blelloch<T, ITEMS, EXCLUSIVE, VECTOR, STAGED>(const T*, T*, long long, int*, T*, T*);
+    template __global__ void scan_blelloch<T, ITEMS, EXCLUSIVE, VECTOR, STAGED, false>(const T*, T*, long long, int*, T*, T*); \
+    template __global__ void scan_blelloch<T, ITEMS, EXCLUSIVE, VECTOR, STAGED, true>(const T*, T*, long long, int*, T*, T*);
 #define KBENCH_SCAN(T, ITEMS)                        \
     KBENCH_SCAN_ONE(T, ITEMS, false, true, false)    \
     KBENCH_SCAN_ONE(T, ITEMS, true, true, false)     \

@@ -23,9 +23,11 @@ _cupy = load_helper(Path(__file__).parent.parent / "_cupy_common.py")
 ITEM_CHOICES = (4, 8, 16, 32)  # elements per thread --param items= may ask for (whole 16-byte vectors)
 
 
-def plan(n: int, dtype: str, exclusive: bool, aligned: bool, staged: bool = False, items: int = 0) -> dict:
+def plan(n: int, dtype: str, exclusive: bool, aligned: bool, staged: bool = False, items: int = 0,
+         early: bool = False) -> dict:
     """Kernel name, tiles (one block each) and the status words the look-back needs.
-    ``items`` elements per thread; 0: the default (64 bytes a thread)."""
+    ``items`` elements per thread; 0: the default (128 bytes a thread). ``early``: look back right
+    after the up-sweep, before the down-sweep (blelloch.cu)."""
     if dtype not in CUDA_TYPES:
         raise Unsupported(f"{dtype}: blelloch scans int32, int64 or fp32")
     t, default_items = CUDA_TYPES[dtype]
@@ -36,9 +38,15 @@ def plan(n: int, dtype: str, exclusive: bool, aligned: bool, staged: bool = Fals
     tile = THREADS * items
     tiles = -(-n // tile)
     staged = staged and aligned  # the staged copies are 16-byte ones
-    return {"name": f"scan_blelloch<{t}, {items}, {str(exclusive).lower()}, {str(aligned).lower()}, "
-                    f"{str(staged).lower()}>",
+    flags = ", ".join(str(b).lower() for b in (exclusive, aligned, staged, early))
+    return {"name": f"scan_blelloch<{t}, {items}, {flags}>",
             "grid": (tiles,), "block": (THREADS,), "tile": tile, "status_words": 1 + tiles}
+
+
+def _early(lookback: str) -> bool:
+    if lookback not in ("late", "early"):
+        raise Unsupported(f"lookback={lookback!r}: use late (after the down-sweep) or early (before it)")
+    return lookback == "early"
 
 
 def explain(case, params) -> dict:
@@ -47,7 +55,7 @@ def explain(case, params) -> dict:
 
     try:
         p = plan(case.n, case.dtype, case.exclusive, aligned=True, staged=bool(int(params["staged"])),
-                 items=int(params["items"]))
+                 items=int(params["items"]), early=_early(params.get("lookback", "late")))
     except Unsupported as exc:
         return {"configuration": f"not runnable: {exc}"}
     blocks, threads = _cupy.launch_size(p)
@@ -60,10 +68,11 @@ def explain(case, params) -> dict:
                 f"threads each, in the order of a global tile counter",
         "per thread": f"{items} consecutive elements scanned serially in registers"
                       + ("; loaded and stored through shared memory with coalesced 16-byte accesses"
-                         if "true>" in p["name"] else "; its own 16-byte loads and stores"),
+                         if bool(int(params["staged"])) else "; its own 16-byte loads and stores"),
         "Blelloch sweeps of the 256 thread totals": f"{2 * 8} levels; the {2 * len(wide)} with more than 32 threads "
                                                     f"adding behind block barriers, the rest in warp 0 (__syncwarp)",
-        "decoupled look-back": f"warp 0 reads up to 32 predecessors' flags at a time; {p['status_words']:,} status "
+        "decoupled look-back": f"warp 0, {'before' if p['name'].endswith('true>') else 'after'} the down-sweep, "
+                               f"reads up to 32 predecessors' flags at a time; {p['status_words']:,} status "
                                f"words (a tile counter and one flag a tile) zeroed before each launch",
         "global traffic": f"{case.n * e:,} bytes read + {case.n * e:,} written, plus a flag, an aggregate and a "
                           f"prefix a tile",
@@ -73,19 +82,20 @@ def explain(case, params) -> dict:
 
 @implementation(
     "scan", "blelloch", backend="cupy", cuda=True, modules=("torch", "cupy"), unit="memory",
-    dtypes=tuple(CUDA_TYPES), params={"staged": 1, "items": 0}, explain=explain,
+    dtypes=tuple(CUDA_TYPES), params={"staged": 1, "items": 0, "lookback": "late"}, explain=explain,
     description="one pass: Blelloch up/down-sweep per tile in shared memory, decoupled look-back across tiles",
 )
-def blelloch(case, inputs, out, staged=1, items=0):
+def blelloch(case, inputs, out, staged=1, items=0, lookback="late"):
     """``--param staged=0``: each thread loads its own elements (1, the default: full tiles loaded and
     stored coalesced through shared memory, blelloch.cu); ``--param items=16``: elements per thread
-    (0: 32 for 4-byte types, 16 for int64)."""
+    (0: 32 for 4-byte types, 16 for int64); ``--param lookback=early``: publish the tile's aggregate and
+    look back before the down-sweep (not yet measured on a GPU)."""
     import numpy as np
     import torch
 
     x = inputs["x"]
     aligned = x.data_ptr() % 16 == 0 and out.data_ptr() % 16 == 0
-    p = plan(case.n, case.dtype, case.exclusive, aligned, bool(int(staged)), int(items))
+    p = plan(case.n, case.dtype, case.exclusive, aligned, bool(int(staged)), int(items), _early(lookback))
     kernel = _cupy.compiled(str(SOURCE), p["name"])
     status = torch.empty(p["status_words"], dtype=torch.int32, device=x.device)
     aggregates = torch.empty(max(1, p["grid"][0]), dtype=x.dtype, device=x.device)
