@@ -9,7 +9,7 @@ OUT=${OUT:-/tmp/kbench-device}
 mkdir -p "$OUT"
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 COLUMNS=170 KBENCH_GIT_COMMIT=${KBENCH_GIT_COMMIT:-unknown}
 kb() { python3 -m kbench "$@" 2>&1 | grep -v -i warning; }
-STEPS=${STEPS:-configs bench again}
+STEPS=${STEPS:-configs bench again}  # and "sweep": every pinned configuration timed by kbench
 if [[ $STEPS == *configs* ]]; then
   for causal in --no-causal --causal; do
     kb run attention --impl triton-fa2 --baseline triton-fa2 --n 77,1000 --d 128 --dtype fp16 --batch 2 --heads 3 \
@@ -43,4 +43,12 @@ if [[ $STEPS == *again* ]]; then
 import json
 for r in (json.loads(l) for l in open('$OUT/fa2-again.jsonl')):
     print(r['label'], r['status'], r['timing']['stats']['median'] if r.get('timing') else None, r.get('config'))"
+fi
+if [[ $STEPS == *sweep* ]]; then
+  echo "== every configuration pinned, timed by kbench (what the autotuner should have picked), d=${D:-128}"
+  for spec in ${SWEEP_SPECS:-"4096 2 16 --no-causal" "16384 1 8 --no-causal" "4096 2 16 --causal"}; do
+    set -- $spec
+    kb run attention --impl sdpa-cudnn,triton-fa2 --baseline sdpa-cudnn --n $1 --batch $2 --heads $3 --d ${D:-128} $4 \
+       --dtype fp16 --param config=0,1,2,3,4,5,6,7 --param tma=${TMA:-auto} --out "$OUT/fa2-sweep.jsonl"
+  done
 fi
