@@ -33,7 +33,7 @@ if [[ $STEPS == *bench* ]]; then
   python3 -c "
 import json
 for r in (json.loads(l) for l in open('$OUT/fa2-tune.jsonl')):
-    if r['impl'] == 'triton-fa2': print(r['label'], r['case_key'], r['status'], {k: (r.get('config') or {}).get(k) for k in ('BLOCK_M', 'BLOCK_N', 'num_warps', 'num_stages', 'tma', 'tuning_seconds', 'tuned_here')})"
+    if r['impl'] == 'triton-fa2': print(r['label'], r['case_key'], r['status'], {k: (r.get('config') or {}).get(k) for k in ('BLOCK_M', 'BLOCK_N', 'num_warps', 'num_stages', 'tma', 'tuning_seconds', 'tuned_here', 'candidates_ms')})"
 fi
 if [[ $STEPS == *again* ]]; then
   echo "== the first case again in a new process: the tuning must come from Triton's cache (tuned_here False)"

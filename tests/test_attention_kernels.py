@@ -161,3 +161,24 @@ def test_sdpa_flash_runs_on_cpu(registry, attention):
     verdict = check(attention, impl, case, "cpu", seed=3, trials=2)
     assert verdict.ok, verdict.reason
     assert verdict.last[0].config["backend"] == "flash"
+
+
+def test_triton_fa2_records_the_autotuners_candidate_times(registry):
+    """run.config's candidates_ms: the autotuner's median of each configuration, by index in CONFIGS
+    (Triton keeps {Config: [median, p20, p80]}); configurations not in CONFIGS are left out."""
+    import sys
+    from types import SimpleNamespace
+
+    import triton
+
+    module = sys.modules[registry.implementations("attention")["triton-fa2"].make.__module__]
+
+    def config(c):
+        return triton.Config({"BLOCK_M": c["BLOCK_M"], "BLOCK_N": c["BLOCK_N"]}, num_warps=c["num_warps"],
+                             num_stages=c["num_stages"])
+
+    stranger = {"BLOCK_M": 16, "BLOCK_N": 16, "num_warps": 1, "num_stages": 1}
+    tuner = SimpleNamespace(configs_timings={config(module.CONFIGS[1]): [0.56691, 0.56, 0.57],
+                                             config(module.CONFIGS[3]): 0.6046, config(stranger): [1.0, 1.0, 1.0]})
+    assert module._candidate_medians(tuner) == {"1": 0.5669, "3": 0.6046}
+    assert module._candidate_medians(SimpleNamespace()) == {}

@@ -22,7 +22,8 @@ diagonal with the causal mask; tiles right of it are never loaded.
 Tile shapes: on a GPU, Triton's autotuner picks one of CONFIGS per (N, head
 dim, causal, dtype), and keeps its timings in Triton's cache directory
 (``cache_results=True``), so a later process does not tune again. The choice,
-the tuning time and whether it came from the cache go in the record's config.
+the tuning time, whether it came from the cache and every candidate's median as the
+autotuner timed it (``candidates_ms``: how close the runners-up were) go in the record's config.
 ``--param config=3`` pins CONFIGS[3] instead (on the CPU interpreter too, which
 is how the tests check every configuration the autotuner can pick).
 """
@@ -318,7 +319,24 @@ def triton_fa2(case, inputs, out, config="auto", tma="auto"):
                             "tuned_here": benchmarked,  # False: Triton's on-disk cache had the timings
                             "candidates": len(CONFIGS)}
     best = _fa2_autotuned.best_config
-    chosen = {**best.kwargs, "num_warps": best.num_warps, "num_stages": best.num_stages}
+    chosen = _as_config(best)
     run.config = dict(chosen, config="auto", tma=use_tma, chosen=CONFIGS.index(chosen) if chosen in CONFIGS else None,
-                      triton=triton.__version__, **_tuning_log[key])
+                      triton=triton.__version__, candidates_ms=_candidate_medians(_fa2_autotuned), **_tuning_log[key])
     return run
+
+
+def _as_config(config) -> dict:
+    """A triton.Config as an entry of CONFIGS."""
+    return {**config.kwargs, "num_warps": config.num_warps, "num_stages": config.num_stages}
+
+
+def _candidate_medians(tuner) -> dict:
+    """The autotuner's median time (ms) of each configuration it timed (or read back from Triton's
+    cache) for the last key, by index in CONFIGS: how close the runners-up were."""
+    medians = {}
+    for config, timing in (getattr(tuner, "configs_timings", None) or {}).items():
+        as_dict = _as_config(config)
+        median = timing[0] if isinstance(timing, (list, tuple)) else timing
+        if as_dict in CONFIGS and median is not None:
+            medians[str(CONFIGS.index(as_dict))] = round(float(median), 4)
+    return medians
