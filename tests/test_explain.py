@@ -232,3 +232,21 @@ def test_streams_and_ring_walkthroughs(registry):
     figures = ring.explain(Case({"bytes": 1000004, "gpus": 3, "dtype": "fp32"}), ring.params)
     assert "3 chunks of 333,332 or 333,336 bytes" in figures["ring"]
     assert figures["steps"].startswith("2 reduce-scatter + 2 all-gather") and "in 1 piece " in figures["steps"]
+
+
+def test_triton_fa2_walkthrough_against_ncu_on_the_h200(registry):
+    """ncu's launch figures of the autotuned triton-fa2 on the H200 (tests/fixtures/profile/
+    ncu_raw_20261129_triton-fa2.csv: N=4096 B2 H16 d=128, the autotuner's 128x128, 8 warps, 3 stages,
+    config 1) against explain's grid, block and shared-memory estimate for that configuration."""
+    from kbench.profilers import ncu
+
+    text = (Path(__file__).resolve().parent / "fixtures" / "profile" / "ncu_raw_20261129_triton-fa2.csv").read_text()
+    (kernel,) = ncu.parse_raw(text)
+    metrics = kernel["metrics"]
+    impl = registry.implementations("attention")["triton-fa2"]
+    case = Case({"n": 4096, "d": 128, "batch": 2, "heads": 16, "dtype": "fp16", "causal": False})
+    figures = impl.explain(case, {"config": "1", "tma": "auto"})
+    assert figures["grid"] == f"32 Q tiles x 32 (batch x heads) = {int(metrics['launch__grid_size']):,} programs".replace(",", "")
+    assert figures["program"].startswith(f"{int(metrics['launch__block_size']) // 32} warps")
+    smem = metrics["launch__shared_mem_per_block_static"] + metrics["launch__shared_mem_per_block_dynamic"]
+    assert figures["shared memory (estimate)"].startswith(f"about {int(smem):,} bytes")
