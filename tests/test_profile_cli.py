@@ -95,7 +95,8 @@ def test_ncu_command_line(fake, cli):
                         "--clock-control"]
     assert argv[4:7] == ["none", "--launch-count", "7"]  # the GPU's own clocks by default
     assert [argv[i + 1] for i, a in enumerate(argv) if a == "--section"] == [
-        "SpeedOfLight", "LaunchStats", "Occupancy", "MemoryWorkloadAnalysis", "ComputeWorkloadAnalysis"]
+        "SpeedOfLight", "LaunchStats", "Occupancy", "MemoryWorkloadAnalysis", "ComputeWorkloadAnalysis",
+        "WarpStateStats"]
     metrics = argv[argv.index("--metrics") + 1].split(",")
     assert metrics[0] == "gpu__time_duration.sum" and "dram__bytes_read.sum" in metrics
     assert argv[argv.index("--kernel-name") + 1] == "regex:gemm; rm -rf / $(boom) 'x'"  # one argument, untouched

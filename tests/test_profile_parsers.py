@@ -195,6 +195,18 @@ def test_recorded_constant_lesson(impl, name, duration_ns, read, written):
     assert per["time_us"] == pytest.approx(duration_ns / 1e3)
 
 
+@pytest.mark.parametrize("impl, top", [
+    ("constant-cmem", [("imc_miss", 12.74), ("no_instruction", 2.75), ("wait", 1.75)]),
+    ("constant-global", [("lg_throttle", 22.3), ("not_selected", 7.32), ("long_scoreboard", 3.61)])])
+def test_recorded_stall_reasons(impl, top):
+    """The constant lesson's why, from the H200's WarpStateStats: the __constant__ weights wait on
+    immediate-constant cache misses, the global ones on the load queue. 'selected' is not a stall."""
+    (kernel,) = ncu.parse_raw((FIXTURES / f"ncu_raw_20261129_{impl}.csv").read_text())
+    assert ncu.figures(kernel)["stalls"] == top
+    summary = ncu.summarize((FIXTURES / "ncu_raw_20261129_sdpa.csv").read_text(), 1, MIN_BYTES)
+    assert summary["kernels"][0]["stalls"] == []  # collected without WarpStateStats
+
+
 # --- the 5 % check against kbench's event medians ----------------------------------------
 
 def test_agreement_with_the_event_medians():

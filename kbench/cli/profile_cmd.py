@@ -438,6 +438,10 @@ def _print_ncu(outcome: dict, ctx: dict) -> None:
             line += (f", [bold]{per['traffic_ratio']:.2f}x[/] the fewest bytes "
                      f"({_f(per['min_bytes'], 1, 1e-6)} MB: inputs read once, outputs written once)")
     stdout.print(line, highlight=False)
+    for k in outcome["kernels"]:
+        if k.get("stalls"):
+            stdout.print(f"{escape(_abbrev(k['name']))}: top stalls, cycles per issued instruction: "
+                         + ", ".join(f"{reason} {value:.1f}" for reason, value in k["stalls"]), highlight=False)
 
 
 def _print_nsys(outcome: dict, ctx: dict) -> None:

@@ -36,7 +36,8 @@ import re
 from kbench.profilers.common import weighted
 
 DEFAULT_SET = "kbench"
-DEFAULT_SECTIONS = ("SpeedOfLight", "LaunchStats", "Occupancy", "MemoryWorkloadAnalysis", "ComputeWorkloadAnalysis")
+DEFAULT_SECTIONS = ("SpeedOfLight", "LaunchStats", "Occupancy", "MemoryWorkloadAnalysis", "ComputeWorkloadAnalysis",
+                    "WarpStateStats")
 DURATION = "gpu__time_duration.sum"
 # Named on every architecture since Volta; collected explicitly so the table never depends on a section's
 # contents. The tensor pipe's metric differs per architecture (hmma, gmma on Hopper): it comes from the
@@ -55,6 +56,10 @@ CORE_METRICS = (
 )
 TENSOR_METRIC = re.compile(r"^sm__(pipe_tensor\w*_cycles_active|inst_executed_pipe_tensor\w*)"
                            r"\.avg\.pct_of_peak_sustained_active$")
+# The WarpStateStats section's stall reasons: cycles a warp spent in each state per issued instruction.
+# "selected" (issuing) is not a stall.
+STALL_METRIC = re.compile(r"^smsp__average_warps_issue_stalled_(\w+?)_per_issue_active\.ratio$")
+TOP_STALLS = 3
 DEFAULT_LAUNCH_COUNT = 20
 _SET_NAME = re.compile(r"[A-Za-z0-9_-]+")
 _METRIC = re.compile(r"[A-Za-z0-9_.:^$()|\\\[\]*+?{}-]+")
@@ -220,7 +225,19 @@ def figures(kernel: dict) -> dict:
         "dram_read": read,
         "dram_write": write,
         "dram_bytes": total,
+        "stalls": stalls(m),
     }
+
+
+def stalls(metrics: dict, top: int = TOP_STALLS) -> list[tuple[str, float]]:
+    """The largest warp-stall reasons, (reason, cycles per issued instruction), largest first; [] when the
+    CSV has none (sections without WarpStateStats)."""
+    found = []
+    for name, value in metrics.items():
+        match = STALL_METRIC.match(name)
+        if match and match.group(1) != "selected" and value:
+            found.append((match.group(1), value))
+    return sorted(found, key=lambda pair: -pair[1])[:top]
 
 
 def short_name(name: str) -> str:
@@ -255,6 +272,7 @@ def by_name(rows: list[dict]) -> list[dict]:
                     "dram_read", "dram_write", "dram_bytes"):
             values = [g[key] for g in group if g.get(key) is not None]
             merged[key] = sum(values) / len(values) if values else None
+        merged["stalls"] = group[0].get("stalls") or []  # the first launch's: launches of one kernel stall alike
         out.append(merged)
     return out
 
