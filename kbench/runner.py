@@ -56,13 +56,12 @@ def baselines(suite, request: RunRequest) -> dict[str, str]:
     return {case.key: request.baseline or suite.baseline_for(case) for case in request.cases}
 
 
-def _by_implementation(variants: list[Variant], baseline: str | set[str]) -> list[list[Variant]]:
+def _by_implementation(variants: list[Variant], baselines: set[str]) -> list[list[Variant]]:
     """Variants grouped per implementation (they share a worker), the baselines' groups first."""
-    chosen = {baseline} if isinstance(baseline, str) else set(baseline)
     groups: dict[str, list[Variant]] = {}
     for variant in variants:
         groups.setdefault(variant.impl.name, []).append(variant)
-    return sorted(groups.values(), key=lambda group: group[0].impl.name not in chosen)
+    return sorted(groups.values(), key=lambda group: group[0].impl.name not in baselines)
 
 
 def run(
@@ -157,9 +156,8 @@ class _ImplJobs:
             self.worker = None
 
 
-def _record(suite, variant: Variant, case, request, result, env, baseline_ms, baseline: str | None = None) -> dict:
+def _record(suite, variant: Variant, case, request, result, env, baseline_ms, baseline: str) -> dict:
     impl = variant.impl
-    baseline = baseline or request.baseline or suite.baseline_for(case)
     record = {
         "schema": results.SCHEMA,
         "created_at": results.now(),
