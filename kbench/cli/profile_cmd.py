@@ -29,12 +29,11 @@ from kbench import loader
 from kbench.cli.common import split_list, stderr, stdout, user_errors
 from kbench.cli.run_cmd import DEVICES, SuiteGroup, _axis_options, make_cases
 from kbench.errors import UserError
+from kbench.profilers.ncu import DEFAULT_LAUNCH_COUNT, DEFAULT_SECTIONS, DEFAULT_SET  # stdlib only: --help stays fast
 from kbench.suite import Case, Suite
 
 TOOLS = ("ncu", "nsys", "torch-profiler")
 DEFAULT_CALLS = {"ncu": 1, "nsys": 10, "torch-profiler": 5}
-DEFAULT_SET = "kbench"  # kbench.profilers.ncu.DEFAULT_SET (not imported here: keeps --help fast)
-DEFAULT_LAUNCH_COUNT = 20
 CLOCK_CONTROLS = ("none", "base")
 FAILED = ("FAIL", "CRASH", "TIMEOUT")
 NO_KERNELS = "NO KERNELS"
@@ -80,8 +79,7 @@ def _profile_options() -> list[inspect.Parameter]:
         _option("calls", Optional[int], None, "--calls",
                 help="Timed calls profiled per implementation (default: ncu 1, nsys 10, torch-profiler 5)."),
         _option("set_name", str, DEFAULT_SET, "--set",
-                help="ncu: a section set (`ncu --list-sets`) instead of kbench's sections "
-                     "(SpeedOfLight, LaunchStats, Occupancy, MemoryWorkloadAnalysis, ComputeWorkloadAnalysis)."),
+                help=f"ncu: a section set (`ncu --list-sets`) instead of kbench's sections ({', '.join(DEFAULT_SECTIONS)})."),
         _option("metrics", Optional[str], None, "--metrics",
                 help="ncu: collect exactly these metrics (comma-separated) and no sections."),
         _option("kernel_name", Optional[str], None, "--kernel-name",
