@@ -70,6 +70,13 @@ def _time(row: dict, column: str) -> float | None:
     return None
 
 
+def _kernel(row: dict, name_column: str, count_column: str) -> dict:
+    """One kernel's row of a stats report (the two reports name the name and count columns differently)."""
+    return {"name": short_name(row.get(name_column, "")), "launches": int(number(row.get(count_column, "")) or 0),
+            **{key: _time(row, column) for key, column in
+               (("total", "Total Time"), ("avg", "Avg"), ("med", "Med"), ("min", "Min"), ("max", "Max"))}}
+
+
 def _range_matches(cell: str, range_name: str) -> bool:
     """nsys may prefix a range with its domain (':name' for the default one)."""
     cell = (cell or "").strip()
@@ -83,29 +90,13 @@ def kernels_in_range(text: str, range_name: str) -> tuple[list[dict], int]:
         if not _range_matches(row.get("NVTX Range", ""), range_name):
             continue
         instances = max(instances, int(number(row.get("NVTX Inst", "")) or 0))
-        kernels.append({
-            "name": short_name(row.get("Kernel Name", "")),
-            "launches": int(number(row.get("Kern Inst", "")) or 0),
-            "total": _time(row, "Total Time"),
-            "avg": _time(row, "Avg"),
-            "med": _time(row, "Med"),
-            "min": _time(row, "Min"),
-            "max": _time(row, "Max"),
-        })
+        kernels.append(_kernel(row, "Kernel Name", "Kern Inst"))
     return kernels, instances
 
 
 def all_kernels(text: str) -> list[dict]:
     """The kernels of a cuda_gpu_kern_sum CSV (the whole capture: a fallback)."""
-    return [{
-        "name": short_name(row.get("Name", "")),
-        "launches": int(number(row.get("Instances", "")) or 0),
-        "total": _time(row, "Total Time"),
-        "avg": _time(row, "Avg"),
-        "med": _time(row, "Med"),
-        "min": _time(row, "Min"),
-        "max": _time(row, "Max"),
-    } for row in read_table(text)]
+    return [_kernel(row, "Name", "Instances") for row in read_table(text)]
 
 
 def range_times(text: str, range_name: str) -> dict | None:
