@@ -1,6 +1,7 @@
 """Random inputs whose sums are exact in any order, so a check can demand the exact answer.
 
-- reduction and scan: :func:`step_multiples`, one tensor on one device.
+- reduction and scan: :func:`step_multiples`, one tensor on one device (its length checked by
+  :func:`check_length`).
 - allreduce: rank r's input for a seed is a hash of (seed, r, element index) reduced to small
   integers [-A, A], the same on any device, so the float64 reference (and each rank's own check)
   can regenerate every rank's input without moving it (kbench.distributed).
@@ -10,6 +11,19 @@ from __future__ import annotations
 
 INPUT_STEP = 1.0 / 64  # step_multiples' float values are multiples of this, |x| <= 1
 INT_RANGE = 1000  # and its integers lie in [-INT_RANGE, INT_RANGE]
+
+
+MAX_LENGTH = 1 << 31  # reduction's and scan's n stays below it
+
+
+def check_length(n: int) -> None:
+    """The --n of reduction and scan: 0 or more, below 2^31 (UserError otherwise)."""
+    from kbench.errors import UserError
+
+    if n < 0:
+        raise UserError(f"--n must be 0 or more (got {n})")
+    if n >= MAX_LENGTH:
+        raise UserError(f"--n must be below 2^31 (got {n})")
 
 
 def step_multiples(n: int, dtype: str, device: str, seed: int):

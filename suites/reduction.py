@@ -13,8 +13,7 @@ repeating or half-precision-accumulating elements all fail.
 """
 
 from kbench.dtypes import ELEMENT_BYTES, torch_dtype
-from kbench.errors import UserError
-from kbench.exact_sums import INPUT_STEP, step_multiples
+from kbench.exact_sums import INPUT_STEP, check_length, step_multiples
 from kbench.registry import suite
 from kbench.suite import Axis, Suite
 
@@ -38,10 +37,7 @@ class Reduction(Suite):
     trials = 3
 
     def validate(self, case):
-        if case.n < 0:
-            raise UserError(f"--n must be 0 or more (got {case.n})")
-        if case.n >= 1 << 31:
-            raise UserError(f"--n must be below 2^31 (got {case.n})")
+        check_length(case.n)
 
     def tolerance(self, case):
         # Exact in any order (module docstring); a quarter step leaves room for nothing else.

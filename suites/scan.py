@@ -12,8 +12,7 @@ of the input step for every n kbench runs, so a dropped or repeated element fail
 import math
 
 from kbench.dtypes import ELEMENT_BYTES, UNIT_ROUNDOFF
-from kbench.errors import UserError
-from kbench.exact_sums import INPUT_STEP, step_multiples
+from kbench.exact_sums import INPUT_STEP, check_length, step_multiples
 from kbench.registry import suite
 from kbench.suite import Axis, Suite
 
@@ -33,10 +32,7 @@ class Scan(Suite):
     trials = 3
 
     def validate(self, case):
-        if case.n < 0:
-            raise UserError(f"--n must be 0 or more (got {case.n})")
-        if case.n >= 1 << 31:
-            raise UserError(f"--n must be below 2^31 (got {case.n})")
+        check_length(case.n)
 
     def tolerance(self, case):
         if case.dtype != "fp32":
