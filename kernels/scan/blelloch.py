@@ -2,12 +2,14 @@
 
 One block per tile of 256 threads x ITEMS elements (32 for 4-byte types, 16 for
 int64: 128 bytes a thread; ``--param items=`` picks 4 to 32), loaded and stored through
-shared memory (``--param staged=0``: each thread its own 16-byte loads). The tile counter and the tiles' flags are zeroed by
-the closure before each launch; the buffers for them are allocated once, here.
+shared memory (``--param staged=0``: each thread its own 16-byte loads). The tile counter
+and the tiles' flags are zeroed by the closure before each launch; the buffers for them
+are allocated once, here.
 """
 
 from pathlib import Path
 
+from kbench.dtypes import ELEMENT_BYTES
 from kbench.loader import load_helper
 from kbench.registry import Unsupported, implementation
 
@@ -18,7 +20,6 @@ THREADS = 256
 CUDA_TYPES = {"int32": ("int", 32), "fp32": ("float", 32), "int64": ("long long", 16)}
 
 _cupy = load_helper(Path(__file__).parent.parent / "_cupy_common.py")
-
 
 ITEM_CHOICES = (4, 8, 16, 32)  # elements per thread --param items= may ask for (whole 16-byte vectors)
 
@@ -32,15 +33,16 @@ def plan(n: int, dtype: str, exclusive: bool, aligned: bool, staged: bool = Fals
         raise Unsupported(f"{dtype}: blelloch scans int32, int64 or fp32")
     t, default_items = CUDA_TYPES[dtype]
     items = items or default_items
-    if items not in ITEM_CHOICES or (items * (8 if dtype == "int64" else 4)) % 16:
+    allowed = [i for i in ITEM_CHOICES if i * ELEMENT_BYTES[dtype] % 16 == 0]
+    if items not in allowed:
         raise Unsupported(f"items={items}: use 0 (the default, {default_items}) or one of "
-                          f"{', '.join(str(i) for i in ITEM_CHOICES if i * (8 if dtype == 'int64' else 4) % 16 == 0)}")
+                          f"{', '.join(map(str, allowed))}")
     tile = THREADS * items
     tiles = -(-n // tile)
     staged = staged and aligned  # the staged copies are 16-byte ones
     flags = ", ".join(str(b).lower() for b in (exclusive, aligned, staged, early))
-    return {"name": f"scan_blelloch<{t}, {items}, {flags}>",
-            "grid": (tiles,), "block": (THREADS,), "tile": tile, "status_words": 1 + tiles}
+    return {"name": f"scan_blelloch<{t}, {items}, {flags}>", "grid": (tiles,), "block": (THREADS,),
+            "tile": tile, "status_words": 1 + tiles, "staged": staged, "early": early}
 
 
 def _early(lookback: str) -> bool:
@@ -51,8 +53,6 @@ def _early(lookback: str) -> bool:
 
 def explain(case, params) -> dict:
     """`kbench explain scan --impl blelloch`: the tiles, the sweeps and the look-back for this case."""
-    from kbench.dtypes import ELEMENT_BYTES
-
     try:
         p = plan(case.n, case.dtype, case.exclusive, aligned=True, staged=bool(int(params["staged"])),
                  items=int(params["items"]), early=_early(params.get("lookback", "late")))
@@ -61,17 +61,19 @@ def explain(case, params) -> dict:
     blocks, threads = _cupy.launch_size(p)
     items = p["tile"] // THREADS
     e = ELEMENT_BYTES[case.dtype]
-    wide = [d for d in (1 << i for i in range(8)) if THREADS // (2 * d) > 32]
+    levels = THREADS.bit_length() - 1  # of each sweep over the THREADS thread totals
+    wide = [d for d in (1 << i for i in range(levels)) if THREADS // (2 * d) > 32]
     return {
         "kernel": p["name"],
         "grid": f"{blocks:,} tiles of {p['tile']:,} elements ({p['tile'] * e:,} bytes), one block of {threads} "
                 f"threads each, in the order of a global tile counter",
         "per thread": f"{items} consecutive elements scanned serially in registers"
                       + ("; loaded and stored through shared memory with coalesced 16-byte accesses"
-                         if bool(int(params["staged"])) else "; its own 16-byte loads and stores"),
-        "Blelloch sweeps of the 256 thread totals": f"{2 * 8} levels; the {2 * len(wide)} with more than 32 threads "
-                                                    f"adding behind block barriers, the rest in warp 0 (__syncwarp)",
-        "decoupled look-back": f"warp 0, {'before' if p['name'].endswith('true>') else 'after'} the down-sweep, "
+                         if p["staged"] else "; its own 16-byte loads and stores"),
+        f"Blelloch sweeps of the {THREADS} thread totals": f"{2 * levels} levels; the {2 * len(wide)} with more than "
+                                                          f"32 threads adding behind block barriers, the rest in warp 0 "
+                                                          f"(__syncwarp)",
+        "decoupled look-back": f"warp 0, {'before' if p['early'] else 'after'} the down-sweep, "
                                f"reads up to 32 predecessors' flags at a time; {p['status_words']:,} status "
                                f"words (a tile counter and one flag a tile) zeroed before each launch",
         "global traffic": f"{case.n * e:,} bytes read + {case.n * e:,} written, plus a flag, an aggregate and a "
@@ -110,6 +112,6 @@ def blelloch(case, inputs, out, staged=1, items=0, lookback="late"):
 
     run = _cupy.on_torch_stream(body)
     run.config = {"tile_elements": p["tile"], "tiles": p["grid"][0], "vector_loads": aligned,
-                  "staged": bool(int(staged)) and aligned,
+                  "staged": p["staged"],
                   **_cupy.kernel_config(kernel, p["grid"], p["block"])}
     return run
