@@ -121,7 +121,8 @@ def _record_for(attention, registry, result, env=H200_ENV, impl="sdpa", baseline
     implementation = registry.implementations("attention")[impl]
     variant = Variant(implementation, {}, impl)
     request = runner.RunRequest(suite="attention", variants=[variant], cases=[BIG], baseline=baseline)
-    return runner._record(attention, variant, BIG, request, result, env, {} if baseline_ms is None else baseline_ms)
+    return runner._record(attention, variant, BIG, request, result, env, {} if baseline_ms is None else baseline_ms,
+                          baseline)
 
 
 def test_speed_of_light_floor_for_h200(attention):
