@@ -23,9 +23,11 @@ for r in rows:
     if r['status'] != 'OK': print('  ', r['label'], r['case_key'], r['status'], r['reason'][:160])"
 fi
 if [[ $STEPS == *bench* ]]; then
-  # spec: N batch heads causal [d]; PARAMS (default: the TMA and pointer paths side by side)
-  for spec in ${SPECS:-"4096 2 16 --no-causal" "8192 1 16 --no-causal" "16384 1 8 --no-causal" "4096 2 16 --causal" \
-                        "8192 1 16 --causal" "4096 2 16 --no-causal 64" "1024 8 16 --no-causal"}; do
+  # SPECS: specs separated by '|' (as in device_fa2.sh), each "N batch heads causal [d]"; PARAMS
+  # (default: the TMA and pointer paths side by side)
+  IFS='|' read -ra specs <<< "${SPECS:-4096 2 16 --no-causal|8192 1 16 --no-causal|16384 1 8 --no-causal|\
+4096 2 16 --causal|8192 1 16 --causal|4096 2 16 --no-causal 64|1024 8 16 --no-causal}"
+  for spec in "${specs[@]}"; do
     set -- $spec
     kb run attention --impl sdpa,sdpa-cudnn,triton-fa2 --baseline sdpa-cudnn --n $1 --batch $2 --heads $3 \
        --d ${5:-${D:-128}} $4 --dtype fp16 ${PARAMS:---param tma=0,1} --out "$OUT/fa2-tune.jsonl"
@@ -46,7 +48,8 @@ for r in (json.loads(l) for l in open('$OUT/fa2-again.jsonl')):
 fi
 if [[ $STEPS == *sweep* ]]; then
   echo "== every configuration pinned, timed by kbench (what the autotuner should have picked), d=${D:-128}"
-  for spec in ${SWEEP_SPECS:-"4096 2 16 --no-causal" "16384 1 8 --no-causal" "4096 2 16 --causal"}; do
+  IFS='|' read -ra specs <<< "${SWEEP_SPECS:-4096 2 16 --no-causal|16384 1 8 --no-causal|4096 2 16 --causal}"
+  for spec in "${specs[@]}"; do
     set -- $spec
     kb run attention --impl sdpa-cudnn,triton-fa2 --baseline sdpa-cudnn --n $1 --batch $2 --heads $3 --d ${D:-128} $4 \
        --dtype fp16 --param config=0,1,2,3,4,5,6,7 --param tma=${TMA:-auto} --out "$OUT/fa2-sweep.jsonl"

@@ -20,6 +20,16 @@ from kbench.suite import Case
 SMALL = sys.argv[1:] == ["small"]
 SIZES = (0, 1, 31, 32, 1000, 4097, 70_001) if SMALL else (0, 1, 31, 32, 1000, (1 << 20) + 3, 1 << 28)
 
+# blelloch's --param combinations checked besides its defaults
+BLELLOCH_VARIANTS = {
+    "unstaged": {"staged": 0, "items": 8},
+    "early": {"lookback": "early"},
+    "packed": {"state": "packed"},
+    "split": {"state": "split"},
+    "packed early 128 threads": {"state": "packed", "lookback": "early", "threads": 128},
+    "split 128 threads": {"state": "split", "threads": 128},
+}
+
 registry = loader.load()
 failed = 0
 start = time.time()
@@ -68,11 +78,10 @@ for suite_name, dtypes, flags in (("reduction", ("fp32", "fp16", "int32"), ({},)
                     label = f"{suite_name:9s} {name:13s} {dtype} {extra or ''} n={n}"
                     try:
                         report(label, correctness.check(suite, impl, case, "cuda", seed=n, trials=2, params=impl.params))
-                        if name == "blelloch":  # the unstaged path (own 16-byte loads) with small tiles too
-                            report(label + " unstaged", correctness.check(suite, impl, case, "cuda", seed=n + 1,
-                                                                          trials=2, params={"staged": 0, "items": 8}))
-                            report(label + " early", correctness.check(suite, impl, case, "cuda", seed=n + 2, trials=2,
-                                                                       params={**impl.params, "lookback": "early"}))
+                        if name == "blelloch":  # the other paths: own 16-byte loads, look-back orders, states
+                            for seed, (variant, params) in enumerate(BLELLOCH_VARIANTS.items(), start=n + 1):
+                                report(f"{label} {variant}", correctness.check(
+                                    suite, impl, case, "cuda", seed=seed, trials=2, params={**impl.params, **params}))
                         if n in (31, 1000, 4097, (1 << 20) + 3) and name in ("warp-shuffle", "blelloch"):
                             report(label + " unaligned",
                                    correctness.check(suite, unaligned(impl), case, "cuda", seed=n, trials=1,

@@ -11,28 +11,34 @@
 //      then down-sweep, indices padded by one slot every 32 (i + i / 32) so the strided
 //      accesses of both sweeps fall in distinct banks; the levels with a warp or fewer
 //      threads adding run in warp 0 alone, between __syncwarp()s, not block barriers;
-//   4. warp 0 publishes the tile's total (flag AGGREGATE), then looks back over the
+//   4. warp 0 publishes the tile's total (status AGGREGATE), then looks back over the
 //      preceding tiles 32 at a time, one lane each, adding aggregates until it meets a
-//      tile whose inclusive prefix is known (flag PREFIX), and publishes its own prefix;
+//      tile whose inclusive prefix is known (status PREFIX), and publishes its own prefix;
 //   5. each thread writes tile prefix + its exclusive total + its local scan.
-// A status word (flag) is written after its value with a __threadfence() between, and
-// read before its value with a __threadfence() between; aggregates and prefixes live in
-// separate arrays so a value read under one flag is never the other kind.
 //
-// STAGED (a full tile, aligned): step 2 loads the tile with coalesced 16-byte loads (a warp reads
-// 512 contiguous bytes an instruction) into shared memory, and each thread then reads its ITEMS
-// consecutive elements from there; step 5 goes back the same way. Shared rows of 32 elements are
-// padded by 16 bytes, so the 8 lanes of a 16-byte shared access (64 bytes apart) hit 8 different
-// groups of 4 banks. Unstaged, each thread loads its 64 bytes itself: a warp's load instruction
-// touches 32 sectors 64 bytes apart, each half used, the other half on its next instruction.
+// Tile state (step 4), two layouts:
+//   PACKED: one word a tile holding {status, value} (8 bytes for 4-byte types, 16 for 8-byte
+//     ones), written and read in one access, so a reader never sees a status without its value
+//     and no fence is needed. 16-byte vector accesses are not promised indivisible by the PTX
+//     memory model; CUB's ScanTileState relies on them in the same way (longlong2 words).
+//   split: a status array and separate aggregate and prefix arrays; each value is written before
+//     its status with a __threadfence() between, and read after it with a __threadfence() between
+//     (a membar.gl each, which under a full memory system costs a round trip of its own).
 //
-// status[0] is the tile counter, status[1 + t] tile t's flag; the host zeroes them
-// before every launch (one memset).
+// STAGED (a full tile, aligned): step 2 loads each warp's part of the tile (32 x ITEMS
+// consecutive elements) with coalesced 16-byte loads (512 contiguous bytes an instruction) into
+// that warp's part of shared memory; after a __syncwarp() each thread reads its ITEMS consecutive
+// elements from there; step 5 goes back the same way. A warp touches only its own part, so the
+// staging costs no block barrier. Shared rows of 32 elements are padded by 16 bytes, so the 8 lanes
+// of a 16-byte shared access (64 or 144 bytes apart) hit 8 different groups of 4 banks. Unstaged,
+// each thread loads its 64 bytes itself: a warp's load instruction touches 32 sectors 64 bytes
+// apart, each half used, the other half on its next instruction.
+//
+// The host zeroes the tile counter and the tile state before every launch (one memset).
 
 namespace kbench_scan {
 
-constexpr int THREADS = 256;
-constexpr int FLAG_NONE = 0, FLAG_AGGREGATE = 1, FLAG_PREFIX = 2;
+constexpr int STATUS_NONE = 0, STATUS_AGGREGATE = 1, STATUS_PREFIX = 2;
 
 __device__ __forceinline__ int padded(int i) { return i + (i >> 5); }  // one slot of padding every 32
 
@@ -52,87 +58,140 @@ __device__ __forceinline__ T load_volatile(const T* p) { return *const_cast<cons
 template <typename T>
 __device__ __forceinline__ void store_volatile(T* p, T v) { *const_cast<volatile T*>(p) = v; }
 
-// Publish a value, then its flag (readers see the flag only after the value).
+// The look-back state at `base`, laid out for `tiles` tiles (blelloch.py's state_bytes sizes it).
+template <typename T, bool PACKED>
+struct TileState;
+
 template <typename T>
-__device__ __forceinline__ void publish(T* values, int* flags, int tile, T value, int flag) {
-    store_volatile(values + tile, value);
-    __threadfence();
-    store_volatile(flags + tile, flag);
-}
+struct TileState<T, false> {  // split: statuses, aggregates, prefixes; fences order value and status
+    int* status;
+    T* aggregates;
+    T* prefixes;
+    __device__ TileState(void* base, long long tiles)
+        : status(static_cast<int*>(base)),
+          aggregates(reinterpret_cast<T*>(static_cast<char*>(base) + (tiles * 4 + 15) / 16 * 16)),
+          prefixes(aggregates + tiles) {}
+    __device__ void publish(int tile, T value, int kind) {
+        store_volatile((kind == STATUS_PREFIX ? prefixes : aggregates) + tile, value);
+        __threadfence();  // the value before its status
+        store_volatile(status + tile, kind);
+    }
+    __device__ void wait(int tile, int& kind, T& value) const {  // until the tile has published something
+        do {
+            kind = load_volatile(status + tile);
+        } while (kind == STATUS_NONE);
+        __threadfence();  // the status before its value
+        value = load_volatile((kind == STATUS_PREFIX ? prefixes : aggregates) + tile);
+    }
+};
+
+template <typename T>
+struct TileState<T, true> {  // packed: {status, value} in one word, one access each way
+    static_assert(sizeof(T) == 4 || sizeof(T) == 8, "4- or 8-byte values");
+    char* words;
+    __device__ TileState(void* base, long long) : words(static_cast<char*>(base)) {}
+    __device__ void publish(int tile, T value, int kind) {
+        if constexpr (sizeof(T) == 4) {
+            unsigned bits;
+            memcpy(&bits, &value, 4);
+            store_volatile(reinterpret_cast<unsigned long long*>(words) + tile,
+                           static_cast<unsigned long long>(kind) << 32 | bits);
+        } else {
+            unsigned long long bits;
+            memcpy(&bits, &value, 8);
+            asm volatile("st.volatile.global.v2.u64 [%0], {%1, %2};" ::"l"(words + 16LL * tile), "l"(bits),
+                         "l"(static_cast<unsigned long long>(kind)) : "memory");
+        }
+    }
+    __device__ void wait(int tile, int& kind, T& value) const {
+        if constexpr (sizeof(T) == 4) {
+            unsigned long long word;
+            do {
+                word = load_volatile(reinterpret_cast<const unsigned long long*>(words) + tile);
+            } while ((word >> 32) == STATUS_NONE);
+            kind = static_cast<int>(word >> 32);
+            const unsigned bits = static_cast<unsigned>(word);
+            memcpy(&value, &bits, 4);
+        } else {
+            unsigned long long bits, status;
+            do {
+                asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(bits), "=l"(status)
+                             : "l"(words + 16LL * tile) : "memory");
+            } while (status == STATUS_NONE);
+            kind = static_cast<int>(status);
+            memcpy(&value, &bits, 8);
+        }
+    }
+};
 
 // Warp 0 of tile `tile` (all 32 lanes): publish the tile's total as its aggregate, walk back over the
 // predecessors 32 at a time, one lane each, adding aggregates until a tile with a known inclusive prefix,
 // then publish this tile's inclusive prefix; lane 0 stores the exclusive prefix in *tile_prefix.
-template <typename T>
-__device__ __forceinline__ void look_back(int tile, int lane, T total, int* flags, T* aggregates, T* prefixes,
-                                          T* tile_prefix) {
+template <typename T, typename State>
+__device__ __forceinline__ void look_back(int tile, int lane, T total, State& state, T* tile_prefix) {
     if (tile == 0) {
         if (lane == 0) {
-            publish(prefixes, flags, 0, total, FLAG_PREFIX);
+            state.publish(0, total, STATUS_PREFIX);
             *tile_prefix = T(0);
         }
         return;
     }
-    if (lane == 0) publish(aggregates, flags, tile, total, FLAG_AGGREGATE);
+    if (lane == 0) state.publish(tile, total, STATUS_AGGREGATE);
     T exclusive = T(0);
     for (int pred = tile - 1 - lane;; pred -= 32) {
-        int flag = FLAG_PREFIX;  // before tile 0: an empty prefix
+        int kind = STATUS_PREFIX;  // before tile 0: an empty prefix
         T value = T(0);
-        if (pred >= 0) {
-            do {
-                flag = load_volatile(flags + pred);
-            } while (flag == FLAG_NONE);
-            __threadfence();
-            value = load_volatile((flag == FLAG_PREFIX ? prefixes : aggregates) + pred);
-        }
-        const unsigned with_prefix = __ballot_sync(0xffffffffu, flag == FLAG_PREFIX);
+        if (pred >= 0) state.wait(pred, kind, value);
+        const unsigned with_prefix = __ballot_sync(0xffffffffu, kind == STATUS_PREFIX);
         const int nearest = with_prefix ? __ffs(with_prefix) - 1 : 31;  // lane 0 is the nearest tile
         exclusive += warp_sum_all(lane <= nearest ? value : T(0));
         if (with_prefix) break;
     }
     if (lane == 0) {
-        publish(prefixes, flags, tile, exclusive + total, FLAG_PREFIX);
+        state.publish(tile, exclusive + total, STATUS_PREFIX);
         *tile_prefix = exclusive;
     }
 }
 
 }  // namespace kbench_scan
 
-template <typename T, int ITEMS, bool EXCLUSIVE, bool VECTOR, bool STAGED = false, bool EARLY = false>
-__global__ void __launch_bounds__(kbench_scan::THREADS)
-scan_blelloch(const T* __restrict__ x, T* __restrict__ y, long long n, int* __restrict__ status,
-              T* __restrict__ aggregates, T* __restrict__ prefixes) {
+template <typename T, int THREADS, int ITEMS, bool EXCLUSIVE, bool VECTOR, bool STAGED, bool EARLY, bool PACKED>
+__global__ void __launch_bounds__(THREADS)
+scan_blelloch(const T* __restrict__ x, T* __restrict__ y, long long n, int* __restrict__ counter,
+              void* __restrict__ tile_state) {
     using namespace kbench_scan;
     constexpr int TILE = THREADS * ITEMS;
     constexpr int VECTORS = ITEMS * sizeof(T) / 16;  // 16-byte loads per thread
+    constexpr int PER_VECTOR = 16 / sizeof(T);
     static_assert(ITEMS * sizeof(T) % 16 == 0, "a thread's items are whole 16-byte vectors");
+    static_assert(THREADS % 64 == 0 && (THREADS & (THREADS - 1)) == 0, "a power of two, 64 threads or more");
 
     __shared__ T sums[THREADS + THREADS / 32];
     __shared__ int tile_number;
     __shared__ T tile_total, tile_prefix;
     const int tid = threadIdx.x;
     const int lane = tid % 32;
-    if (tid == 0) tile_number = atomicAdd(status, 1);
+    if (tid == 0) tile_number = atomicAdd(counter, 1);
     __syncthreads();
     const int tile = tile_number;
-    int* flags = status + 1;
+    TileState<T, PACKED> state(tile_state, gridDim.x);
 
     // 2. This thread's ITEMS consecutive elements, scanned serially.
-    const long long first = static_cast<long long>(tile) * TILE + static_cast<long long>(tid) * ITEMS;
+    const long long tile_first = static_cast<long long>(tile) * TILE;
+    const long long first = tile_first + static_cast<long long>(tid) * ITEMS;
     T v[ITEMS];
-    constexpr int PER_VECTOR = 16 / sizeof(T);
     constexpr int STAGE_ELEMENTS = STAGED ? TILE + TILE / 32 * PER_VECTOR : 1;
     __shared__ __align__(16) T stage[STAGE_ELEMENTS];
-    const long long tile_first = static_cast<long long>(tile) * TILE;
     const bool staged = STAGED && VECTOR && tile_first + TILE <= n;  // block-uniform
+    const int warp_first = tid / 32 * 32 * ITEMS;  // this warp's part of the tile, in elements
     if (staged) {
-        const uint4* src = reinterpret_cast<const uint4*>(x + tile_first);
+        const uint4* src = reinterpret_cast<const uint4*>(x + tile_first + warp_first);
 #pragma unroll
         for (int i = 0; i < VECTORS; ++i) {
-            const int vec = tid + i * THREADS;  // coalesced: consecutive lanes, consecutive 16 bytes
-            *reinterpret_cast<uint4*>(stage + staged_index<T>(vec * PER_VECTOR)) = __ldg(src + vec);
+            const int vec = lane + i * 32;  // coalesced: consecutive lanes, consecutive 16 bytes
+            *reinterpret_cast<uint4*>(stage + staged_index<T>(warp_first + vec * PER_VECTOR)) = __ldg(src + vec);
         }
-        __syncthreads();
+        __syncwarp();
 #pragma unroll
         for (int i = 0; i < VECTORS; ++i)
             reinterpret_cast<uint4*>(v)[i] =
@@ -173,7 +232,7 @@ scan_blelloch(const T* __restrict__ x, T* __restrict__ y, long long n, int* __re
         }
         if (EARLY) {  // publish and look back now: successors see this tile's aggregate and prefix sooner
             __syncwarp();
-            look_back(tile, lane, tile_total, flags, aggregates, prefixes, &tile_prefix);
+            look_back(tile, lane, tile_total, state, &tile_prefix);
         }
 #pragma unroll
         for (int d = THREADS / 2; d >= WIDE; d >>= 1) {  // down-sweep, one warp: exclusive prefixes
@@ -200,7 +259,7 @@ scan_blelloch(const T* __restrict__ x, T* __restrict__ y, long long n, int* __re
     const T thread_prefix = sums[padded(tid)];
 
     // 4. Decoupled look-back by warp 0 (EARLY: already done above, before the narrow down-sweep).
-    if (!EARLY && tid < 32) look_back(tile, lane, tile_total, flags, aggregates, prefixes, &tile_prefix);
+    if (!EARLY && tid < 32) look_back(tile, lane, tile_total, state, &tile_prefix);
     __syncthreads();
 
     // 5. Write: the tile's prefix + this thread's exclusive total + its local scan.
@@ -213,12 +272,12 @@ scan_blelloch(const T* __restrict__ x, T* __restrict__ y, long long n, int* __re
         for (int i = 0; i < VECTORS; ++i)
             *reinterpret_cast<uint4*>(stage + staged_index<T>(tid * ITEMS + i * PER_VECTOR)) =
                 reinterpret_cast<const uint4*>(w)[i];
-        __syncthreads();
-        uint4* dst = reinterpret_cast<uint4*>(y + tile_first);
+        __syncwarp();
+        uint4* dst = reinterpret_cast<uint4*>(y + tile_first + warp_first);
 #pragma unroll
         for (int i = 0; i < VECTORS; ++i) {
-            const int vec = tid + i * THREADS;
-            dst[vec] = *reinterpret_cast<const uint4*>(stage + staged_index<T>(vec * PER_VECTOR));
+            const int vec = lane + i * 32;
+            dst[vec] = *reinterpret_cast<const uint4*>(stage + staged_index<T>(warp_first + vec * PER_VECTOR));
         }
     } else if (VECTOR && first + ITEMS <= n) {
         uint4* dst = reinterpret_cast<uint4*>(y + first);
@@ -232,20 +291,28 @@ scan_blelloch(const T* __restrict__ x, T* __restrict__ y, long long n, int* __re
 }
 
 #ifdef KBENCH_INSTANTIATE
-// nvcc build check (tests/): the instances kbench launches.
-#define KBENCH_SCAN_ONE(T, ITEMS, EXCLUSIVE, VECTOR, STAGED) \
-    template __global__ void scan_blelloch<T, ITEMS, EXCLUSIVE, VECTOR, STAGED, false>(const T*, T*, long long, int*, T*, T*); \
-    template __global__ void scan_blelloch<T, ITEMS, EXCLUSIVE, VECTOR, STAGED, true>(const T*, T*, long long, int*, T*, T*);
-#define KBENCH_SCAN(T, ITEMS)                        \
-    KBENCH_SCAN_ONE(T, ITEMS, false, true, false)    \
-    KBENCH_SCAN_ONE(T, ITEMS, true, true, false)     \
-    KBENCH_SCAN_ONE(T, ITEMS, false, false, false)   \
-    KBENCH_SCAN_ONE(T, ITEMS, true, false, false)    \
-    KBENCH_SCAN_ONE(T, ITEMS, false, true, true)     \
-    KBENCH_SCAN_ONE(T, ITEMS, true, true, true)
-KBENCH_SCAN(int, 16)
-KBENCH_SCAN(int, 32)
-KBENCH_SCAN(float, 32)
-KBENCH_SCAN(long long, 8)
-KBENCH_SCAN(long long, 16)
+// nvcc build check (tests/): the instances kbench launches (every flag combination at the default
+// THREADS, and the other tile shapes and state layouts the H200 sweep measures).
+#define KBENCH_SCAN_ONE(T, THREADS, ITEMS, EXCLUSIVE, VECTOR, STAGED, EARLY, PACKED) \
+    template __global__ void scan_blelloch<T, THREADS, ITEMS, EXCLUSIVE, VECTOR, STAGED, EARLY, PACKED>( \
+        const T*, T*, long long, int*, void*);
+#define KBENCH_SCAN_STATES(T, THREADS, ITEMS, EXCLUSIVE, VECTOR, STAGED)          \
+    KBENCH_SCAN_ONE(T, THREADS, ITEMS, EXCLUSIVE, VECTOR, STAGED, false, false)  \
+    KBENCH_SCAN_ONE(T, THREADS, ITEMS, EXCLUSIVE, VECTOR, STAGED, true, false)   \
+    KBENCH_SCAN_ONE(T, THREADS, ITEMS, EXCLUSIVE, VECTOR, STAGED, false, true)   \
+    KBENCH_SCAN_ONE(T, THREADS, ITEMS, EXCLUSIVE, VECTOR, STAGED, true, true)
+#define KBENCH_SCAN(T, THREADS, ITEMS)                          \
+    KBENCH_SCAN_STATES(T, THREADS, ITEMS, false, true, false)   \
+    KBENCH_SCAN_STATES(T, THREADS, ITEMS, true, true, false)    \
+    KBENCH_SCAN_STATES(T, THREADS, ITEMS, false, false, false)  \
+    KBENCH_SCAN_STATES(T, THREADS, ITEMS, true, false, false)   \
+    KBENCH_SCAN_STATES(T, THREADS, ITEMS, false, true, true)    \
+    KBENCH_SCAN_STATES(T, THREADS, ITEMS, true, true, true)
+KBENCH_SCAN(int, 256, 16)
+KBENCH_SCAN(int, 256, 32)
+KBENCH_SCAN(int, 128, 32)
+KBENCH_SCAN(float, 256, 32)
+KBENCH_SCAN(long long, 256, 8)
+KBENCH_SCAN(long long, 256, 16)
+KBENCH_SCAN(long long, 128, 16)
 #endif
