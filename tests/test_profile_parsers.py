@@ -8,6 +8,7 @@ ones on the H200, to be committed as tests/fixtures/profile/ncu_raw_<date>_<impl
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from types import SimpleNamespace
@@ -407,3 +408,21 @@ def test_agreement_script(tmp_path):
     done = subprocess.run([sys.executable, str(script), str(tmp_path / "p.json"), str(tmp_path / "run.jsonl")],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and "DISAGREES" in done.stdout
+
+
+def test_recorded_agreement_with_the_tile_shape_pinned():
+    """Issue 7's check on the H200 (scripts/device_profile.sh, STEPS="run ncu agree", 3351a2a): triton-fa2 pinned
+    to config=1 in both processes. The profile summary and the `kbench run` records as they came back."""
+    from kbench import results
+
+    folder = FIXTURES / "h200-n4096-pinned"
+    summary = json.loads((folder / "profile.json").read_text())
+    rows = {r["label"]: r for r in common.agreement_rows(summary, results.read(folder / "run.jsonl"))}
+    expected = {"naive": (2782.3, 2795.5), "sdpa": (786.2, 811.1), "triton-fa2[config=1]": (582.9, 586.5)}
+    assert set(rows) == set(expected)
+    for label, (profiled_us, event_us) in expected.items():
+        row = rows[label]
+        assert row["checked"] and row["ok"], row
+        assert row["profiled_us"] == pytest.approx(profiled_us, abs=0.05)
+        assert row["event_us"] == pytest.approx(event_us, abs=0.05)
+    assert rows["triton-fa2[config=1]"]["diff"] == pytest.approx(-0.006, abs=0.001)
