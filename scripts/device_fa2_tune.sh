@@ -9,7 +9,11 @@ OUT=${OUT:-/tmp/kbench-device}
 mkdir -p "$OUT"
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 COLUMNS=170 KBENCH_GIT_COMMIT=${KBENCH_GIT_COMMIT:-unknown}
 kb() { python3 -m kbench "$@" 2>&1 | grep -v -i warning; }
-STEPS=${STEPS:-configs bench again}  # and "sweep": every pinned configuration timed by kbench
+STEPS=${STEPS:-configs bench again}  # and "sweep": every pinned configuration timed by kbench (SWEEP_SPECS, SWEEP_PARAMS)
+# SPECS (bench, and again's first): specs separated by '|' (as in device_fa2.sh), each
+# "N batch heads causal [d]"; PARAMS (default: the TMA and pointer paths side by side)
+IFS='|' read -ra specs <<< "${SPECS:-4096 2 16 --no-causal|8192 1 16 --no-causal|16384 1 8 --no-causal|\
+4096 2 16 --causal|8192 1 16 --causal|4096 2 16 --no-causal 64|1024 8 16 --no-causal}"
 if [[ $STEPS == *configs* ]]; then
   for causal in --no-causal --causal; do
     kb run attention --impl triton-fa2 --baseline triton-fa2 --n 77,1000 --d 128 --dtype fp16 --batch 2 --heads 3 \
@@ -23,10 +27,6 @@ for r in rows:
     if r['status'] != 'OK': print('  ', r['label'], r['case_key'], r['status'], r['reason'][:160])"
 fi
 if [[ $STEPS == *bench* ]]; then
-  # SPECS: specs separated by '|' (as in device_fa2.sh), each "N batch heads causal [d]"; PARAMS
-  # (default: the TMA and pointer paths side by side)
-  IFS='|' read -ra specs <<< "${SPECS:-4096 2 16 --no-causal|8192 1 16 --no-causal|16384 1 8 --no-causal|\
-4096 2 16 --causal|8192 1 16 --causal|4096 2 16 --no-causal 64|1024 8 16 --no-causal}"
   for spec in "${specs[@]}"; do
     set -- $spec
     kb run attention --impl sdpa,sdpa-cudnn,triton-fa2 --baseline sdpa-cudnn --n $1 --batch $2 --heads $3 \
@@ -38,8 +38,9 @@ for r in (json.loads(l) for l in open('$OUT/fa2-tune.jsonl')):
     if r['impl'] == 'triton-fa2': print(r['label'], r['case_key'], r['status'], {k: (r.get('config') or {}).get(k) for k in ('BLOCK_M', 'BLOCK_N', 'num_warps', 'num_stages', 'tma', 'tuning_seconds', 'tuned_here', 'candidates_ms')})"
 fi
 if [[ $STEPS == *again* ]]; then
-  echo "== the first case again in a new process: the tuning must come from Triton's cache (tuned_here False)"
-  kb run attention --impl triton-fa2 --n 4096 --batch 2 --heads 16 --d 128 --no-causal --dtype fp16 \
+  echo "== bench's first case again in a new process: the tuning must come from Triton's cache (tuned_here False)"
+  set -- ${specs[0]}
+  kb run attention --impl triton-fa2 --n $1 --batch $2 --heads $3 --d ${5:-${D:-128}} $4 --dtype fp16 \
      --out "$OUT/fa2-again.jsonl" > /dev/null
   python3 -c "
 import json
@@ -52,6 +53,6 @@ if [[ $STEPS == *sweep* ]]; then
   for spec in "${specs[@]}"; do
     set -- $spec
     kb run attention --impl sdpa-cudnn,triton-fa2 --baseline sdpa-cudnn --n $1 --batch $2 --heads $3 --d ${D:-128} $4 \
-       --dtype fp16 --param config=0,1,2,3,4,5,6,7 --param tma=${TMA:-auto} --out "$OUT/fa2-sweep.jsonl"
+       --dtype fp16 --param config=0,1,2,3,4,5,6,7 ${SWEEP_PARAMS:---param tma=${TMA:-auto}} --out "$OUT/fa2-sweep.jsonl"
   done
 fi

@@ -61,21 +61,22 @@ def test_every_config_the_autotuner_can_pick_is_correct(registry, attention, cas
     assert verdict.last[0].config["BLOCK_M"] == configs[index]["BLOCK_M"]
 
 
-@pytest.mark.parametrize("config", ["auto", "1", "6"])
+@pytest.mark.parametrize("config, ws", [("auto", "0"), ("1", "0"), ("6", "0"), ("1", "1")])
 @pytest.mark.parametrize("case", [
     Case({"n": 77, "d": 64, "batch": 2, "heads": 3, "dtype": "fp16", "causal": True}),
     Case({"n": 130, "d": 128, "batch": 1, "heads": 2, "dtype": "bf16", "causal": False}),
     Case({"n": 128, "d": 64, "batch": 1, "heads": 1, "dtype": "fp16", "causal": False}),
     Case({"n": 1, "d": 64, "batch": 1, "heads": 1, "dtype": "fp16", "causal": True}),
 ], ids=lambda c: c.key)
-def test_triton_fa2_tma_path(registry, attention, case, config):
+def test_triton_fa2_tma_path(registry, attention, case, config, ws):
     """The tensor-descriptor (TMA) path the H200 takes, through the interpreter: tiles past N read
-    as zeros and are never written (the poisoned output catches a write past N of another head)."""
+    as zeros and are never written (the poisoned output catches a write past N of another head).
+    ws=1: the loop marked for warp specialization (the interpreter runs it as a plain loop)."""
     impl = registry.implementations("attention")["triton-fa2"]
     verdict = check(attention, impl, case, "cpu", seed=seed_for(case) + 7, trials=2,
-                    params={"tma": "1", "config": config})
+                    params={"tma": "1", "config": config, "ws": ws})
     assert verdict.ok, verdict.reason
-    assert verdict.last[0].config["tma"] is True
+    assert verdict.last[0].config["tma"] is True and verdict.last[0].config["ws"] is (ws == "1")
 
 
 def test_triton_fa2_tma_refusals(registry, attention):
@@ -89,6 +90,10 @@ def test_triton_fa2_tma_refusals(registry, attention):
     with pytest.raises(Unsupported, match="tma="):
         impl.make(case, inputs, attention.make_output(case, inputs), tma="yes")
     assert impl.make(case, inputs, attention.make_output(case, inputs)).config["tma"] is False
+    with pytest.raises(Unsupported, match="ws=1 needs the TMA path"):
+        impl.make(case, inputs, attention.make_output(case, inputs), ws="1")
+    with pytest.raises(Unsupported, match="ws="):
+        impl.make(case, inputs, attention.make_output(case, inputs), ws="2")
 
 
 def test_triton_fa2_batch_and_heads_are_independent(registry, attention):

@@ -209,17 +209,17 @@ def test_warp_shuffle_walkthrough(registry):
 def test_blelloch_walkthrough(registry):
     impl = registry.implementations("scan")["blelloch"]
     figures = impl.explain(Case({"n": 1 << 28, "dtype": "int32", "exclusive": False}), impl.params)
-    assert figures["kernel"] == "scan_blelloch<int, 256, 32, false, true, true, false, false>"
+    assert figures["kernel"] == "scan_blelloch<int, 256, 32, false, true, true, false, true>"
     assert "warp 0, after the down-sweep" in figures["decoupled look-back"]
-    assert "a status, an aggregate and a prefix a tile" in figures["decoupled look-back"]
+    assert "one 8-byte status-and-value word a tile" in figures["decoupled look-back"]
     assert figures["grid"].startswith("32,768 tiles of 8,192 elements (32,768 bytes)")
-    assert "393,232 bytes (with the tile counter)" in figures["decoupled look-back"]  # 16 + 32,768 x 12
+    assert "262,160 bytes (with the tile counter)" in figures["decoupled look-back"]  # 16 + 32,768 x 8
     assert "the 4 with more than 32 threads adding behind block barriers" in \
         figures["Blelloch sweeps of the 256 thread totals"]
     unstaged = impl.explain(Case({"n": 5000, "dtype": "int64", "exclusive": True}), {"staged": 0, "items": 8, "lookback": "early",
-                                                                        "threads": 128, "state": "packed"})
+                                                                        "threads": 128, "state": "split"})
     assert unstaged["grid"].startswith("5 tiles of 1,024 elements") and "its own 16-byte" in unstaged["per thread"]
-    assert "one 16-byte status-and-value word a tile" in unstaged["decoupled look-back"]
+    assert "a status, an aggregate and a prefix a tile, fenced apart" in unstaged["decoupled look-back"]
     assert "the 2 with more than 32 threads adding" in unstaged["Blelloch sweeps of the 128 thread totals"]
     assert "warp 0, before the down-sweep" in unstaged["decoupled look-back"]
     assert "not runnable" in impl.explain(Case({"n": 10, "dtype": "int32", "exclusive": False}),

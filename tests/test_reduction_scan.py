@@ -127,25 +127,26 @@ def test_blelloch_launch_geometry(registry):
     import sys
 
     module = sys.modules[registry.implementations("scan")["blelloch"].make.__module__]
-    p = module.plan(1 << 28, "int32", exclusive=False, aligned=True, items=16)
+    p = module.plan(1 << 28, "int32", exclusive=False, aligned=True, items=16, packed=False)
     # split state: 65,536 statuses (4 bytes), aggregates and prefixes (4 bytes each) after the 16-byte counter
     assert p["tile"] == 4096 and p["grid"] == (65536,) and p["state_bytes"] == 16 + 65536 * 12
-    p = module.plan(4097, "int64", exclusive=True, aligned=False)
+    p = module.plan(4097, "int64", exclusive=True, aligned=False, packed=False)
     assert p["tile"] == 4096 and p["grid"] == (2,)
     assert p["name"] == "scan_blelloch<long long, 256, 16, true, false, false, false, false>"
     assert p["state_bytes"] == 16 + 16 + 2 * 2 * 8  # two statuses padded to 16 bytes, then 2 x 2 values
     # staged copies are 16-byte ones: asked for on an unaligned tensor, the plain path is launched
     assert module.plan(4097, "int32", False, aligned=False, staged=True)["name"].endswith(
-        "false, false, false, false, false>")
+        "false, false, false, false, true>")
     assert module.plan(4097, "int32", False, aligned=True, staged=True)["name"] == \
-        "scan_blelloch<int, 256, 32, false, true, true, false, false>"
+        "scan_blelloch<int, 256, 32, false, true, true, false, true>"  # packed state by default
     assert module.plan(0, "fp32", False, True)["grid"] == (0,)
     p = module.plan(1 << 28, "int32", False, aligned=True, staged=True, items=32)
     assert p["tile"] == 8192 and p["grid"] == (32768,)
     assert module.plan(100, "int64", False, True, items=4)["tile"] == 1024
-    assert module.plan(100, "int32", False, True, True, early=True)["name"].endswith("true, true, true, false>")
+    assert module.plan(100, "int32", False, True, True, early=True, packed=False)["name"].endswith(
+        "true, true, true, false>")
     # packed: one word a tile, twice the element size; 128 threads halve the tile
-    p = module.plan(1 << 28, "int32", False, True, True, threads=128, packed=True)
+    p = module.plan(1 << 28, "int32", False, True, True, threads=128)
     assert p["name"] == "scan_blelloch<int, 128, 32, false, true, true, false, true>"
     assert p["tile"] == 4096 and p["state_bytes"] == 16 + 65536 * 8
     assert module.plan(5000, "int64", False, True, items=8, packed=True)["state_bytes"] == 16 + 3 * 16
