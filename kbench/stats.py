@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 # IQR / 1.349 estimates the standard deviation of a normal distribution, without
 # being dragged by the long right tail that timing samples have.
 IQR_TO_SIGMA = 1.349
@@ -15,6 +13,8 @@ MEDIAN_SE_FACTOR = math.sqrt(math.pi / 2)
 
 def median_noise(samples) -> float:
     """Relative standard error of the median (0.01 = the median is known to about 1 %)."""
+    import numpy as np  # here, not at the top: `kbench --help` imports this module through the CLI
+
     x = np.asarray(samples, dtype=float)
     if x.size < 2:
         return math.inf
@@ -27,6 +27,8 @@ def median_noise(samples) -> float:
 
 def summarize(samples) -> dict:
     """Median, p20/p80, quartiles, extremes and the noise of the median, in the samples' unit."""
+    import numpy as np
+
     x = np.asarray(samples, dtype=float)
     if x.size == 0:
         raise ValueError("no samples")
