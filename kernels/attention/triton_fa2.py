@@ -69,15 +69,21 @@ _tuning_log: dict = {}
 if triton is not None:
 
     _dot = utils.dot
+    # --param rescale=lazy: the running max moves only when a row's max grew by more than this (log2
+    # units), so p stays at most 2^8 = 256, well inside fp16 and bf16.
+    LAZY_SLACK = tl.constexpr(8.0)
 
     @triton.jit
     def _attend(acc, l_i, m_i, q, k_src, v_src, stride_kn, stride_vn, lo, hi, offs_m, offs_n, offs_d,
                 n_ctx, qk_scale_log2, BLOCK_N: tl.constexpr, MASK: tl.constexpr, PRECISION: tl.constexpr,
-                TMA: tl.constexpr, WS: tl.constexpr):
+                TMA: tl.constexpr, LAZY: tl.constexpr):
         """K/V tiles lo .. hi into the running (acc, l, m). MASK: 0 none, 1 the N tail, 2 causal and tail.
         TMA: k_src and v_src are tensor descriptors (rows past n_ctx read as zeros), else base pointers.
-        WS: Triton's warp specialization of the loop (producer warps issue the loads, the others compute)."""
-        for start_n in tl.range(lo, hi, BLOCK_N, warp_specialize=WS):
+        LAZY (unmasked tiles): FlashAttention-4's conditional rescaling. The running max m, and with it
+        acc and l, are moved only when some row's max grew by more than LAZY_SLACK (log2 units); else
+        the old m stays, the tile's p are at most 2^LAZY_SLACK, and the O(BLOCK_M x HEAD_DIM) multiply
+        of acc is skipped. Exact either way: acc and l are always scaled by the same m."""
+        for start_n in range(lo, hi, BLOCK_N):
             cols = start_n + offs_n
             col_ok = cols < n_ctx
             # K as [HEAD_DIM, BLOCK_N] so S = Q·Kᵀ is a plain dot.
@@ -92,6 +98,9 @@ if triton is not None:
                 # The scale applied in the same FMA that subtracts the max (the row max of the
                 # unscaled scores, scaled once: the scale is positive).
                 m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale_log2)
+                if LAZY:
+                    rescale = tl.max(m_new - m_i, 0) > LAZY_SLACK  # one decision for the whole tile
+                    m_new = tl.where(rescale, m_new, m_i)
                 s = qk * qk_scale_log2 - m_new[:, None]
             else:
                 s = qk * qk_scale_log2
@@ -102,9 +111,16 @@ if triton is not None:
                 m_new = tl.maximum(m_i, tl.max(s, 1))
                 s = s - m_new[:, None]
             p = tl.math.exp2(s)
-            alpha = tl.math.exp2(m_i - m_new)
-            l_i = l_i * alpha + tl.sum(p, 1)
-            acc = acc * alpha[:, None]
+            if LAZY and MASK == 0:
+                if rescale:
+                    alpha = tl.math.exp2(m_i - m_new)
+                    l_i = l_i * alpha
+                    acc = acc * alpha[:, None]
+                l_i = l_i + tl.sum(p, 1)
+            else:
+                alpha = tl.math.exp2(m_i - m_new)
+                l_i = l_i * alpha + tl.sum(p, 1)
+                acc = acc * alpha[:, None]
 
             if TMA:
                 v = v_src.load([start_n, 0])
@@ -125,7 +141,7 @@ if triton is not None:
         stride_ob, stride_oh, stride_on,
         heads, n_ctx, qk_scale_log2,
         HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, PRECISION: tl.constexpr, TMA: tl.constexpr,
-        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, WS: tl.constexpr = False,
+        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, LAZY: tl.constexpr = False,
     ):
         start_m = tl.program_id(0)
         bh = tl.program_id(1)
@@ -164,16 +180,16 @@ if triton is not None:
         if CAUSAL:
             diagonal = start_m * BLOCK_M  # < n_ctx: a multiple of BLOCK_N, every key before it is whole
             acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_src, v_src, stride_kn, stride_vn, 0, diagonal,
-                                    offs_m, offs_n, offs_d, n_ctx, qk_scale_log2, BLOCK_N, 0, PRECISION, TMA, WS)
+                                    offs_m, offs_n, offs_d, n_ctx, qk_scale_log2, BLOCK_N, 0, PRECISION, TMA, LAZY)
             acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_src, v_src, stride_kn, stride_vn, diagonal,
                                     tl.minimum(diagonal + BLOCK_M, n_ctx), offs_m, offs_n, offs_d, n_ctx,
-                                    qk_scale_log2, BLOCK_N, 2, PRECISION, TMA, WS)
+                                    qk_scale_log2, BLOCK_N, 2, PRECISION, TMA, LAZY)
         else:
             whole = (n_ctx // BLOCK_N) * BLOCK_N
             acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_src, v_src, stride_kn, stride_vn, 0, whole,
-                                    offs_m, offs_n, offs_d, n_ctx, qk_scale_log2, BLOCK_N, 0, PRECISION, TMA, WS)
+                                    offs_m, offs_n, offs_d, n_ctx, qk_scale_log2, BLOCK_N, 0, PRECISION, TMA, LAZY)
             acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_src, v_src, stride_kn, stride_vn, whole, n_ctx,
-                                    offs_m, offs_n, offs_d, n_ctx, qk_scale_log2, BLOCK_N, 1, PRECISION, TMA, WS)
+                                    offs_m, offs_n, offs_d, n_ctx, qk_scale_log2, BLOCK_N, 1, PRECISION, TMA, LAZY)
 
         acc = acc / l_i[:, None]
         if TMA:
@@ -187,7 +203,7 @@ if triton is not None:
     _fa2_autotuned = triton.autotune(
         configs=[triton.Config({"BLOCK_M": c["BLOCK_M"], "BLOCK_N": c["BLOCK_N"]}, num_warps=c["num_warps"],
                                num_stages=c["num_stages"]) for c in CONFIGS],
-        key=["n_ctx", "HEAD_DIM", "CAUSAL", "PRECISION", "TMA", "WS"],  # and the tensors' dtypes, which Triton adds
+        key=["n_ctx", "HEAD_DIM", "CAUSAL", "PRECISION", "TMA", "LAZY"],  # and the tensors' dtypes, which Triton adds
         **utils.autotune_cache_option(),
     )(_fa2_forward)
 
@@ -273,12 +289,12 @@ def _supports(case):
 
 
 @implementation("attention", "triton-fa2", backend="triton", modules=("torch", "triton"),
-                supports=_supports, explain=explain, params={"config": "auto", "tma": "auto", "ws": 0},
+                supports=_supports, explain=explain, params={"config": "auto", "tma": "auto", "rescale": "always"},
                 description="FlashAttention-2 forward in Triton (online softmax, exp2, deferred normalisation, "
                             "masks only where needed, autotuned tiles)")
-def triton_fa2(case, inputs, out, config="auto", tma="auto", ws=0):
+def triton_fa2(case, inputs, out, config="auto", tma="auto", rescale="always"):
     """``--param config=N`` pins CONFIGS[N]; ``--param tma=0|1`` the loads (auto: TMA where it can run);
-    ``--param ws=1`` asks Triton to warp-specialize the K/V loop (TMA path, sm_90+)."""
+    ``--param rescale=lazy`` moves the running max only when it grew by more than LAZY_SLACK."""
     if triton is None:
         raise Unsupported("triton is not installed")
     q, k, v = inputs["q"], inputs["k"], inputs["v"]
@@ -292,11 +308,9 @@ def triton_fa2(case, inputs, out, config="auto", tma="auto", ws=0):
     if no_tma and str(tma) == "1":
         raise Unsupported(f"tma=1: {no_tma}")
     use_tma = no_tma is None
-    if str(ws) not in ("0", "1"):
-        raise Unsupported(f"ws={ws!r}: use 0 or 1")
-    use_ws = str(ws) == "1"
-    if use_ws and not use_tma:
-        raise Unsupported(f"ws=1 needs the TMA path ({no_tma})")
+    if rescale not in ("always", "lazy"):
+        raise Unsupported(f"rescale={rescale!r}: use always or lazy")
+    lazy = rescale == "lazy"
     if use_tma:
         triton.set_allocator(_scratch_allocator)
     qk_scale_log2 = case.d**-0.5 * LOG2_E
@@ -313,10 +327,10 @@ def triton_fa2(case, inputs, out, config="auto", tma="auto", ws=0):
 
         def run():
             _fa2_forward[grid](*args, HEAD_DIM=case.d, CAUSAL=case.causal, PRECISION=precision, TMA=use_tma,
-                               WS=use_ws, BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"],
+                               LAZY=lazy, BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"],
                                num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
 
-        run.config = dict(cfg, config=config, tma=use_tma, ws=use_ws, triton=triton.__version__)
+        run.config = dict(cfg, config=config, tma=use_tma, rescale=rescale, triton=triton.__version__)
         return run
 
     def tiles(meta):
@@ -324,11 +338,11 @@ def triton_fa2(case, inputs, out, config="auto", tma="auto", ws=0):
 
     def run():
         _fa2_autotuned[tiles](*args, HEAD_DIM=case.d, CAUSAL=case.causal, PRECISION=precision, TMA=use_tma,
-                              WS=use_ws)
+                              LAZY=lazy)
 
     # Tune now (set-up, outside every timing): the first call of a new key benchmarks each
     # config, or reads the timings Triton's cache kept from an earlier process.
-    key = (case.n, case.d, case.causal, case.dtype, use_tma, use_ws)
+    key = (case.n, case.d, case.causal, case.dtype, use_tma, lazy)
     _fa2_autotuned.bench_time = None
     started = time.perf_counter()
     run()
@@ -342,7 +356,7 @@ def triton_fa2(case, inputs, out, config="auto", tma="auto", ws=0):
                             "candidates": len(CONFIGS)}
     best = _fa2_autotuned.best_config
     chosen = _as_config(best)
-    run.config = dict(chosen, config="auto", tma=use_tma, ws=use_ws, chosen=CONFIGS.index(chosen) if chosen in CONFIGS else None,
+    run.config = dict(chosen, config="auto", tma=use_tma, rescale=rescale, chosen=CONFIGS.index(chosen) if chosen in CONFIGS else None,
                       triton=triton.__version__, candidates_ms=_candidate_medians(_fa2_autotuned), **_tuning_log[key])
     return run
 
