@@ -69,20 +69,13 @@ _tuning_log: dict = {}
 if triton is not None:
 
     _dot = utils.dot
-    # --param rescale=lazy: the running max moves only when a row's max grew by more than this (log2
-    # units), so p stays at most 2^8 = 256, well inside fp16 and bf16.
-    LAZY_SLACK = tl.constexpr(8.0)
 
     @triton.jit
     def _attend(acc, l_i, m_i, q, k_src, v_src, stride_kn, stride_vn, lo, hi, offs_m, offs_n, offs_d,
                 n_ctx, qk_scale_log2, BLOCK_N: tl.constexpr, MASK: tl.constexpr, PRECISION: tl.constexpr,
-                TMA: tl.constexpr, LAZY: tl.constexpr):
+                TMA: tl.constexpr):
         """K/V tiles lo .. hi into the running (acc, l, m). MASK: 0 none, 1 the N tail, 2 causal and tail.
-        TMA: k_src and v_src are tensor descriptors (rows past n_ctx read as zeros), else base pointers.
-        LAZY (unmasked tiles): FlashAttention-4's conditional rescaling. The running max m, and with it
-        acc and l, are moved only when some row's max grew by more than LAZY_SLACK (log2 units); else
-        the old m stays, the tile's p are at most 2^LAZY_SLACK, and the O(BLOCK_M x HEAD_DIM) multiply
-        of acc is skipped. Exact either way: acc and l are always scaled by the same m."""
+        TMA: k_src and v_src are tensor descriptors (rows past n_ctx read as zeros), else base pointers."""
         for start_n in range(lo, hi, BLOCK_N):
             cols = start_n + offs_n
             col_ok = cols < n_ctx
@@ -98,9 +91,6 @@ if triton is not None:
                 # The scale applied in the same FMA that subtracts the max (the row max of the
                 # unscaled scores, scaled once: the scale is positive).
                 m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale_log2)
-                if LAZY:
-                    rescale = tl.max(m_new - m_i, 0) > LAZY_SLACK  # one decision for the whole tile
-                    m_new = tl.where(rescale, m_new, m_i)
                 s = qk * qk_scale_log2 - m_new[:, None]
             else:
                 s = qk * qk_scale_log2
@@ -111,16 +101,9 @@ if triton is not None:
                 m_new = tl.maximum(m_i, tl.max(s, 1))
                 s = s - m_new[:, None]
             p = tl.math.exp2(s)
-            if LAZY and MASK == 0:
-                if rescale:
-                    alpha = tl.math.exp2(m_i - m_new)
-                    l_i = l_i * alpha
-                    acc = acc * alpha[:, None]
-                l_i = l_i + tl.sum(p, 1)
-            else:
-                alpha = tl.math.exp2(m_i - m_new)
-                l_i = l_i * alpha + tl.sum(p, 1)
-                acc = acc * alpha[:, None]
+            alpha = tl.math.exp2(m_i - m_new)
+            l_i = l_i * alpha + tl.sum(p, 1)
+            acc = acc * alpha[:, None]
 
             if TMA:
                 v = v_src.load([start_n, 0])
@@ -141,7 +124,7 @@ if triton is not None:
         stride_ob, stride_oh, stride_on,
         heads, n_ctx, qk_scale_log2,
         HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, PRECISION: tl.constexpr, TMA: tl.constexpr,
-        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, LAZY: tl.constexpr = False,
+        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     ):
         start_m = tl.program_id(0)
         bh = tl.program_id(1)
@@ -180,16 +163,16 @@ if triton is not None:
         if CAUSAL:
             diagonal = start_m * BLOCK_M  # < n_ctx: a multiple of BLOCK_N, every key before it is whole
             acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_src, v_src, stride_kn, stride_vn, 0, diagonal,
-                                    offs_m, offs_n, offs_d, n_ctx, qk_scale_log2, BLOCK_N, 0, PRECISION, TMA, LAZY)
+                                    offs_m, offs_n, offs_d, n_ctx, qk_scale_log2, BLOCK_N, 0, PRECISION, TMA)
             acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_src, v_src, stride_kn, stride_vn, diagonal,
                                     tl.minimum(diagonal + BLOCK_M, n_ctx), offs_m, offs_n, offs_d, n_ctx,
-                                    qk_scale_log2, BLOCK_N, 2, PRECISION, TMA, LAZY)
+                                    qk_scale_log2, BLOCK_N, 2, PRECISION, TMA)
         else:
             whole = (n_ctx // BLOCK_N) * BLOCK_N
             acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_src, v_src, stride_kn, stride_vn, 0, whole,
-                                    offs_m, offs_n, offs_d, n_ctx, qk_scale_log2, BLOCK_N, 0, PRECISION, TMA, LAZY)
+                                    offs_m, offs_n, offs_d, n_ctx, qk_scale_log2, BLOCK_N, 0, PRECISION, TMA)
             acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_src, v_src, stride_kn, stride_vn, whole, n_ctx,
-                                    offs_m, offs_n, offs_d, n_ctx, qk_scale_log2, BLOCK_N, 1, PRECISION, TMA, LAZY)
+                                    offs_m, offs_n, offs_d, n_ctx, qk_scale_log2, BLOCK_N, 1, PRECISION, TMA)
 
         acc = acc / l_i[:, None]
         if TMA:
@@ -200,10 +183,51 @@ if triton is not None:
             tl.store(o_base + offs_m[:, None] * stride_on + offs_d[None, :], acc.to(O.dtype.element_ty),
                      mask=row_ok[:, None])
 
+    @triton.jit
+    def _fa2_persistent(
+        Q, K, V, O, rows, n_ctx, bh_count, qk_scale_log2, programs,
+        HEAD_DIM: tl.constexpr, PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    ):
+        """Non-causal, N a multiple of BLOCK_M, contiguous (B, H, N, d) tensors: ``programs`` programs
+        (one an SM) walk the (Q tile, batch x head) pairs. The tile loop and the K/V loop inside it are
+        flattened into one (``flatten=True``), so Triton's pipeliner can load the next tile's first K/V
+        while this tile finishes and stores O: the per-program prologue and epilogue that the one-tile
+        kernel pays at every tile (a larger share at small N) overlap the loop instead."""
+        # One descriptor over all (B·H·N) rows of each tensor: rows of a (batch, head) are contiguous
+        # and N is a multiple of every tile, so no tile crosses into the next head.
+        q_src = tl.make_tensor_descriptor(Q, shape=[rows, HEAD_DIM], strides=[HEAD_DIM, 1],
+                                          block_shape=[BLOCK_M, HEAD_DIM])
+        k_src = tl.make_tensor_descriptor(K, shape=[rows, HEAD_DIM], strides=[HEAD_DIM, 1],
+                                          block_shape=[BLOCK_N, HEAD_DIM])
+        v_src = tl.make_tensor_descriptor(V, shape=[rows, HEAD_DIM], strides=[HEAD_DIM, 1],
+                                          block_shape=[BLOCK_N, HEAD_DIM])
+        o_dst = tl.make_tensor_descriptor(O, shape=[rows, HEAD_DIM], strides=[HEAD_DIM, 1],
+                                          block_shape=[BLOCK_M, HEAD_DIM])
+        q_tiles = n_ctx // BLOCK_M
+        for tile in tl.range(tl.program_id(0), q_tiles * bh_count, programs, flatten=True):
+            head_row = (tile // q_tiles) * n_ctx  # the first row of this (batch, head)
+            q_row = head_row + (tile % q_tiles) * BLOCK_M
+            q = q_src.load([q_row, 0])
+            m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+            l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+            acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+            for start_n in range(0, n_ctx, BLOCK_N):
+                k = k_src.load([head_row + start_n, 0]).T
+                qk = _dot(q, k, tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32), PRECISION)
+                m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale_log2)
+                p = tl.math.exp2(qk * qk_scale_log2 - m_new[:, None])
+                alpha = tl.math.exp2(m_i - m_new)
+                l_i = l_i * alpha + tl.sum(p, 1)
+                acc = acc * alpha[:, None]
+                v = v_src.load([head_row + start_n, 0])
+                acc = _dot(p.to(v.dtype), v, acc, PRECISION)
+                m_i = m_new
+            o_dst.store([q_row, 0], (acc / l_i[:, None]).to(O.dtype.element_ty))
+
     _fa2_autotuned = triton.autotune(
         configs=[triton.Config({"BLOCK_M": c["BLOCK_M"], "BLOCK_N": c["BLOCK_N"]}, num_warps=c["num_warps"],
                                num_stages=c["num_stages"]) for c in CONFIGS],
-        key=["n_ctx", "HEAD_DIM", "CAUSAL", "PRECISION", "TMA", "LAZY"],  # and the tensors' dtypes, which Triton adds
+        key=["n_ctx", "HEAD_DIM", "CAUSAL", "PRECISION", "TMA"],  # and the tensors' dtypes, which Triton adds
         **utils.autotune_cache_option(),
     )(_fa2_forward)
 
@@ -289,12 +313,13 @@ def _supports(case):
 
 
 @implementation("attention", "triton-fa2", backend="triton", modules=("torch", "triton"),
-                supports=_supports, explain=explain, params={"config": "auto", "tma": "auto", "rescale": "always"},
+                supports=_supports, explain=explain, params={"config": "auto", "tma": "auto", "persistent": 0},
                 description="FlashAttention-2 forward in Triton (online softmax, exp2, deferred normalisation, "
                             "masks only where needed, autotuned tiles)")
-def triton_fa2(case, inputs, out, config="auto", tma="auto", rescale="always"):
+def triton_fa2(case, inputs, out, config="auto", tma="auto", persistent=0):
     """``--param config=N`` pins CONFIGS[N]; ``--param tma=0|1`` the loads (auto: TMA where it can run);
-    ``--param rescale=lazy`` moves the running max only when it grew by more than LAZY_SLACK."""
+    ``--param persistent=1`` (with a pinned config, non-causal, N a multiple of BLOCK_M, TMA): one program
+    an SM walking the tiles in one flattened loop (_fa2_persistent)."""
     if triton is None:
         raise Unsupported("triton is not installed")
     q, k, v = inputs["q"], inputs["k"], inputs["v"]
@@ -308,9 +333,6 @@ def triton_fa2(case, inputs, out, config="auto", tma="auto", rescale="always"):
     if no_tma and str(tma) == "1":
         raise Unsupported(f"tma=1: {no_tma}")
     use_tma = no_tma is None
-    if rescale not in ("always", "lazy"):
-        raise Unsupported(f"rescale={rescale!r}: use always or lazy")
-    lazy = rescale == "lazy"
     if use_tma:
         triton.set_allocator(_scratch_allocator)
     qk_scale_log2 = case.d**-0.5 * LOG2_E
@@ -322,27 +344,31 @@ def triton_fa2(case, inputs, out, config="auto", tma="auto", rescale="always"):
             out.stride(0), out.stride(1), out.stride(2),
             case.heads, case.n, qk_scale_log2)
 
+    if str(persistent) not in ("0", "1"):
+        raise Unsupported(f"persistent={persistent!r}: use 0 or 1")
+    if str(persistent) == "1":
+        return _persistent_run(case, (q, k, v, out), cfg, use_tma, no_tma, qk_scale_log2, precision, config)
+
     if cfg is not None:
         grid = (triton.cdiv(case.n, cfg["BLOCK_M"]), case.batch * case.heads)
 
         def run():
             _fa2_forward[grid](*args, HEAD_DIM=case.d, CAUSAL=case.causal, PRECISION=precision, TMA=use_tma,
-                               LAZY=lazy, BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"],
+                               BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"],
                                num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
 
-        run.config = dict(cfg, config=config, tma=use_tma, rescale=rescale, triton=triton.__version__)
+        run.config = dict(cfg, config=config, tma=use_tma, triton=triton.__version__)
         return run
 
     def tiles(meta):
         return (triton.cdiv(case.n, meta["BLOCK_M"]), case.batch * case.heads)
 
     def run():
-        _fa2_autotuned[tiles](*args, HEAD_DIM=case.d, CAUSAL=case.causal, PRECISION=precision, TMA=use_tma,
-                              LAZY=lazy)
+        _fa2_autotuned[tiles](*args, HEAD_DIM=case.d, CAUSAL=case.causal, PRECISION=precision, TMA=use_tma)
 
     # Tune now (set-up, outside every timing): the first call of a new key benchmarks each
     # config, or reads the timings Triton's cache kept from an earlier process.
-    key = (case.n, case.d, case.causal, case.dtype, use_tma, lazy)
+    key = (case.n, case.d, case.causal, case.dtype, use_tma)
     _fa2_autotuned.bench_time = None
     started = time.perf_counter()
     run()
@@ -356,8 +382,42 @@ def triton_fa2(case, inputs, out, config="auto", tma="auto", rescale="always"):
                             "candidates": len(CONFIGS)}
     best = _fa2_autotuned.best_config
     chosen = _as_config(best)
-    run.config = dict(chosen, config="auto", tma=use_tma, rescale=rescale, chosen=CONFIGS.index(chosen) if chosen in CONFIGS else None,
+    run.config = dict(chosen, config="auto", tma=use_tma, chosen=CONFIGS.index(chosen) if chosen in CONFIGS else None,
                       triton=triton.__version__, candidates_ms=_candidate_medians(_fa2_autotuned), **_tuning_log[key])
+    return run
+
+
+def _persistent_run(case, tensors, cfg, use_tma, no_tma, qk_scale_log2, precision, config):
+    """The closure for --param persistent=1, after checking that _fa2_persistent can take the case."""
+    if cfg is None:
+        raise Unsupported("persistent=1 needs a pinned tile shape (--param config=N)")
+    if case.causal:
+        raise Unsupported("persistent=1 is for non-causal attention")
+    if case.n % cfg["BLOCK_M"]:
+        raise Unsupported(f"persistent=1 needs N a multiple of BLOCK_M={cfg['BLOCK_M']}")
+    if not use_tma:
+        raise Unsupported(f"persistent=1 needs the TMA path ({no_tma})")
+    if not all(t.is_contiguous() for t in tensors):
+        raise Unsupported("persistent=1 needs contiguous (B, H, N, d) tensors")
+    q, k, v, out = tensors
+    tiles = case.n // cfg["BLOCK_M"] * case.batch * case.heads
+    if q.device.type == "cuda":
+        import torch
+
+        slots = torch.cuda.get_device_properties(q.device).multi_processor_count  # one program an SM
+    else:
+        slots = 3  # the interpreter: a few programs, each walking several tiles
+    programs = min(slots, tiles)
+    args = (q, k, v, out, case.batch * case.heads * case.n, case.n, case.batch * case.heads, qk_scale_log2,
+            programs)
+
+    def run():
+        _fa2_persistent[(programs,)](*args, HEAD_DIM=case.d, PRECISION=precision, BLOCK_M=cfg["BLOCK_M"],
+                                     BLOCK_N=cfg["BLOCK_N"], num_warps=cfg["num_warps"],
+                                     num_stages=cfg["num_stages"])
+
+    run.config = dict(cfg, config=config, tma=True, persistent=True, programs=programs,
+                      triton=triton.__version__)
     return run
 
 
