@@ -78,43 +78,6 @@ def test_triton_fa2_tma_path(registry, attention, case, config):
     assert verdict.last[0].config["tma"] is True
 
 
-@pytest.mark.parametrize("config", ["auto", "0", "6"])
-@pytest.mark.parametrize("case", [
-    Case({"n": 256, "d": 64, "batch": 2, "heads": 3, "dtype": "fp16", "causal": False}),
-    Case({"n": 256, "d": 32, "batch": 1, "heads": 2, "dtype": "bf16", "causal": False}),
-], ids=lambda c: c.key)
-def test_triton_fa2_persistent(registry, attention, case, config):
-    """--param persistent=1: a few programs walk every (Q tile, batch x head) pair through one
-    descriptor over all rows; the poisoned output catches a tile that is skipped or written twice
-    into another head's rows."""
-    impl = registry.implementations("attention")["triton-fa2"]
-    verdict = check(attention, impl, case, "cpu", seed=seed_for(case) + 13, trials=2,
-                    params={"tma": "1", "config": config, "persistent": "1"})
-    assert verdict.ok, verdict.reason
-    ran = verdict.last[0].config
-    assert ran["persistent"] is True and ran["programs"] == 3  # at least 4 tiles in every case here
-
-
-def test_triton_fa2_persistent_refusals(registry, attention):
-    from kbench.registry import Unsupported
-
-    impl = registry.implementations("attention")["triton-fa2"]
-
-    def make(case, **params):
-        inputs = attention.make_inputs(case, seed=1, device="cpu")
-        return impl.make(case, inputs, attention.make_output(case, inputs), **params)
-
-    even = Case({"n": 128, "d": 32, "batch": 1, "heads": 1, "dtype": "fp16", "causal": False})
-    with pytest.raises(Unsupported, match="causal"):
-        make(Case({**even.values, "causal": True}), tma="1", persistent="1")
-    with pytest.raises(Unsupported, match="multiple of BLOCK_M"):
-        make(Case({**even.values, "n": 100}), tma="1", persistent="1")
-    with pytest.raises(Unsupported, match="TMA path"):
-        make(even, tma="0", persistent="1")
-    with pytest.raises(Unsupported, match="persistent="):
-        make(even, persistent="yes")
-
-
 def test_triton_fa2_tma_refusals(registry, attention):
     from kbench.registry import Unsupported
 

@@ -183,47 +183,6 @@ if triton is not None:
             tl.store(o_base + offs_m[:, None] * stride_on + offs_d[None, :], acc.to(O.dtype.element_ty),
                      mask=row_ok[:, None])
 
-    @triton.jit
-    def _fa2_persistent(
-        Q, K, V, O, rows, n_ctx, bh_count, qk_scale_log2, programs,
-        HEAD_DIM: tl.constexpr, PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    ):
-        """Non-causal, N a multiple of BLOCK_M, contiguous (B, H, N, d) tensors: ``programs`` programs
-        (one an SM) walk the (Q tile, batch x head) pairs. The tile loop and the K/V loop inside it are
-        flattened into one (``flatten=True``), so Triton's pipeliner can load the next tile's first K/V
-        while this tile finishes and stores O: the per-program prologue and epilogue that the one-tile
-        kernel pays at every tile (a larger share at small N) overlap the loop instead."""
-        # One descriptor over all (B·H·N) rows of each tensor: rows of a (batch, head) are contiguous
-        # and N is a multiple of every tile, so no tile crosses into the next head.
-        q_src = tl.make_tensor_descriptor(Q, shape=[rows, HEAD_DIM], strides=[HEAD_DIM, 1],
-                                          block_shape=[BLOCK_M, HEAD_DIM])
-        k_src = tl.make_tensor_descriptor(K, shape=[rows, HEAD_DIM], strides=[HEAD_DIM, 1],
-                                          block_shape=[BLOCK_N, HEAD_DIM])
-        v_src = tl.make_tensor_descriptor(V, shape=[rows, HEAD_DIM], strides=[HEAD_DIM, 1],
-                                          block_shape=[BLOCK_N, HEAD_DIM])
-        o_dst = tl.make_tensor_descriptor(O, shape=[rows, HEAD_DIM], strides=[HEAD_DIM, 1],
-                                          block_shape=[BLOCK_M, HEAD_DIM])
-        q_tiles = n_ctx // BLOCK_M
-        for tile in tl.range(tl.program_id(0), q_tiles * bh_count, programs, flatten=True):
-            head_row = (tile // q_tiles) * n_ctx  # the first row of this (batch, head)
-            q_row = head_row + (tile % q_tiles) * BLOCK_M
-            q = q_src.load([q_row, 0])
-            m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
-            l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
-            acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
-            for start_n in range(0, n_ctx, BLOCK_N):
-                k = k_src.load([head_row + start_n, 0]).T
-                qk = _dot(q, k, tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32), PRECISION)
-                m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale_log2)
-                p = tl.math.exp2(qk * qk_scale_log2 - m_new[:, None])
-                alpha = tl.math.exp2(m_i - m_new)
-                l_i = l_i * alpha + tl.sum(p, 1)
-                acc = acc * alpha[:, None]
-                v = v_src.load([head_row + start_n, 0])
-                acc = _dot(p.to(v.dtype), v, acc, PRECISION)
-                m_i = m_new
-            o_dst.store([q_row, 0], (acc / l_i[:, None]).to(O.dtype.element_ty))
-
     _fa2_autotuned = triton.autotune(
         configs=[triton.Config({"BLOCK_M": c["BLOCK_M"], "BLOCK_N": c["BLOCK_N"]}, num_warps=c["num_warps"],
                                num_stages=c["num_stages"]) for c in CONFIGS],
@@ -313,13 +272,10 @@ def _supports(case):
 
 
 @implementation("attention", "triton-fa2", backend="triton", modules=("torch", "triton"),
-                supports=_supports, explain=explain, params={"config": "auto", "tma": "auto", "persistent": 0},
+                supports=_supports, explain=explain, params={"config": "auto", "tma": "auto"},
                 description="FlashAttention-2 forward in Triton (online softmax, exp2, deferred normalisation, "
                             "masks only where needed, autotuned tiles)")
-def triton_fa2(case, inputs, out, config="auto", tma="auto", persistent=0):
-    """``--param config=N`` pins CONFIGS[N]; ``--param tma=0|1`` the loads (auto: TMA where it can run);
-    ``--param persistent=1`` (with a pinned config, non-causal, N a multiple of BLOCK_M, TMA): one program
-    an SM walking the tiles in one flattened loop (_fa2_persistent)."""
+def triton_fa2(case, inputs, out, config="auto", tma="auto"):
     if triton is None:
         raise Unsupported("triton is not installed")
     q, k, v = inputs["q"], inputs["k"], inputs["v"]
@@ -343,11 +299,6 @@ def triton_fa2(case, inputs, out, config="auto", tma="auto", persistent=0):
             v.stride(0), v.stride(1), v.stride(2),
             out.stride(0), out.stride(1), out.stride(2),
             case.heads, case.n, qk_scale_log2)
-
-    if str(persistent) not in ("0", "1"):
-        raise Unsupported(f"persistent={persistent!r}: use 0 or 1")
-    if str(persistent) == "1":
-        return _persistent_run(case, (q, k, v, out), cfg, use_tma, no_tma, qk_scale_log2, precision, config)
 
     if cfg is not None:
         grid = (triton.cdiv(case.n, cfg["BLOCK_M"]), case.batch * case.heads)
@@ -384,40 +335,6 @@ def triton_fa2(case, inputs, out, config="auto", tma="auto", persistent=0):
     chosen = _as_config(best)
     run.config = dict(chosen, config="auto", tma=use_tma, chosen=CONFIGS.index(chosen) if chosen in CONFIGS else None,
                       triton=triton.__version__, candidates_ms=_candidate_medians(_fa2_autotuned), **_tuning_log[key])
-    return run
-
-
-def _persistent_run(case, tensors, cfg, use_tma, no_tma, qk_scale_log2, precision, config):
-    """The closure for --param persistent=1, after checking that _fa2_persistent can take the case."""
-    if cfg is None:
-        raise Unsupported("persistent=1 needs a pinned tile shape (--param config=N)")
-    if case.causal:
-        raise Unsupported("persistent=1 is for non-causal attention")
-    if case.n % cfg["BLOCK_M"]:
-        raise Unsupported(f"persistent=1 needs N a multiple of BLOCK_M={cfg['BLOCK_M']}")
-    if not use_tma:
-        raise Unsupported(f"persistent=1 needs the TMA path ({no_tma})")
-    if not all(t.is_contiguous() for t in tensors):
-        raise Unsupported("persistent=1 needs contiguous (B, H, N, d) tensors")
-    q, k, v, out = tensors
-    tiles = case.n // cfg["BLOCK_M"] * case.batch * case.heads
-    if q.device.type == "cuda":
-        import torch
-
-        slots = torch.cuda.get_device_properties(q.device).multi_processor_count  # one program an SM
-    else:
-        slots = 3  # the interpreter: a few programs, each walking several tiles
-    programs = min(slots, tiles)
-    args = (q, k, v, out, case.batch * case.heads * case.n, case.n, case.batch * case.heads, qk_scale_log2,
-            programs)
-
-    def run():
-        _fa2_persistent[(programs,)](*args, HEAD_DIM=case.d, PRECISION=precision, BLOCK_M=cfg["BLOCK_M"],
-                                     BLOCK_N=cfg["BLOCK_N"], num_warps=cfg["num_warps"],
-                                     num_stages=cfg["num_stages"])
-
-    run.config = dict(cfg, config=config, tma=True, persistent=True, programs=programs,
-                      triton=triton.__version__)
     return run
 
 
