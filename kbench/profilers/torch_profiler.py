@@ -30,7 +30,7 @@ def capture(measure, device: str, range_name: str, trace_path: str) -> tuple[dic
         timing = measure()
     Path(trace_path).parent.mkdir(parents=True, exist_ok=True)
     prof.export_chrome_trace(str(trace_path))
-    table = range_table(prof.events(), range_name)
+    table = {**range_table(prof.events(), range_name), "kernels": []}  # a CPU run launches none
     if device == "cuda":
         import json
 
@@ -80,21 +80,18 @@ def _on_cpu(event) -> bool:
 
 
 def range_table(events, range_name: str) -> dict:
-    """Kernels and operators that ran inside the ``range_name`` scopes, by name (count, total microseconds).
+    """Operators that ran inside the ``range_name`` scopes, by name (count, total microseconds).
 
-    A CUDA kernel is attached (``.kernels``) to the innermost operator or scope that launched it: each
-    one is counted once, with its device time. An operator's own CPU time (``self_cpu_time_total``)
-    excludes its children, so the operator rows add up to the scopes' time less Python's share.
+    An operator's own CPU time (``self_cpu_time_total``) excludes its children, so the operator rows
+    add up to the scopes' time less Python's share. The kernels come from the trace (trace_kernels):
+    torch's event tree attaches none to Triton's launches.
     """
     scopes = [e for e in events if e.name == range_name and _on_cpu(e)]
-    kernels: dict = {}
     ops: dict = {}
     for scope in scopes:
         stack = [scope]
         while stack:
             event = stack.pop()
-            for kernel in getattr(event, "kernels", None) or ():
-                _add(kernels, kernel.name, kernel.duration)
             if event is not scope:
                 _add(ops, event.name, event.self_cpu_time_total)
             stack.extend(getattr(event, "cpu_children", None) or ())
@@ -105,6 +102,5 @@ def range_table(events, range_name: str) -> dict:
     return {
         "calls": len(scopes),
         "scope_us": sum(float(s.cpu_time_total or 0.0) for s in scopes),
-        "kernels": ordered(kernels),
         "ops": ordered(ops),
     }
