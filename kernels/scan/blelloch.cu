@@ -29,10 +29,12 @@
 // consecutive elements) with coalesced 16-byte loads (512 contiguous bytes an instruction) into
 // that warp's part of shared memory; after a __syncwarp() each thread reads its ITEMS consecutive
 // elements from there; step 5 goes back the same way. A warp touches only its own part, so the
-// staging costs no block barrier. Shared rows of 32 elements are padded by 16 bytes, so the 8 lanes
-// of a 16-byte shared access (64 or 144 bytes apart) hit 8 different groups of 4 banks. Unstaged,
-// each thread loads its 64 bytes itself: a warp's load instruction touches 32 sectors 64 bytes
-// apart, each half used, the other half on its next instruction.
+// staging costs no block barrier. Shared rows of 32 elements are padded by 16 bytes. The coalesced
+// side (8 lanes of a 16-byte access in one 128-byte row) is free of bank conflicts. On the per-thread
+// side the 8 lanes of an access are 64 (int32, 16 items) or 144 bytes (int32/fp32, 32 items) apart
+// and hit 8 different groups of 4 banks; for int64 (16 items, 128 bytes apart) two lanes share a
+// group, a 2-way conflict. Unstaged, each thread loads its 64 bytes itself: a warp's load instruction
+// touches 32 sectors 64 bytes apart, each half used, the other half on its next instruction.
 //
 // The host zeroes the tile counter and the tile state before every launch (one memset).
 
