@@ -197,11 +197,9 @@ def timeline_plot(lanes: list[str], bars: list[tuple], path: Path, title: str = 
     return written
 
 
-
 def bandwidth_plot(records: list[dict], path: Path, metric: str = "busbw") -> list[Path]:
     """busbw (or algbw) against the message size, one colour per implementation (and per number of ranks
     when that varies): solid the op alone (nccl-tests' method), dotted kbench's median of the closure."""
-    from kbench.errors import UserError
     from kbench.suite import format_size
 
     key = f"{metric}_gbps"

@@ -67,6 +67,11 @@ def device_buffer(count: int):
     return torch.empty(count, dtype=torch.float32, device="cuda")
 
 
+def launch_blocks(count: int) -> int:
+    """Blocks of THREADS threads for ``count`` elements (the kernel loops grid-stride past MAX_BLOCKS)."""
+    return min(-(-count // THREADS), MAX_BLOCKS)
+
+
 class Relax:
     """The compiled kernel with its constants; :meth:`launch` queues it on a torch stream."""
 
@@ -85,14 +90,14 @@ class Relax:
         wrapper = self._wrappers.get(handle)
         if wrapper is None:
             wrapper = self._wrappers[handle] = cupy.cuda.ExternalStream(handle)
-        blocks = min(-(-count // THREADS), MAX_BLOCKS)
+        blocks = launch_blocks(count)
         args = (np.uint64(src.data_ptr()), np.uint64(dst.data_ptr()), np.int64(count),
                 np.int32(self.work if work is None else work), np.float32(self.a), np.float32(self.b))
         with wrapper:
             self.kernel((blocks,), (THREADS,), args)
 
     def config(self, count: int) -> dict:
-        grid = (min(-(-count // THREADS), MAX_BLOCKS),)
+        grid = (launch_blocks(count),)
         return {"kernel": KERNEL, "work": self.work, "a": self.a, "b": self.b,
                 **_cupy.kernel_config(self.kernel, grid, (THREADS,))}
 
@@ -275,10 +280,9 @@ class Pipeline:
 
         case = self.case
         stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-        name = (f"streams-pipelined-{format_size(case.bytes)}-{fig['chunks']}chunks-{fig['streams']}streams-"
-                f"work{case.work}-{stamp}")
-        line = fig["timeline"]
         size = format_size(case.bytes)
+        name = f"streams-pipelined-{size}-{fig['chunks']}chunks-{fig['streams']}streams-work{case.work}-{stamp}"
+        line = fig["timeline"]
         size += " bytes" if size.isdigit() else ""
         title = (f"streams, pipelined: {size} in {fig['chunks']} chunks over {fig['streams']} "
                  f"streams, work {case.work}: this run {line['total_ms']:.3f} ms, ideal {fig['ideal_ms']:.3f} ms")

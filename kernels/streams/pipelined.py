@@ -29,7 +29,7 @@ def explain(case, params) -> dict:
     sizes = sorted({stop - start for start, stop in ranges})
     streams = min(case.streams, case.chunks)
     longest = sizes[-1]
-    blocks = -(-longest // _streams.THREADS)
+    blocks = _streams.launch_blocks(longest)
     return {
         "chunks": f"{case.chunks} of " + " or ".join(f"{s:,} elements ({4 * s:,} bytes)" for s in sizes),
         "streams": f"{streams} (chunk i on stream i % {streams}); each stream: copy in, kernel, copy out, chunk after "
