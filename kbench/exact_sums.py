@@ -111,13 +111,21 @@ def exact_sum(count: int, seed: int, world_size: int, dtype: str, device="cpu", 
             stop = min(count, start + BLOCK)
             total[start:stop] += flat[start:stop].to(device=device, dtype=torch.float64)
     part = torch.empty(min(count, BLOCK), dtype=torch_dtype(dtype), device=device)
-    for rank in range(0 if rank0 is None else 1, world_size):
-        for start in range(0, count, BLOCK):
-            stop = min(count, start + BLOCK)
-            block = part[:stop - start]
-            fill_block(block, seed, rank, world_size, dtype, start)
-            total[start:stop] += block.to(torch.float64)
+    ranks = range(0 if rank0 is None else 1, world_size)
+    for start in range(0, count, BLOCK):
+        _add_ranks(total[start:start + BLOCK], part, seed, ranks, world_size, dtype, start)
     return total
+
+
+def _add_ranks(total, part, seed: int, ranks, world_size: int, dtype: str, start: int) -> None:
+    """total += the inputs of ``ranks`` for elements start..start+len(total), in float64 (exact: the
+    inputs are small integers); ``part`` is scratch of at least that length in the input dtype."""
+    import torch
+
+    block = part[:total.numel()]
+    for rank in ranks:
+        fill_block(block, seed, rank, world_size, dtype, start)
+        total += block.to(torch.float64)
 
 
 def fill_block(tensor, seed: int, rank: int, world_size: int, dtype: str, start: int) -> None:
@@ -134,13 +142,11 @@ def mismatch(out, seed: int, world_size: int, dtype: str) -> str:
 
     count = out.numel()
     wrong, first = 0, None
+    part = torch.empty(min(count, BLOCK), dtype=out.dtype, device=out.device)
     for start in range(0, count, BLOCK):
         stop = min(count, start + BLOCK)
         expected = torch.zeros(stop - start, dtype=torch.float64, device=out.device)
-        part = torch.empty(stop - start, dtype=out.dtype, device=out.device)
-        for rank in range(world_size):
-            fill_block(part, seed, rank, world_size, dtype, start)
-            expected += part.to(torch.float64)
+        _add_ranks(expected, part, seed, range(world_size), world_size, dtype, start)
         got = out[start:stop].to(torch.float64)
         bad = ~(got == expected)
         n = int(bad.sum())

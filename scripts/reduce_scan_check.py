@@ -69,7 +69,7 @@ for suite_name, dtypes, flags in (("reduction", ("fp32", "fp16", "int32"), ({},)
                                   ("scan", ("int32", "int64", "fp32"), ({"exclusive": False}, {"exclusive": True}))):
     suite = registry.suite(suite_name)
     for name, impl in registry.implementations(suite_name).items():
-        if SMALL and impl.backend != "cupy" or name in ("cupy-sum", "cupy-cumsum") and SMALL:
+        if SMALL and (impl.backend != "cupy" or name in ("cupy-sum", "cupy-cumsum")):
             continue  # under compute-sanitizer: kbench's own kernels only
         for dtype in dtypes:
             for extra in flags:

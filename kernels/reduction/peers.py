@@ -9,30 +9,30 @@ from pathlib import Path
 from kbench.loader import load_helper
 from kbench.registry import implementation
 
-SUM_TYPE = {"fp32": "float32", "fp16": "float32", "int32": "int32"}  # the suite's output types
+DTYPES = ("fp32", "fp16", "int32")  # summed into the suite's output tensor, of the suite's output type
 
 _cupy = load_helper(Path(__file__).parent.parent / "_cupy_common.py")
 
 
-@implementation("reduction", "torch-sum", backend="torch", unit="memory", dtypes=tuple(SUM_TYPE),
+@implementation("reduction", "torch-sum", backend="torch", unit="memory", dtypes=DTYPES,
                 description="torch.sum(x, dtype=...) into the output tensor")
 def torch_sum(case, inputs, out):
     import torch
 
-    x, dtype = inputs["x"], getattr(torch, SUM_TYPE[case.dtype])
-    return lambda: torch.sum(x, dim=0, dtype=dtype, out=out)
+    x = inputs["x"]
+    return lambda: torch.sum(x, dim=0, dtype=out.dtype, out=out)
 
 
 @implementation("reduction", "cupy-sum", backend="cupy", cuda=True, modules=("torch", "cupy"), unit="memory",
-                dtypes=tuple(SUM_TYPE),
+                dtypes=DTYPES,
                 description="cupy.sum(x, dtype=..., out=...): CUB's device reduction with CuPy's default accelerators")
 def cupy_sum(case, inputs, out):
     import cupy
 
-    x, result, dtype = cupy.from_dlpack(inputs["x"]), cupy.from_dlpack(out), getattr(cupy, SUM_TYPE[case.dtype])
+    x, result = cupy.from_dlpack(inputs["x"]), cupy.from_dlpack(out)
 
     def body():
-        cupy.sum(x, dtype=dtype, out=result)  # returns None: the result is the suite's own tensor
+        cupy.sum(x, dtype=result.dtype, out=result)  # returns None: the result is the suite's own tensor
 
     run = _cupy.on_torch_stream(body)
     try:

@@ -7,6 +7,7 @@ The closure zeroes the output, then launches (two operations on torch's stream).
 
 from pathlib import Path
 
+from kbench.dtypes import ELEMENT_BYTES
 from kbench.loader import load_helper
 from kbench.registry import Unsupported, implementation
 
@@ -26,17 +27,16 @@ def plan(n: int, dtype: str, sm_count: int, blocks_per_sm: int, aligned: bool) -
         raise Unsupported(f"blocks_per_sm={blocks_per_sm} must be at least 1")
     t, acc = CUDA_TYPES[dtype]
     vector = "true" if aligned else "false"
-    elements_per_load = (16 // (2 if dtype == "fp16" else 4)) if aligned else 1
+    per_load = 16 // ELEMENT_BYTES[dtype] if aligned else 1  # elements a load
     # Never more threads than loads to make: small n gets a small grid.
-    blocks = min(sm_count * blocks_per_sm, max(1, -(-n // (THREADS * elements_per_load))))
+    blocks = min(sm_count * blocks_per_sm, max(1, -(-n // (THREADS * per_load))))
     return {"name": f"reduce_sum<{t}, {acc}, {vector}, {UNROLL}>", "grid": (blocks,), "block": (THREADS,),
-            "vector": aligned}
+            "vector": aligned, "per_load": per_load}
 
 
 def explain(case, params) -> dict:
     """`kbench explain reduction --impl warp-shuffle`: the launch on an H200 (aligned input), without running it."""
     from kbench.devices import by_key
-    from kbench.dtypes import ELEMENT_BYTES
 
     sms = by_key("h200").sms
     try:
@@ -44,7 +44,7 @@ def explain(case, params) -> dict:
     except Unsupported as exc:
         return {"configuration": f"not runnable: {exc}"}
     blocks, threads = _cupy.launch_size(p)
-    per_load = 16 // ELEMENT_BYTES[case.dtype]
+    per_load = p["per_load"]
     loads = -(-case.n // per_load)
     return {
         "kernel": p["name"],
@@ -72,7 +72,7 @@ def warp_shuffle(case, inputs, out, blocks_per_sm):
     sm_count = torch.cuda.get_device_properties(x.device).multi_processor_count
     p = plan(case.n, case.dtype, sm_count, blocks_per_sm, x.data_ptr() % 16 == 0)
     kernel = _cupy.compiled(str(SOURCE), p["name"])
-    args = (np.uint64(x.data_ptr()), np.int64(case.n), np.uint64(out.data_ptr()))
+    args = (*_cupy.pointer_args(x), np.int64(case.n), *_cupy.pointer_args(out))
 
     def body():
         out.zero_()  # the blocks' atomicAdds land on zero

@@ -126,6 +126,23 @@ struct TileState<T, true> {  // packed: {status, value} in one word, one access 
     }
 };
 
+// One level of the Blelloch sweeps over the THREADS thread totals (padded indices): at distance d,
+// the thread whose right element i = (tid + 1) * 2d - 1 exists adds (up) or swaps and adds (down).
+template <typename T, int THREADS>
+__device__ __forceinline__ void up_level(T* sums, int tid, int d) {
+    const int i = (tid + 1) * 2 * d - 1;
+    if (i < THREADS) sums[padded(i)] += sums[padded(i - d)];
+}
+template <typename T, int THREADS>
+__device__ __forceinline__ void down_level(T* sums, int tid, int d) {
+    const int i = (tid + 1) * 2 * d - 1;
+    if (i < THREADS) {
+        const T left = sums[padded(i - d)];
+        sums[padded(i - d)] = sums[padded(i)];
+        sums[padded(i)] += left;
+    }
+}
+
 // Warp 0 of tile `tile` (all 32 lanes): publish the tile's total as its aggregate, walk back over the
 // predecessors 32 at a time, one lane each, adding aggregates until a tile with a known inclusive prefix,
 // then publish this tile's inclusive prefix; lane 0 stores the exclusive prefix in *tile_prefix.
@@ -217,15 +234,13 @@ scan_blelloch(const T* __restrict__ x, T* __restrict__ y, long long n, int* __re
 #pragma unroll
     for (int d = 1; d < WIDE; d <<= 1) {  // up-sweep, wide levels
         __syncthreads();
-        const int i = (tid + 1) * 2 * d - 1;
-        if (i < THREADS) sums[padded(i)] += sums[padded(i - d)];
+        up_level<T, THREADS>(sums, tid, d);
     }
     __syncthreads();
     if (tid < 32) {
 #pragma unroll
         for (int d = WIDE; d < THREADS; d <<= 1) {  // up-sweep, one warp: partial sums in place
-            const int i = (tid + 1) * 2 * d - 1;
-            if (i < THREADS) sums[padded(i)] += sums[padded(i - d)];
+            up_level<T, THREADS>(sums, tid, d);
             __syncwarp();
         }
         if (tid == 0) {
@@ -239,23 +254,13 @@ scan_blelloch(const T* __restrict__ x, T* __restrict__ y, long long n, int* __re
 #pragma unroll
         for (int d = THREADS / 2; d >= WIDE; d >>= 1) {  // down-sweep, one warp: exclusive prefixes
             __syncwarp();
-            const int i = (tid + 1) * 2 * d - 1;
-            if (i < THREADS) {
-                const T left = sums[padded(i - d)];
-                sums[padded(i - d)] = sums[padded(i)];
-                sums[padded(i)] += left;
-            }
+            down_level<T, THREADS>(sums, tid, d);
         }
     }
 #pragma unroll
     for (int d = WIDE / 2; d >= 1; d >>= 1) {  // down-sweep, wide levels
         __syncthreads();
-        const int i = (tid + 1) * 2 * d - 1;
-        if (i < THREADS) {
-            const T left = sums[padded(i - d)];
-            sums[padded(i - d)] = sums[padded(i)];
-            sums[padded(i)] += left;
-        }
+        down_level<T, THREADS>(sums, tid, d);
     }
     __syncthreads();
     const T thread_prefix = sums[padded(tid)];

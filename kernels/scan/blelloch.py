@@ -28,7 +28,8 @@ ITEM_CHOICES = (4, 8, 16, 32)  # elements per thread --param items= may ask for 
 
 
 def state_bytes(tiles: int, element_bytes: int, packed: bool) -> int:
-    """Bytes of look-back state for `tiles` tiles: blelloch.cu's state_bytes (keep the two in step)."""
+    """Bytes of look-back state for `tiles` tiles, laid out as blelloch.cu's TileState reads it (keep the
+    two in step)."""
     if packed:
         return tiles * 2 * element_bytes  # {status, value}: 8 bytes for 4-byte types, 16 for 8-byte ones
     return -(-tiles * 4 // 16) * 16 + 2 * tiles * element_bytes  # statuses, then aggregates and prefixes
@@ -132,8 +133,7 @@ def blelloch(case, inputs, out, staged=1, items=0, lookback="late", threads=THRE
     kernel = _cupy.compiled(str(SOURCE), p["name"])
     # the tile counter (first 16 bytes) and the tiles' look-back state after it, zeroed together
     scratch = torch.empty(-(-p["state_bytes"] // 16) * 16, dtype=torch.uint8, device=x.device)
-    args = (np.uint64(x.data_ptr()), np.uint64(out.data_ptr()), np.int64(case.n), np.uint64(scratch.data_ptr()),
-            np.uint64(scratch.data_ptr() + COUNTER_BYTES))
+    args = (*_cupy.pointer_args(x, out), np.int64(case.n), *_cupy.pointer_args(scratch, scratch[COUNTER_BYTES:]))
 
     def body():
         scratch.zero_()
