@@ -328,8 +328,7 @@ class Session:
     """Rank 0 and its followers, in one process group: started once per worker and reused by every
     make() that asks for the same world size, backend and environment."""
 
-    def __init__(self, world_size: int, backend: str, env: dict | None = None, timeout: float | None = None,
-                 startup_timeout: float = STARTUP_TIMEOUT):
+    def __init__(self, world_size: int, backend: str, env: dict | None = None):
         import datetime as dt
 
         import torch
@@ -341,8 +340,7 @@ class Session:
             raise RuntimeError("torch.distributed is already initialised in this process (not by kbench)")
         self.world_size, self.backend = world_size, backend
         self.env = {**NVLS_OFF, **(env or {})}
-        self.key = (world_size, backend, tuple(sorted(self.env.items(), key=lambda kv: kv[0])))
-        self.timeout = timeout if timeout is not None else timeout_seconds()
+        self.timeout = timeout_seconds()
         self.closed = False
         self.joined = False  # rank 0 is in the process group (an NCCL failure after this ends rank 0)
         self.failed = ""
@@ -369,12 +367,12 @@ class Session:
             for rank in range(1, world_size):
                 env_r = dict(base, RANK=str(rank), LOCAL_RANK=str(rank))
                 self.followers.append(_Rank(rank, env_r))
-            deadline = time.monotonic() + startup_timeout
+            deadline = time.monotonic() + STARTUP_TIMEOUT
             for follower in self.followers:
                 hello = follower.read(deadline)
                 if not hello or "started" not in hello:
                     self._fail("while starting" if hello is None and not follower.alive else
-                               f"did not start within {startup_timeout:g} s", who=follower)
+                               f"did not start within {STARTUP_TIMEOUT:g} s", who=follower)
             dist.init_process_group(backend, store=self.store, rank=0, world_size=world_size, timeout=td)
             self.joined = True
         except BaseException as exc:
@@ -401,9 +399,7 @@ class Session:
 
     def run(self, op) -> None:
         """The timed path: "run" to every follower (no reply), then rank 0's op."""
-        for follower in self.followers:
-            if not follower.send(RUN):
-                self._fail("before a run", who=follower)
+        self._send_all(RUN, "before a run")
         for follower in self.followers:
             if follower.process.poll() is not None:
                 self._fail("before a run", who=follower)
@@ -416,9 +412,7 @@ class Session:
         """Every follower (refills its input for ``seed`` if it changed,) poisons its output, runs the op and
         compares its result with the exact sum; rank 0 runs the op too. A follower's wrong result raises."""
         line = _line({"op": "check", "seed": seed})
-        for follower in self.followers:
-            if not follower.send(line):
-                self._fail("before a checked run", who=follower)
+        self._send_all(line, "before a checked run")
         try:
             op()
         except Exception as exc:
@@ -436,9 +430,7 @@ class Session:
         line = _line({"op": "alone", "times": times})
         self.request({"op": "sync"}, "before timing the op alone")
         synchronize(self.device)
-        for follower in self.followers:
-            if not follower.send(line):
-                self._fail("while timing the op alone", who=follower)
+        self._send_all(line, "while timing the op alone")
         try:
             if self.device.type == "cuda":
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -460,11 +452,14 @@ class Session:
 
     def request(self, command: dict, during: str) -> list[dict]:
         """Send a command that every follower answers; their replies, in rank order."""
-        line = _line(command)
+        self._send_all(_line(command), during)
+        return self._replies(during)
+
+    def _send_all(self, line: bytes, during: str) -> None:
+        """Write ``line`` to every follower, in rank order; a follower that is gone fails the session."""
         for follower in self.followers:
             if not follower.send(line):
                 self._fail(during, who=follower)
-        return self._replies(during)
 
     def _replies(self, during: str) -> list[dict]:
         deadline = time.monotonic() + REPLY_TIMEOUT
@@ -574,8 +569,10 @@ def session(world_size: int, backend: str, env: dict | None = None) -> Session:
     (and is healthy), else a new one (the old one is closed first)."""
     global _current
     wanted = {**NVLS_OFF, **(env or {})}
-    key = (world_size, backend, tuple(sorted(wanted.items(), key=lambda kv: kv[0])))
-    if _current is not None and (_current.closed or _current.key != key):
+    if _current is not None and (
+        _current.closed
+        or (_current.world_size, _current.backend, _current.env) != (world_size, backend, wanted)
+    ):
         _current.close()
         _current = None
     if _current is None:
@@ -616,16 +613,16 @@ def collective(case, inputs, out, build, *, env: dict | None = None, params: dic
     seed = int(seed_tensor)
     op = build(x, out, **params)  # rank 0's first: a case the op refuses (Unsupported) is refused here
     ranks.setup(build, x.numel(), case.dtype, seed, params)
-    state = {"seed": seed, "checked": False}
+    state = {"seed": None}  # the seed of the last checked call: None, so the first call is checked
     nbytes = x.numel() * x.element_size()
 
     def run():
         if on_cuda and torch.cuda.is_current_stream_capturing():
             raise Unsupported("a multi-process collective cannot be captured in a CUDA graph (--cuda-graph)")
         now = int(seed_tensor)
-        if now != state["seed"] or not state["checked"]:  # a correctness call: every rank is checked
+        if now != state["seed"]:  # a correctness call (the first, or a new seed): every rank is checked
             ranks.checked_run(op, now)
-            state.update(seed=now, checked=True)
+            state["seed"] = now
         else:
             ranks.run(op)
 

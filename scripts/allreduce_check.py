@@ -32,11 +32,13 @@ visible.
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from kbench import results
+from kbench.suite import format_size
 
 ROOT = Path(__file__).resolve().parent.parent
 IMPLS = ("nccl", "nccl-ring", "ring")
@@ -56,15 +58,7 @@ def kbench(*args: str, timeout: float = 1800) -> int:
 
 
 def records(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def size_text(nbytes: int) -> str:
-    from kbench.suite import format_size
-
-    return format_size(nbytes)
+    return results.read(path) if path.exists() else []
 
 
 def bandwidth_table(rows: list[dict]) -> None:
@@ -73,7 +67,7 @@ def bandwidth_table(rows: list[dict]) -> None:
           f"{'closure ms':>11}")
     for r in sorted(rows, key=lambda r: (r["case"]["bytes"], r.get("label", r["impl"]))):
         f = r.get("figures") or {}
-        head = f"{size_text(r['case']['bytes']):>8} {r['case']['gpus']:>5} {r.get('label', r['impl']):<22}"
+        head = f"{format_size(r['case']['bytes']):>8} {r['case']['gpus']:>5} {r.get('label', r['impl']):<22}"
         if r["status"] != "OK" or not f:
             print(f"{head} {r['status']}: {r.get('reason', '')}")
             continue
@@ -93,13 +87,13 @@ def ratios(rows: list[dict]) -> bool:
     for size in sizes:
         ring, nccl_ring = ok.get((size, "ring")), ok.get((size, "nccl-ring"))
         if not ring or not nccl_ring:
-            print(f"{size_text(size):>8}: not both measured")
+            print(f"{format_size(size):>8}: not both measured")
             met = False
             continue
         alone = ring["alone_busbw_gbps"] / nccl_ring["alone_busbw_gbps"]
         closure = ring["busbw_gbps"] / nccl_ring["busbw_gbps"]
         met &= alone >= GOAL
-        print(f"{size_text(size):>8}: op alone {alone:.3f}x ({ring['alone_busbw_gbps']:.1f} / "
+        print(f"{format_size(size):>8}: op alone {alone:.3f}x ({ring['alone_busbw_gbps']:.1f} / "
               f"{nccl_ring['alone_busbw_gbps']:.1f} GB/s), closures {closure:.3f}x "
               f"(nccl-ring's closure also copies x into out) -> {'met' if alone >= GOAL else 'NOT met'}")
     return met
@@ -142,14 +136,15 @@ def main() -> int:
     kbench("run", "p2p", "--bytes", "1GiB", "--out", str(p2p))
 
     print("\n=== summary ===")
-    odd_rows = records(odd)
+    odd_rows, sweep_rows = records(odd), records(sweep)
+    pieces_rows, p2p_rows = records(folder / "pieces.jsonl"), records(p2p)
     print(f"odd sizes: {sum(r['status'] == 'OK' for r in odd_rows)} of {len(odd_rows)} rows OK")
-    for r in records(odd) + records(sweep) + records(folder / "pieces.jsonl") + records(p2p):
+    for r in odd_rows + sweep_rows + pieces_rows + p2p_rows:
         if r["status"] != "OK":
             bad.append(f"{r['suite']} {r.get('label', r['impl'])} {r['case_key']}: {r['status']} {r.get('reason', '')}")
-    bandwidth_table(records(sweep) + records(folder / "pieces.jsonl"))
-    met = ratios(records(sweep))
-    for r in records(p2p):
+    bandwidth_table(sweep_rows + pieces_rows)
+    met = ratios(sweep_rows)
+    for r in p2p_rows:
         for line in (r.get("figures") or {}).get("summary", []):
             print(line)
     print(f"\nbandwidth goal (ring >= {GOAL}x nccl-ring busbw at >= 1 GiB): {'met' if met else 'NOT met'}")

@@ -113,9 +113,11 @@ def explain(case, params) -> dict:
 
     world, element = case.gpus, ELEMENT_BYTES[case.dtype]
     count = case.bytes // element
-    sizes = sorted({(stop - start) * element for start, stop in bounds(count, world)})
+    chunks = bounds(count, world)
+    sizes = sorted({(stop - start) * element for start, stop in chunks})
     pieces = piece_count(count, world, element, int(params["pieces"]), int(params["min_piece"]))
-    sent = sum((stop - start) * element for start, stop in bounds(count, world)[:1]) * 2 * (world - 1)
+    start, stop = chunks[0]  # the suite validates world >= 2, so chunk 0 exists
+    sent = (stop - start) * element * 2 * (world - 1)
     return {
         "ring": f"{world} ranks: rank r sends to r+1 and receives from r-1; {world} chunks of "
                 + " or ".join(f"{s:,}" for s in sizes) + " bytes",

@@ -11,6 +11,7 @@ mean of back-to-back copies after a warm-up; i == j is a copy within one GPU's m
 GB/s counts the bytes copied once (10^9 bytes a second).
 """
 
+from kbench.busbw import algbw_gbps
 from kbench.registry import Unsupported, implementation
 
 SECONDS = 0.1  # of back-to-back copies per pair
@@ -61,7 +62,7 @@ def bandwidth_matrix(nbytes: int) -> list[list[float]]:
         row = []
         for j in range(n):
             dst = torch.empty(count, dtype=torch.float32, device=f"cuda:{j}")
-            row.append(nbytes / (time_copy(src, dst) / 1e3) / 1e9)
+            row.append(algbw_gbps(nbytes, time_copy(src, dst)))
             del dst
         table.append(row)
         del src
