@@ -8,12 +8,17 @@ A private helper (the loader skips `_` files): kernel files load it with
 
 from __future__ import annotations
 
+import math
 import re
 from functools import lru_cache
 from pathlib import Path
 
 HEADERS = Path(__file__).parent / "_cuda"  # kbench's own .cuh files (nvcc: -I kernels/_cuda)
 LOCAL_INCLUDE = re.compile(r'^#include "([^"]+)"\s*$', re.MULTILINE)
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
 
 
 def source_text(path: Path) -> str:
@@ -134,9 +139,7 @@ def launcher(kernel, grid: tuple, block: tuple, args: tuple, smem: int = 0):
 
 def kernel_config(kernel, grid: tuple, block: tuple, dynamic_smem: int = 0) -> dict:
     """What run.config reports about the compiled kernel (registers, spills, shared memory)."""
-    threads = 1
-    for v in block:
-        threads *= v
+    threads = math.prod(block)
     return {
         "registers_per_thread": kernel.num_regs,
         "local_bytes_per_thread": kernel.local_size_bytes,  # spills (and any local arrays)
@@ -149,12 +152,7 @@ def kernel_config(kernel, grid: tuple, block: tuple, dynamic_smem: int = 0) -> d
 
 def launch_size(plan: dict) -> tuple[int, int]:
     """(blocks, threads per block) of a plan's grid and block."""
-    blocks = threads = 1
-    for v in plan["grid"]:
-        blocks *= v
-    for v in plan["block"]:
-        threads *= v
-    return blocks, threads
+    return math.prod(plan["grid"]), math.prod(plan["block"])
 
 
 def resource_figures(source: Path, name: str, blocks: int, threads: int, dynamic_smem: int = 0) -> dict:

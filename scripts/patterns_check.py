@@ -17,6 +17,7 @@ import torch
 
 from kbench import correctness, loader
 from kbench.registry import Unsupported
+from kbench.report import lesson_verdict
 from kbench.suite import Case
 
 SIZES = (1, 2, 17, 32, 33, 100, 257, 1000)
@@ -84,13 +85,15 @@ print(f"\ntimings at n={TIMED_N} ({torch.cuda.get_device_name()}), CUDA events, 
 for lesson in lessons:
     c = case(lesson, TIMED_N)
     measured = {name: time_ms(name, c) for name in impls if lesson_of(name) == lesson}
+    # as run records, for kbench.report.lesson_verdict: median(versus) / median(this) against the lesson's range
+    records = {name: {"impl": name, "status": "OK", "timing": {"stats": {"median": ms}}, "config": config}
+               for name, (ms, config) in measured.items()}
     for name, (ms, config) in measured.items():
         check = config.get("lesson_check")
+        measured_verdict = lesson_verdict(records[name], list(records.values()))
         verdict = ""
-        if check:
-            ratio = measured[check["versus"]][0] / ms
-            low, high = check["low"], check["high"]
-            holds = (low is None or ratio >= low) and (high is None or ratio <= high)
+        if measured_verdict:
+            ratio, holds = measured_verdict
             verdict = f"{ratio:.2f}x vs {check['versus']}: {'holds' if holds else 'does not hold'}"
         gbps = suite.min_bytes(c) / ms / 1e6
         print(f"  {name:18s} {ms:8.3f} ms {gbps:8.1f} GB/s  regs={config.get('registers_per_thread')}  "

@@ -64,10 +64,6 @@ def kernel_module(name: str):
     return module
 
 
-MODULE_OF = {"transpose": "transpose", "access": "access", "divergence": "divergence", "constant": "constant",
-             "ptx": "ptx"}
-
-
 # --- the suite ---------------------------------------------------------------------------------
 
 def test_registered_implementations(registry, patterns):
@@ -327,7 +323,7 @@ def test_linear_launches_cover_every_element_once(n):
     count = n * n
     for lesson, name in (("divergence", "divergence-lane"), ("divergence", "divergence-warp"),
                          ("constant", "constant-cmem"), ("ptx", "ptx-cg-approx")):
-        p = kernel_module(MODULE_OF[lesson]).plan(case(lesson, n), name)
+        p = kernel_module(lesson).plan(case(lesson, n), name)
         assert p["block"] == (256,) and p["grid"] == (-(-count // 256),)
     divergence = kernel_module("divergence")
     threads = p["grid"][0] * 256
@@ -362,7 +358,7 @@ def test_bank_conflicts_and_sectors():
 
 def test_predictions_name_their_lesson(patterns):
     for lesson, names in IMPLS.items():
-        module = kernel_module(MODULE_OF[lesson])
+        module = kernel_module(lesson)
         assert set(module.PREDICTS) == set(names)
         baselines = [name for name, p in module.PREDICTS.items() if p.versus is None]
         assert baselines == [patterns.baseline_for(case(lesson))]
@@ -418,7 +414,7 @@ def _launched(registry):
     """(source, name expression) of every kernel the patterns implementations launch."""
     out = set()
     for lesson, names in IMPLS.items():
-        module = kernel_module(MODULE_OF[lesson])
+        module = kernel_module(lesson)
         for name in names:
             out.add((module.SOURCE, module.plan(case(lesson, 17), name)["name"]))
     return sorted(out)

@@ -16,15 +16,11 @@ from kbench.registry import Unsupported
 
 _cupy = load_helper(Path(__file__).parent.parent / "_cupy_common.py")
 compiled, smem_optin_limit, launcher = _cupy.compiled, _cupy.smem_optin_limit, _cupy.launcher
-kernel_config, pointer_args = _cupy.kernel_config, _cupy.pointer_args
+kernel_config, pointer_args, ceil_div = _cupy.kernel_config, _cupy.pointer_args, _cupy.ceil_div
 
 MAX_GRID_YZ = 65535
 MAX_GRID_X = 2**31 - 1
 STATIC_SMEM_LIMIT = 48 * 1024  # a block's static shared memory (dynamic can opt in to more)
-
-
-def ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 def operands(case, inputs, out):

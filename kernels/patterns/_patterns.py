@@ -16,7 +16,7 @@ from kbench.registry import Unsupported
 
 _cupy = load_helper(Path(__file__).parent.parent / "_cupy_common.py")
 compiled, compiled_module, launcher = _cupy.compiled, _cupy.compiled_module, _cupy.launcher
-kernel_config, pointer_args = _cupy.kernel_config, _cupy.pointer_args
+kernel_config, pointer_args, ceil_div = _cupy.kernel_config, _cupy.pointer_args, _cupy.ceil_div
 
 THREADS = 256  # the 1-D lessons' block (a multiple of 64: divergence-warp pairs warps)
 TILE, ROWS = 32, 8  # the 2-D lessons: a 32 x 32 tile per block of 32 x 8 threads, 4 rows a thread
@@ -24,10 +24,6 @@ MAX_GRID_X = 2**31 - 1
 MAX_GRID_YZ = 65535
 SECTOR = 32  # bytes: the unit a warp's global access is served in
 BANKS = 32  # shared-memory banks of 4 bytes
-
-
-def ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 def elements(case) -> int:
@@ -100,7 +96,7 @@ def tile_plan(name: str, n: int) -> dict:
     grid = (ceil_div(n, TILE), ceil_div(n, TILE))
     if grid[1] > MAX_GRID_YZ:
         raise Unsupported(f"grid {grid} exceeds CUDA's limit of 65535 blocks in y")
-    return {"name": name, "grid": grid, "block": (TILE, ROWS), "covers": (grid[0] * TILE, grid[1] * TILE)}
+    return {"name": name, "grid": grid, "block": (TILE, ROWS)}
 
 
 def linear_plan(name: str, count: int) -> dict:
@@ -108,7 +104,7 @@ def linear_plan(name: str, count: int) -> dict:
     grid = (ceil_div(count, THREADS),)
     if grid[0] > MAX_GRID_X:
         raise Unsupported(f"{count:,} elements need {grid[0]:,} blocks (CUDA allows 2^31 - 1)")
-    return {"name": name, "grid": grid, "block": (THREADS,), "covers": grid[0] * THREADS}
+    return {"name": name, "grid": grid, "block": (THREADS,)}
 
 
 def configure(run, kernel, plan: dict, lesson: str, prediction: Prediction, **extra):
@@ -122,6 +118,12 @@ def configure(run, kernel, plan: dict, lesson: str, prediction: Prediction, **ex
 def sectors(byte_addresses) -> int:
     """Distinct 32-byte sectors one warp access touches."""
     return len({a // SECTOR for a in byte_addresses})
+
+
+def warp_sectors(n: int, strided: bool) -> int:
+    """Sectors one warp's access touches in an n x n float matrix (the first warp of the first block):
+    lane x at row x (strided: rows n floats apart) or at column x of one row (consecutive)."""
+    return sectors(4 * lane * (n if strided else 1) for lane in range(min(32, n)))
 
 
 def bank_conflict_ways(word_addresses) -> int:

@@ -32,10 +32,7 @@ def plan(case, variant: str) -> dict:
 
 def warp_sectors(variant: str, n: int) -> int:
     """32-byte sectors one warp's load touches (the first warp of the first block)."""
-    lanes = range(min(32, n))
-    if variant == "access-strided":
-        return _p.sectors(4 * lane * n for lane in lanes)
-    return _p.sectors(4 * lane for lane in lanes)
+    return _p.warp_sectors(n, strided=variant == "access-strided")
 
 
 def mechanism(case, variant: str) -> dict:

@@ -38,10 +38,9 @@ def column_read_conflict(pad: int, column: int = 0) -> int:
 
 
 def store_sectors(variant: str, n: int) -> int:
-    """32-byte sectors of one warp's store to `out` (the first warp of the first block)."""
-    if variant == "transpose-naive":  # lane x writes out[x][y]: rows n floats apart
-        return _p.sectors(4 * (lane * n) for lane in range(min(32, n)))
-    return _p.sectors(4 * lane for lane in range(min(32, n)))
+    """32-byte sectors of one warp's store to `out` (the first warp of the first block); the naive
+    transpose's lane x writes out[x][y]: rows n floats apart."""
+    return _p.warp_sectors(n, strided=variant == "transpose-naive")
 
 
 def mechanism(case, variant: str) -> dict:
