@@ -51,9 +51,9 @@ def host_has_gpu() -> bool:
         return False
 
 
-def baselines(suite, request: RunRequest) -> dict[str, str]:
-    """Case key -> the implementation its speedups are relative to."""
-    return {case.key: request.baseline or suite.baseline_for(case) for case in request.cases}
+def baselines(suite, cases, baseline: str | None = None) -> dict[str, str]:
+    """Case key -> the implementation its speedups are relative to (``baseline``, else the suite's choice)."""
+    return {case.key: baseline or suite.baseline_for(case) for case in cases}
 
 
 def _by_implementation(variants: list[Variant], baselines: set[str]) -> list[list[Variant]]:
@@ -81,7 +81,7 @@ def run(
         static_device = request.device
     done = done or {}
     host_env = None
-    baseline_of = baselines(suite, request)
+    baseline_of = baselines(suite, request.cases, request.baseline)
     baseline_ms: dict[str, float] = {}
     for record in done.values():  # a resumed run's speedups are relative to the baseline it recorded
         if (record.get("impl") == baseline_of.get(record.get("case_key")) and record.get("status") == "OK"

@@ -320,7 +320,6 @@ def _trace():
 def test_torch_trace_recorded_on_the_device(impl, kernel, total_us):
     """Real traces (tests/fixtures/profile/torch_trace_20261129_*.json, launch/kernel/annotation events
     kept): Triton's kernel is launched through cuLaunchKernelEx (cuda_driver), SDPA's through the runtime."""
-    import json
 
     trace = json.loads((FIXTURES / f"torch_trace_20261129_{impl}.json").read_text())
     table = torch_profiler.trace_kernels(trace, f"kbench/attention/{impl}/{CASE}")
@@ -388,7 +387,6 @@ def test_agreement_needs_the_same_configuration():
 
 
 def test_agreement_script(tmp_path):
-    import json
     import subprocess
     import sys
 

@@ -169,7 +169,7 @@ def execute(suite: Suite, cases: list[Case], *, impl, param, baseline, seed, tri
     known = registry.implementations(suite.name)
     if baseline is not None and baseline not in known:
         raise UserError(f"--baseline: unknown implementation {baseline!r}{_did_you_mean(baseline, known)}")
-    needed = [baseline] if baseline is not None else list(dict.fromkeys(suite.baseline_for(c) for c in cases))
+    needed = list(dict.fromkeys(runner.baselines(suite, cases, baseline).values()))
     for name in needed:
         if name not in known:  # the suite's own choice: a suite or kernel file is missing
             raise UserError(f"suite {suite.name!r} measures speedups against {name!r}, which is not loaded "

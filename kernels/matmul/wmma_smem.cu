@@ -48,63 +48,35 @@ namespace kbench_wmma_smem {
 
 using namespace kbench_ptx;
 
-// Copy the BM x BK tile of A at (m0, k0) and the BK x BN tile of B at (k0, n0)
-// into one pipeline stage; zeros where they overhang M, N or K.
-template <int BM, int BN, int BK, int THREADS, bool ASYNC>
+// Copy the BM x BK tile of A at (m0, k0) and the BK x BN tile of B at (k0, n0) into one
+// pipeline stage, element by element, with zeros where they overhang M, N or K (the path for
+// shapes the 16-byte cp.async copies of AsyncCopies cannot take).
+template <int BM, int BN, int BK, int THREADS>
 __device__ __forceinline__ void load_stage(unsigned short* sa, unsigned short* sb, const unsigned short* A,
                                            const unsigned short* B, int M, int N, int K, int m0, int n0, int k0,
                                            int tid) {
     constexpr int LDA = BK + 8;
     constexpr int LDB = BN + 8;
-    if (ASYNC) {
-        constexpr int A_CHUNKS = BK / 8;  // 16-byte chunks in a row of the A tile
-        constexpr int B_CHUNKS = BN / 8;
-        static_assert((BM * A_CHUNKS) % THREADS == 0 && (BK * B_CHUNKS) % THREADS == 0,
-                      "the block copies whole tiles");
-#pragma unroll
-        for (int i = 0; i < BM * A_CHUNKS / THREADS; ++i) {
-            const int idx = tid + i * THREADS;
-            const int r = idx / A_CHUNKS;
-            const int c = (idx % A_CHUNKS) * 8;
-            const int gr = m0 + r;
-            const int gk = k0 + c;
-            const bool valid = gr < M && gk < K;  // K % 8 == 0: the chunk is wholly inside
-            const unsigned short* src = valid ? A + static_cast<long long>(gr) * K + gk : A;
-            cp_async_16(smem_addr(sa + r * LDA + c), src, valid ? 16 : 0);
-        }
-#pragma unroll
-        for (int i = 0; i < BK * B_CHUNKS / THREADS; ++i) {
-            const int idx = tid + i * THREADS;
-            const int r = idx / B_CHUNKS;
-            const int c = (idx % B_CHUNKS) * 8;
-            const int gk = k0 + r;
-            const int gn = n0 + c;
-            const bool valid = gk < K && gn < N;  // N % 8 == 0: the chunk is wholly inside
-            const unsigned short* src = valid ? B + static_cast<long long>(gk) * N + gn : B;
-            cp_async_16(smem_addr(sb + r * LDB + c), src, valid ? 16 : 0);
-        }
-    } else {
-        static_assert((BM * BK) % THREADS == 0 && (BK * BN) % THREADS == 0, "the block copies whole tiles");
+    static_assert((BM * BK) % THREADS == 0 && (BK * BN) % THREADS == 0, "the block copies whole tiles");
 #pragma unroll 4
-        for (int i = 0; i < BM * BK / THREADS; ++i) {
-            const int idx = tid + i * THREADS;
-            const int r = idx / BK;
-            const int c = idx % BK;
-            const int gr = m0 + r;
-            const int gk = k0 + c;
-            sa[r * LDA + c] = (gr < M && gk < K) ? A[static_cast<long long>(gr) * K + gk]
-                                                 : static_cast<unsigned short>(0);
-        }
+    for (int i = 0; i < BM * BK / THREADS; ++i) {
+        const int idx = tid + i * THREADS;
+        const int r = idx / BK;
+        const int c = idx % BK;
+        const int gr = m0 + r;
+        const int gk = k0 + c;
+        sa[r * LDA + c] = (gr < M && gk < K) ? A[static_cast<long long>(gr) * K + gk]
+                                             : static_cast<unsigned short>(0);
+    }
 #pragma unroll 4
-        for (int i = 0; i < BK * BN / THREADS; ++i) {
-            const int idx = tid + i * THREADS;
-            const int r = idx / BN;
-            const int c = idx % BN;
-            const int gk = k0 + r;
-            const int gn = n0 + c;
-            sb[r * LDB + c] = (gk < K && gn < N) ? B[static_cast<long long>(gk) * N + gn]
-                                                 : static_cast<unsigned short>(0);
-        }
+    for (int i = 0; i < BK * BN / THREADS; ++i) {
+        const int idx = tid + i * THREADS;
+        const int r = idx / BN;
+        const int c = idx % BN;
+        const int gk = k0 + r;
+        const int gn = n0 + c;
+        sb[r * LDB + c] = (gk < K && gn < N) ? B[static_cast<long long>(gk) * N + gn]
+                                             : static_cast<unsigned short>(0);
     }
 }
 
@@ -218,8 +190,8 @@ matmul_wmma_smem(const unsigned short* __restrict__ A, const unsigned short* __r
         if (ASYNC)
             copies.issue(sA_addr + stage * A_STAGE * 2, sB_addr + stage * B_STAGE * 2, A, B, N, K, k0);
         else
-            load_stage<BM, BN, BK, THREADS, false>(sA + stage * A_STAGE, sB + stage * B_STAGE, A, B, M, N, K, m0,
-                                                   n0, k0, tid);
+            load_stage<BM, BN, BK, THREADS>(sA + stage * A_STAGE, sB + stage * B_STAGE, A, B, M, N, K, m0, n0, k0,
+                                            tid);
     };
 
 #pragma unroll
