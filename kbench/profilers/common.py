@@ -279,6 +279,13 @@ def agreement(profiled_us: float | None, event_ms: float | None, tolerance: floa
     return {"checked": True, "ok": abs(diff) <= tolerance, "diff": diff, "why": ""}
 
 
+def _measured(key: str) -> bool:
+    """A config entry that is a measurement of the process, not a description of the kernel that ran:
+    the autotuner's tuning time and whether it tuned (tuning_seconds, tuned_here) and its timings of
+    each candidate (candidates_ms), which differ between two processes running the same kernel."""
+    return "tun" in key or key.endswith("_ms")
+
+
 def agreement_rows(summary: dict, records: list[dict], tolerance: float = 0.05, min_us: float = 50.0) -> list[dict]:
     """Per implementation of a ``kbench profile`` summary (results/profiles/NAME.json): its kernel time per
     call against the event median of the same implementation and case in ``records`` (a kbench run)."""
@@ -296,7 +303,7 @@ def agreement_rows(summary: dict, records: list[dict], tolerance: float = 0.05, 
         if verdict["checked"] and ran and profiled_config and ran != profiled_config:
             # e.g. an autotuner that chose another tile shape in the profiled process: not the same kernel
             differ = sorted(k for k in set(ran) | set(profiled_config)
-                            if ran.get(k) != profiled_config.get(k) and "tun" not in k)
+                            if ran.get(k) != profiled_config.get(k) and not _measured(k))
             if differ:
                 verdict = {**verdict, "checked": False, "ok": None,
                            "why": "another configuration ran: " + ", ".join(
