@@ -69,7 +69,6 @@ from __future__ import annotations
 import atexit
 import json
 import os
-import select
 import signal
 import subprocess
 import sys
@@ -268,20 +267,10 @@ class _Rank:
 
     def read(self, deadline: float) -> dict | None:
         """The next reply, or None when the follower exited (EOF) or the deadline passed."""
-        stdout = self.process.stdout
-        while b"\n" not in self._buffer:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return None
-            ready, _, _ = select.select([stdout], [], [], min(left, 0.5))
-            if not ready:
-                continue
-            chunk = os.read(stdout.fileno(), 1 << 16)
-            if not chunk:
-                return None
-            self._buffer += chunk
-        line, self._buffer = self._buffer.split(b"\n", 1)
-        return json.loads(line)
+        from kbench.isolation import read_line
+
+        line, self._buffer, _ = read_line(self.process.stdout, self._buffer, deadline)
+        return None if line is None else json.loads(line)
 
     def log_tail(self) -> str:
         from kbench.isolation import describe_death, tail_lines

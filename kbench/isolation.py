@@ -29,6 +29,25 @@ class WorkerGone(Exception):
         self.log = log  # the worker's stderr, kept for the user to read
 
 
+def read_line(pipe, buffer: bytes, deadline: float) -> tuple[bytes | None, bytes, str]:
+    """The next line a child wrote to ``pipe`` (``buffer``: bytes read earlier and not yet used), as
+    (line, the bytes after it, ""), or (None, buffer, "timeout" | "eof") when the deadline (a
+    time.monotonic() value) passed or the child closed the pipe first."""
+    while b"\n" not in buffer:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None, buffer, "timeout"
+        ready, _, _ = select.select([pipe], [], [], left)
+        if not ready:
+            continue
+        chunk = os.read(pipe.fileno(), 1 << 16)
+        if not chunk:
+            return None, buffer, "eof"
+        buffer += chunk
+    line, buffer = buffer.split(b"\n", 1)
+    return line, buffer, ""
+
+
 def tail_lines(path: str, nbytes: int = 16384) -> list[str]:
     """The non-empty lines of a log's last ``nbytes`` ([] where it cannot be read)."""
     try:
@@ -87,23 +106,13 @@ class Worker:
         return record
 
     def _read(self, timeout: float, what: str) -> dict:
-        deadline = time.monotonic() + timeout
-        stdout = self.process.stdout
-        while b"\n" not in self._buffer:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                self.kill()
-                self.keep_log = True
-                raise WorkerGone("TIMEOUT", f"no answer within {timeout:g} s ({what}); worker killed",
-                                 self.log.name)
-            ready, _, _ = select.select([stdout], [], [], left)
-            if not ready:
-                continue
-            chunk = os.read(stdout.fileno(), 1 << 16)
-            if not chunk:
-                raise self._gone("CRASH", None)
-            self._buffer += chunk
-        line, self._buffer = self._buffer.split(b"\n", 1)
+        line, self._buffer, why = read_line(self.process.stdout, self._buffer, time.monotonic() + timeout)
+        if why == "timeout":
+            self.kill()
+            self.keep_log = True
+            raise WorkerGone("TIMEOUT", f"no answer within {timeout:g} s ({what}); worker killed", self.log.name)
+        if why == "eof":
+            raise self._gone("CRASH", None)
         return json.loads(line)
 
     def _gone(self, status: str, reason: str | None) -> WorkerGone:
