@@ -16,7 +16,7 @@ Masks cost work in every tile they touch, so the K/V loop runs in two phases:
 the whole tiles without any mask, then the tiles that need one. Non-causal:
 every whole tile, then the tail past the last multiple of BLOCK_N (if N has
 one). Causal: the tiles left of the diagonal block (no mask: every key is at or
-before every query of the tile), then the BLOCK_M / BLOCK_N tiles on the
+before every query of the tile), then the tiles on the
 diagonal with the causal mask; tiles right of it are never loaded.
 
 Tile shapes: on a GPU, Triton's autotuner picks one of CONFIGS per (N, head
@@ -45,8 +45,7 @@ utils = load_helper(Path(__file__).parent.parent / "_triton_utils.py")
 LOG2_E = 1.4426950408889634
 HEAD_DIMS = (16, 32, 64, 128, 256)  # tl.arange needs a power of two
 
-# What the autotuner chooses from: BLOCK_N divides BLOCK_M (the causal diagonal is whole
-# BLOCK_N tiles). Shared memory at d = 128, fp16, 3 stages: the largest (128 x 128) needs
+# What the autotuner chooses from. Shared memory at d = 128, fp16, 3 stages: the largest (128 x 128) needs
 # 32 KiB of Q + 3 x 64 KiB of K and V, within the H200's 227 KiB; one that does not fit
 # a GPU is timed as infinitely slow by the autotuner and never chosen.
 CONFIGS = (
@@ -58,6 +57,13 @@ CONFIGS = (
     {"BLOCK_M": 128, "BLOCK_N": 32, "num_warps": 4, "num_stages": 3},
     {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3},
     {"BLOCK_M": 64, "BLOCK_N": 32, "num_warps": 4, "num_stages": 4},
+    # Two programs an SM (compiled for sm_90 by Triton 3.6: shared memory and registers allow it): while one
+    # runs its softmax, the other's matrix products keep the tensor cores busy, as FlashAttention-3's two
+    # ping-ponging warpgroups do by hand. maxnreg caps the registers a thread so that two fit (no spills).
+    {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 2, "maxnreg": 128},
+    {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 1, "maxnreg": 128},
+    {"BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 4, "num_stages": 1},
+    {"BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 4, "num_stages": 1, "maxnreg": 168},  # three an SM
 )
 # The interpreter runs every program on the CPU: fewer, larger tiles are faster there.
 CPU_CONFIG = {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 1}
@@ -65,6 +71,11 @@ CPU_CONFIG = {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 1}
 # Tuning time of each autotuner key, first seen in this process (later makes of the same
 # case reuse the choice and would otherwise report 0 s).
 _tuning_log: dict = {}
+
+def _launch_options(cfg) -> dict:
+    """The compile options of a CONFIGS entry (maxnreg only where it sets one)."""
+    return {key: cfg[key] for key in ("num_warps", "num_stages", "maxnreg") if key in cfg}
+
 
 if triton is not None:
 
@@ -161,11 +172,14 @@ if triton is not None:
         acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
 
         if CAUSAL:
-            diagonal = start_m * BLOCK_M  # < n_ctx: a multiple of BLOCK_N, every key before it is whole
+            # Every key before the K/V tile holding this Q tile's first row is before every query of
+            # the tile (no mask); from that tile on, the causal mask. BLOCK_N divides BLOCK_M: the
+            # diagonal's BLOCK_M / BLOCK_N tiles; BLOCK_N > BLOCK_M: the one tile holding the diagonal.
+            diagonal = (start_m * BLOCK_M // BLOCK_N) * BLOCK_N
             acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_src, v_src, stride_kn, stride_vn, 0, diagonal,
                                     offs_m, offs_n, offs_d, n_ctx, qk_scale_log2, BLOCK_N, 0, PRECISION, TMA)
             acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_src, v_src, stride_kn, stride_vn, diagonal,
-                                    tl.minimum(diagonal + BLOCK_M, n_ctx), offs_m, offs_n, offs_d, n_ctx,
+                                    tl.minimum(start_m * BLOCK_M + BLOCK_M, n_ctx), offs_m, offs_n, offs_d, n_ctx,
                                     qk_scale_log2, BLOCK_N, 2, PRECISION, TMA)
         else:
             whole = (n_ctx // BLOCK_N) * BLOCK_N
@@ -184,8 +198,8 @@ if triton is not None:
                      mask=row_ok[:, None])
 
     _fa2_autotuned = triton.autotune(
-        configs=[triton.Config({"BLOCK_M": c["BLOCK_M"], "BLOCK_N": c["BLOCK_N"]}, num_warps=c["num_warps"],
-                               num_stages=c["num_stages"]) for c in CONFIGS],
+        configs=[triton.Config({"BLOCK_M": c["BLOCK_M"], "BLOCK_N": c["BLOCK_N"]}, **_launch_options(c))
+                 for c in CONFIGS],
         key=["n_ctx", "HEAD_DIM", "CAUSAL", "PRECISION", "TMA"],  # and the tensors' dtypes, which Triton adds
         **utils.autotune_cache_option(),
     )(_fa2_forward)
@@ -239,7 +253,8 @@ def explain(case, params) -> dict:
         "grid": f"{q_tiles} Q tiles x {case.batch * case.heads} (batch x heads) = "
                 f"{q_tiles * case.batch * case.heads} programs",
         "program": f"{cfg['num_warps']} warps; a {cfg['BLOCK_M']}-row Q tile against {cfg['BLOCK_N']}-key K/V tiles, "
-                   f"{cfg['num_stages']} pipeline stages",
+                   f"{cfg['num_stages']} pipeline stages"
+                   + (f", at most {cfg['maxnreg']} registers a thread" if "maxnreg" in cfg else ""),
         "K/V tiles per program": f"{-(-case.n // cfg['BLOCK_N'])}" + (" (causal: up to the diagonal)" if case.causal else ""),
         "shared memory (estimate)": _smem_estimate(case, cfg),
         "loads": "TMA tensor descriptors on sm_90+ for fp16/bf16 (--param tma=0: masked pointer loads)",
@@ -303,8 +318,7 @@ def triton_fa2(case, inputs, out, config="auto", tma="auto"):
 
         def run():
             _fa2_forward[grid](*args, HEAD_DIM=case.d, CAUSAL=case.causal, PRECISION=precision, TMA=use_tma,
-                               BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"],
-                               num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+                               BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"], **_launch_options(cfg))
 
         run.config = dict(cfg, config=config, tma=use_tma, triton=triton.__version__)
         return run
@@ -336,7 +350,10 @@ def triton_fa2(case, inputs, out, config="auto", tma="auto"):
 
 def _as_config(config) -> dict:
     """A triton.Config as an entry of CONFIGS."""
-    return {**config.kwargs, "num_warps": config.num_warps, "num_stages": config.num_stages}
+    as_dict = {**config.kwargs, "num_warps": config.num_warps, "num_stages": config.num_stages}
+    if getattr(config, "maxnreg", None) is not None:
+        as_dict["maxnreg"] = config.maxnreg
+    return as_dict
 
 
 def _candidate_medians(tuner) -> dict:
