@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # triton-fa2 autotuned against SDPA's FLASH and cuDNN backends on the H200 (issue 10), batch x heads
 # filling the GPU (B·H·N = 128k tokens), fp16. Every configuration the autotuner can pick is
-# checked first (--param config=0..11, odd N, causal and not); then the same kbench run twice
+# checked first (--param config=0..12, odd N, causal and not); then the same kbench run twice
 # shows the second process reading the tuning from Triton's cache (tuning_seconds, tuned_here).
 #   OUT=/tmp/kbench-device bash scripts/device_fa2_tune.sh
 set -u
@@ -9,13 +9,13 @@ OUT=${OUT:-/tmp/kbench-device}
 mkdir -p "$OUT"
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 COLUMNS=170 KBENCH_GIT_COMMIT=${KBENCH_GIT_COMMIT:-unknown}
 kb() { python3 -m kbench "$@" 2>&1 | grep -v -i warning; }
-STEPS=${STEPS:-configs bench again}
+STEPS=${STEPS:-configs bench again}  # and "sweep": every pinned configuration timed by kbench (SWEEP_SPECS, SWEEP_PARAMS)
 # Every index of triton_fa2.CONFIGS, as --param config= takes them (CONFIG_LIST narrows it)
 CONFIG_LIST=${CONFIG_LIST:-$(python3 -c "
 import ast
 tree = ast.parse(open('kernels/attention/triton_fa2.py').read())
 configs = next(n.value for n in tree.body if isinstance(n, ast.Assign) and getattr(n.targets[0], 'id', '') == 'CONFIGS')
-print(','.join(str(i) for i in range(len(configs.elts))))")}  # and "sweep": every pinned configuration timed by kbench (SWEEP_SPECS, SWEEP_PARAMS)
+print(','.join(str(i) for i in range(len(configs.elts))))")}
 # SPECS (bench, and again's first): specs separated by '|' (as in device_fa2.sh), each
 # "N batch heads causal [d]"; PARAMS (default: the TMA and pointer paths side by side)
 IFS='|' read -ra specs <<< "${SPECS:-4096 2 16 --no-causal|8192 1 16 --no-causal|16384 1 8 --no-causal|\
@@ -54,11 +54,11 @@ for r in (json.loads(l) for l in open('$OUT/fa2-again.jsonl')):
     print(r['label'], r['status'], r['timing']['stats']['median'] if r.get('timing') else None, r.get('config'))"
 fi
 if [[ $STEPS == *sweep* ]]; then
-  echo "== every configuration pinned, timed by kbench (what the autotuner should have picked), d=${D:-128}"
+  echo "== every configuration pinned, timed by kbench (what the autotuner should have picked)"
   IFS='|' read -ra specs <<< "${SWEEP_SPECS:-4096 2 16 --no-causal|16384 1 8 --no-causal|4096 2 16 --causal}"
   for spec in "${specs[@]}"; do
     set -- $spec
-    kb run attention --impl sdpa-cudnn,triton-fa2 --baseline sdpa-cudnn --n $1 --batch $2 --heads $3 --d ${D:-128} $4 \
+    kb run attention --impl sdpa-cudnn,triton-fa2 --baseline sdpa-cudnn --n $1 --batch $2 --heads $3 --d ${5:-${D:-128}} $4 \
        --dtype fp16 --param config=$CONFIG_LIST ${SWEEP_PARAMS:---param tma=${TMA:-auto}} --out "$OUT/fa2-sweep.jsonl"
   done
 fi

@@ -61,9 +61,10 @@ CONFIGS = (
     # runs its softmax, the other's matrix products keep the tensor cores busy, as FlashAttention-3's two
     # ping-ponging warpgroups do by hand. maxnreg caps the registers a thread so that two fit (no spills).
     {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 2, "maxnreg": 128},
-    {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 1, "maxnreg": 128},
+    {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 1, "maxnreg": 128},
     {"BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 4, "num_stages": 1},
     {"BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 4, "num_stages": 1, "maxnreg": 168},  # three an SM
+    {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 1},  # four an SM
 )
 # The interpreter runs every program on the CPU: fewer, larger tiles are faster there.
 CPU_CONFIG = {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 1}
