@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # triton-fa2 autotuned against SDPA's FLASH and cuDNN backends on the H200 (issue 10), batch x heads
 # filling the GPU (B·H·N = 128k tokens), fp16. Every configuration the autotuner can pick is
-# checked first (--param config=0..12, odd N, causal and not); then the same kbench run twice
+# checked first (--param config=0..7, odd N, causal and not); then the same kbench run twice
 # shows the second process reading the tuning from Triton's cache (tuning_seconds, tuned_here).
 #   OUT=/tmp/kbench-device bash scripts/device_fa2_tune.sh
 set -u

@@ -41,7 +41,7 @@ def test_triton_fa2_matches_reference(registry, attention, case):
     assert fn.config["BLOCK_M"] == 64  # the interpreter's tile config
 
 
-@pytest.mark.parametrize("index", range(13))
+@pytest.mark.parametrize("index", range(8))
 @pytest.mark.parametrize("case", [
     Case({"n": 77, "d": 64, "batch": 1, "heads": 2, "dtype": "fp16", "causal": True}),
     Case({"n": 77, "d": 64, "batch": 1, "heads": 2, "dtype": "fp16", "causal": False}),
@@ -55,7 +55,7 @@ def test_every_config_the_autotuner_can_pick_is_correct(registry, attention, cas
 
     impl = registry.implementations("attention")["triton-fa2"]
     configs = sys.modules[impl.make.__module__].CONFIGS
-    assert len(configs) == 13
+    assert len(configs) == 8
     verdict = check(attention, impl, case, "cpu", seed=seed_for(case) + index, trials=1, params={"config": str(index)})
     assert verdict.ok, verdict.reason
     assert verdict.last[0].config["BLOCK_M"] == configs[index]["BLOCK_M"]

@@ -45,26 +45,23 @@ utils = load_helper(Path(__file__).parent.parent / "_triton_utils.py")
 LOG2_E = 1.4426950408889634
 HEAD_DIMS = (16, 32, 64, 128, 256)  # tl.arange needs a power of two
 
-# What the autotuner chooses from. Shared memory at d = 128, fp16, 3 stages: the largest (128 x 128) needs
-# 32 KiB of Q + 3 x 64 KiB of K and V, within the H200's 227 KiB; one that does not fit
-# a GPU is timed as infinitely slow by the autotuner and never chosen.
+# What the autotuner chooses from: each entry was the fastest, or within 3 %, at some H200 case of
+# issue 10 (fp16, d 64 and 128, causal and not; docs/performance.md, fifth session), where
+# scripts/triton_fa2_resources.py shows what each costs an SM. One that does not fit a GPU is timed
+# as infinitely slow by the autotuner and never chosen.
 CONFIGS = (
-    {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3},
+    # One program an SM (shared memory): its two warpgroups meet at a barrier every K/V tile.
+    {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3},  # d=64
     {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3},
-    {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 2},
-    {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 4},
-    {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3},
-    {"BLOCK_M": 128, "BLOCK_N": 32, "num_warps": 4, "num_stages": 3},
-    {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3},
-    {"BLOCK_M": 64, "BLOCK_N": 32, "num_warps": 4, "num_stages": 4},
-    # Two programs an SM (compiled for sm_90 by Triton 3.6: shared memory and registers allow it): while one
-    # runs its softmax, the other's matrix products keep the tensor cores busy, as FlashAttention-3's two
-    # ping-ponging warpgroups do by hand. maxnreg caps the registers a thread so that two fit (no spills).
+    {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 4},  # d=64
+    {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3},  # d=64 non-causal (spills 68 bytes at d=128)
+    # Two or three programs an SM: while one runs its softmax, another's matrix products keep the
+    # tensor cores busy, as FlashAttention-3's two ping-ponging warpgroups do by hand. maxnreg caps
+    # a thread's registers so that one more program fits.
+    {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3},  # d=64 causal
     {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 2, "maxnreg": 128},
-    {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 1, "maxnreg": 128},
-    {"BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 4, "num_stages": 1},
-    {"BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 4, "num_stages": 1, "maxnreg": 168},  # three an SM
-    {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 1},  # four an SM
+    {"BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 4, "num_stages": 1},  # d=128 non-causal
+    {"BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 4, "num_stages": 1, "maxnreg": 168},  # d=128 causal, three an SM
 )
 # The interpreter runs every program on the CPU: fewer, larger tiles are faster there.
 CPU_CONFIG = {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 1}
