@@ -5,7 +5,7 @@
 
 For every entry of CONFIGS: registers a thread and spilled bytes (ptxas's own log of Triton's
 compile, TRITON_DUMP_PTXAS_LOG), shared memory a program (Triton's metadata), and how many
-programs an H100/H200 SM holds at once by each limit. Why it matters: with one program an SM,
+programs an H100/H200 SM holds at once (kbench.occupancy) and what limits them. Why it matters: with one program an SM,
 the two warpgroups of a 128-row tile meet at a barrier every K/V tile, so the tensor cores idle
 during the softmax; with two or more programs an SM, one's softmax overlaps another's matrix
 products. A configuration that spills (ptxas: spill stores) ran several times slower on the H200.
@@ -26,11 +26,7 @@ import triton  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 
 from kbench import loader  # noqa: E402
-
-# sm_90 limits per SM: shared memory (228 KiB, of which 1 KiB is reserved per program),
-# the register file, resident warps
-SMEM_PER_SM, SMEM_RESERVED, REGS_PER_SM, WARPS_PER_SM = 233_472, 1024, 65_536, 64
-
+from kbench.occupancy import blocks_per_sm  # noqa: E402
 
 def compile_config(module, cfg: dict, head_dim: int, causal: bool):
     """(registers, spill bytes, shared bytes) of one configuration, fp16, through the TMA path."""
@@ -50,13 +46,6 @@ def compile_config(module, cfg: dict, head_dim: int, causal: bool):
     return registers, spilled, kernel.metadata.shared
 
 
-def programs_per_sm(cfg: dict, registers: int, shared: int) -> dict:
-    regs_a_warp = -(-registers // 8) * 8 * 32  # allocated in units of 8 registers a thread
-    return {"smem": SMEM_PER_SM // (shared + SMEM_RESERVED),
-            "regs": REGS_PER_SM // (regs_a_warp * cfg["num_warps"]),
-            "warps": WARPS_PER_SM // cfg["num_warps"]}
-
-
 def main(argv: list[str]) -> int:
     head_dim = int(argv[0]) if argv else 128
     registry = loader.load()
@@ -67,11 +56,10 @@ def main(argv: list[str]) -> int:
     for index, cfg in enumerate(module.CONFIGS):
         for causal in (False, True):
             registers, spilled, shared = compile_config(module, cfg, head_dim, causal)
-            limits = programs_per_sm(cfg, registers, shared)
-            fits = min(limits.values())
+            fit = blocks_per_sm(cfg["num_warps"] * 32, registers, shared, (9, 0))
             print(f"{index:>6}  {cfg['BLOCK_M']:>3}x{cfg['BLOCK_N']:<4} {cfg['num_warps']:>5} {cfg['num_stages']:>6} "
-                  f"{cfg.get('maxnreg', '-'):>7}  {causal!s:>6}  {registers:>4} {spilled:>7} {shared:>8,}  {fits} "
-                  f"({min(limits, key=limits.get)})" + ("  SPILLS" if spilled else ""))
+                  f"{cfg.get('maxnreg', '-'):>7}  {causal!s:>6}  {registers:>4} {spilled:>7} {shared:>8,}  "
+                  f"{fit['blocks_per_sm']} ({', '.join(fit['limited_by'])})" + ("  SPILLS" if spilled else ""))
     return 0
 
 

@@ -254,21 +254,28 @@ def explain(case, params) -> dict:
                    f"{cfg['num_stages']} pipeline stages"
                    + (f", at most {cfg['maxnreg']} registers a thread" if "maxnreg" in cfg else ""),
         "K/V tiles per program": f"{-(-case.n // cfg['BLOCK_N'])}" + (" (causal: up to the diagonal)" if case.causal else ""),
-        "shared memory (estimate)": _smem_estimate(case, cfg),
+        "shared memory (estimate)": _smem_estimate(case, cfg, tma=str(params.get("tma", "auto")) != "0"),
         "loads": "TMA tensor descriptors on sm_90+ for fp16/bf16 (--param tma=0: masked pointer loads)",
         "matrix instructions": "tl.dot: wgmma on sm_90 (Triton picks the layout; no mma.sync count)",
     }
 
 
-def _smem_estimate(case, cfg) -> str:
-    """Q's tile plus (stages - 1) buffers of K and V, as Triton's pipeliner allocates them: 160 KiB for
-    config 1 at d=128 fp16, where ncu read 163.8 KB (163,840 + barriers) on the H200."""
+def _smem_estimate(case, cfg, tma: bool) -> str:
+    """Shared memory a program, as Triton 3.6's pipeliner allocates it on sm_90. TMA path: Q's tile plus
+    num_stages buffers of K and V (one stage: K and V take turns in one buffer); 229,376 bytes for
+    config 1 at d=128 fp16, where ncu read 230,400 on the H200 (the rest: barriers). Pointer path
+    (cp.async): num_stages - 1 buffers; 163,840 for config 1, as ncu read it before the TMA path existed."""
     from kbench.dtypes import ELEMENT_BYTES
 
     e = ELEMENT_BYTES[case.dtype]
     q = cfg["BLOCK_M"] * case.d * e
-    kv = 2 * cfg["BLOCK_N"] * case.d * e * max(1, cfg["num_stages"] - 1)
-    return f"about {q + kv:,} bytes: Q {q:,} + K/V {kv:,} ({max(1, cfg['num_stages'] - 1)} buffers of each)"
+    tile = cfg["BLOCK_N"] * case.d * e
+    buffers = cfg["num_stages"] if tma else max(1, cfg["num_stages"] - 1)
+    path = "TMA" if tma else "pointer loads"
+    if buffers == 1:
+        return f"about {q + tile:,} bytes ({path}): Q {q:,} + one {tile:,}-byte buffer K and V take turns in"
+    kv = 2 * tile * buffers
+    return f"about {q + kv:,} bytes ({path}): Q {q:,} + K/V {kv:,} ({buffers} buffers of each)"
 
 
 def _supports(case):
