@@ -158,6 +158,13 @@ def _alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
+def _interruptible() -> None:
+    """In the child before kbench starts: Ctrl-C's default action. A shell that starts pytest in the
+    background (`cmd &` without job control) ignores SIGINT, and an ignored SIGINT stays ignored in
+    every child: kbench would never see the test's Ctrl-C (as in a terminal's background job)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.fixture
 def interrupted_run(tmp_path, proc_env):
     """Start `kbench run attention` over the fast and the hanging kernel; yields (proc, out, markers)."""
@@ -171,7 +178,7 @@ def interrupted_run(tmp_path, proc_env):
          "--kernels", str(FIXTURES / "interrupt"), "--impl", "fast,hang", "--baseline", "fast",
          "--timeout", "300", "--out", str(out)],
         cwd=tmp_path, env=proc_env(KBENCH_TEST_MARKERS=str(markers), TMPDIR=str(tmp_path)),  # worker logs here
-        stdout=stdout, stderr=stderr,
+        stdout=stdout, stderr=stderr, preexec_fn=_interruptible,
     )
     worker_pids = []
     try:
