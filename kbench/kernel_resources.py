@@ -1,5 +1,6 @@
-"""Registers, spills and static shared memory of one instantiation of a templated CUDA kernel,
-read from ptxas (`nvcc -Xptxas -v`) when no GPU is at hand.
+"""Registers, spills and shared memory of one kernel as the GPU would run it, read from ptxas when
+no GPU is at hand: a templated CUDA kernel through `nvcc -Xptxas -v`, a @triton.jit kernel through
+Triton's own compile for sm_90 (its bundled ptxas); and the launch figures `kbench explain` shows.
 
 Taking the kernel's address in host code makes nvcc instantiate exactly the
 template that kbench would launch (the same name expression NVRTC compiles).
@@ -7,6 +8,9 @@ template that kbench would launch (the same name expression NVRTC compiles).
 
 from __future__ import annotations
 
+import contextlib
+import io
+import os
 import re
 import shutil
 import subprocess
@@ -34,15 +38,98 @@ def from_nvcc(source: Path, name_expression: str, arch: str = "sm_90") -> dict |
                               capture_output=True, text=True, timeout=600)
     if done.returncode != 0:
         raise RuntimeError(f"nvcc failed on {name_expression}: {done.stderr.strip().splitlines()[-1:]}")
-    text = done.stderr
+    return dict(_ptxas_figures(done.stderr), source=f"ptxas ({arch}, nvcc)")
+
+
+def _ptxas_figures(text: str) -> dict:
+    """registers, spills, stack and static shared memory from ptxas's -v report."""
+    used = PTXAS_USED.search(text)
+    if used is None:
+        raise RuntimeError("ptxas printed no register count")
     spill = PTXAS_SPILL.search(text)
     stack = PTXAS_STACK.search(text)
     smem = PTXAS_SMEM.search(text)
     return {
-        "registers": int(PTXAS_USED.search(text).group(1)),
+        "registers": int(used.group(1)),
         "spill_stores": int(spill.group(1)) if spill else 0,
         "spill_loads": int(spill.group(2)) if spill else 0,
         "stack_bytes": int(stack.group(1)) if stack else 0,
         "static_smem_bytes": int(smem.group(1)) if smem else 0,
-        "source": f"ptxas ({arch}, nvcc)",
+    }
+
+
+def from_triton(kernel, args: dict, constexprs: dict, options: dict, capability: int = 90) -> dict | None:
+    """The same figures for a @triton.jit kernel compiled by Triton for sm_<capability> (no GPU needed),
+    plus ``dynamic_smem_bytes`` (all of a Triton kernel's shared memory); None under Triton's
+    interpreter (TRITON_INTERPRET=1), which compiles nothing.
+
+    ``args``: every other argument by name as the launch passes it, a tensor as its pointer type
+    ("*fp16"). They get the specialization a launch gives them: pointers and ints divisible by 16
+    are marked so, an int equal to 1 becomes a constant. Without it the registers differ from the
+    GPU's (triton-fa2's config 1: 187 unspecialized, 191 specialized, 191 as ncu read on the H200)."""
+    try:
+        import triton
+        from triton.backends.compiler import GPUTarget
+        from triton.runtime.jit import JITFunction
+    except ImportError:
+        return None
+    if not isinstance(kernel, JITFunction):
+        return None
+    signature, attrs, constants = {}, {}, dict(constexprs)
+    for index, name in enumerate(kernel.arg_names):
+        value = args.get(name)
+        if name in constexprs:
+            signature[name] = "constexpr"
+        elif isinstance(value, str):
+            signature[name] = value
+            attrs[(index,)] = [["tt.divisibility", 16]]
+        elif isinstance(value, float):
+            signature[name] = "fp32"
+        elif value == 1:
+            signature[name] = "constexpr"
+            constants[name] = 1
+        else:
+            signature[name] = "i32" if -2**31 <= value < 2**31 else "i64"
+            if value % 16 == 0:
+                attrs[(index,)] = [["tt.divisibility", 16]]
+    log = io.StringIO()
+    # Triton prints ptxas's report only when asked, and runs ptxas only for a kernel not in its cache.
+    knobs = {"TRITON_DUMP_PTXAS_LOG": "1", "TRITON_ALWAYS_COMPILE": "1"}
+    saved = {name: os.environ.get(name) for name in knobs}
+    os.environ.update(knobs)
+    try:
+        with contextlib.redirect_stdout(log):
+            compiled = triton.compile(triton.compiler.ASTSource(fn=kernel, signature=signature, constexprs=constants,
+                                                                attrs=attrs),
+                                      target=GPUTarget("cuda", capability, 32), options=options)
+    except Exception as exc:  # a compile error is the answer here, not a crash of `kbench explain`
+        last = str(exc).strip().splitlines()[-1:] or [type(exc).__name__]
+        raise RuntimeError(f"Triton could not compile {kernel.__name__} for sm_{capability}: {last[0]}") from None
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+    return dict(_ptxas_figures(log.getvalue()), dynamic_smem_bytes=compiled.metadata.shared,
+                source=f"ptxas (sm_{capability}, Triton {triton.__version__})")
+
+
+def launch_figures(res: dict, blocks: int, threads: int, smem: int, shared: str | None = None) -> dict:
+    """`kbench explain`'s figures of a compiled kernel: registers, spills, shared memory (``shared``
+    describes it, else its size), blocks per SM and waves on an H200."""
+    from kbench.devices import by_key
+    from kbench.occupancy import blocks_per_sm
+
+    fit = blocks_per_sm(threads, res["registers"], smem, (9, 0))
+    h200 = by_key("h200")
+    resident = fit["blocks_per_sm"] * h200.sms
+    return {
+        "registers per thread": f"{res['registers']} ({res['source']})",
+        "spills per thread": f"{res['spill_stores']} bytes stored, {res['spill_loads']} loaded",
+        "shared memory per block": shared or f"{smem:,} bytes",
+        "blocks per SM (sm_90)": f"{fit['blocks_per_sm']}, limited by {' and '.join(fit['limited_by'])}: "
+                                 f"occupancy {fit['occupancy']:.1%}",
+        "waves on an H200": f"{blocks / resident:.2f} ({resident} blocks at once on {h200.sms} SMs)"
+                            if resident else "does not fit on an SM",
     }

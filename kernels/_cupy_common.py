@@ -158,9 +158,7 @@ def launch_size(plan: dict) -> tuple[int, int]:
 def resource_figures(source: Path, name: str, blocks: int, threads: int, dynamic_smem: int = 0) -> dict:
     """`kbench explain`'s ptxas figures of one kernel instance: registers, spills, shared memory,
     blocks per SM and waves on an H200 (or why they are unknown here)."""
-    from kbench.devices import by_key
-    from kbench.kernel_resources import from_nvcc
-    from kbench.occupancy import blocks_per_sm
+    from kbench.kernel_resources import from_nvcc, launch_figures
 
     try:
         res = from_nvcc(source, name)
@@ -169,20 +167,9 @@ def resource_figures(source: Path, name: str, blocks: int, threads: int, dynamic
     if res is None:
         return {"registers": "unknown here (no nvcc): run on the GPU, where each record's config has them"}
     smem = dynamic_smem + res["static_smem_bytes"]
-    fit = blocks_per_sm(threads, res["registers"], smem, (9, 0))
-    h200 = by_key("h200")
-    resident = fit["blocks_per_sm"] * h200.sms
     shared = (f"{smem:,} bytes ({res['static_smem_bytes']:,} static, {dynamic_smem:,} dynamic)" if dynamic_smem
-              else f"{smem:,} bytes")
-    return {
-        "registers per thread": f"{res['registers']} ({res['source']})",
-        "spills per thread": f"{res['spill_stores']} bytes stored, {res['spill_loads']} loaded",
-        "shared memory per block": shared,
-        "blocks per SM (sm_90)": f"{fit['blocks_per_sm']}, limited by {' and '.join(fit['limited_by'])}: "
-                                 f"occupancy {fit['occupancy']:.1%}",
-        "waves on an H200": f"{blocks / resident:.2f} ({resident} blocks at once on {h200.sms} SMs)"
-                            if resident else "does not fit on an SM",
-    }
+              else None)
+    return launch_figures(res, blocks, threads, smem, shared)
 
 
 def pointer_args(*tensors):

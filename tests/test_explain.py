@@ -194,6 +194,31 @@ def test_triton_fa2_geometry(registry):
     assert "autotuned on first use among 8 tile shapes" in auto["configuration"]
 
 
+def test_triton_fa2_registers_need_a_compile_not_the_interpreter(registry):
+    """Under the interpreter (as conftest runs these tests) nothing is compiled: explain says why."""
+    impl = registry.implementations("attention")["triton-fa2"]
+    figures = impl.explain(attention_case(n=4096), {"config": "1", "tma": "auto"})
+    assert figures["registers per thread"].startswith("unknown here (Triton's interpreter is on")
+
+
+def test_triton_fa2_explain_compiles_for_sm90_without_a_gpu(kbench_proc, proc_env):
+    """Without the interpreter, `kbench explain` compiles the pinned configuration for sm_90 (Triton's
+    bundled ptxas, no GPU) and reports its registers, spills, shared memory and programs an SM. Config 1
+    holds a 128x128 Q tile and three stages of 128x128 K and V: one program an SM, whatever Triton."""
+    env = proc_env(COLUMNS="250")
+    env.pop("TRITON_INTERPRET", None)
+    done = kbench_proc("explain", "attention", "--n", "4096", "--d", "128", "--batch", "2", "--heads", "16",
+                       "--impl", "triton-fa2", "--param", "config=1", env=env)
+    assert done.returncode == 0, done.stderr
+    rows = {cells[0].strip(): cells[1].strip() for line in done.stdout.splitlines()
+            if len(cells := line.strip("│ ").split("│")) == 2}
+    registers = int(rows["registers per thread"].split()[0])
+    assert 128 < registers <= 255 and "ptxas (sm_90, Triton" in rows["registers per thread"]
+    assert int(rows["shared memory per block"].split()[0].replace(",", "")) > 160 * 1024
+    assert rows["blocks per SM (sm_90)"].startswith("1, limited by")
+    assert rows["waves on an H200"].startswith("7.76 ")  # 1024 programs on 132 SMs
+
+
 def test_triton_fa2_shared_memory_estimate(registry):
     """The estimate against what the H200 allocated: config 1 as ncu read it (the profile fixture),
     the others as Triton 3.6 compiled them for sm_90 (scripts/triton_fa2_resources.py); within

@@ -241,23 +241,56 @@ def explain(case, params) -> dict:
     if cfg is None:
         return {
             "configuration": f"autotuned on first use among {len(CONFIGS)} tile shapes (BLOCK_M x BLOCK_N, warps, "
-                             f"stages; --param config=N pins one): "
+                             f"stages; --param config=N pins one and shows its registers and programs an SM): "
                              + "; ".join(f"{i}: {c['BLOCK_M']}x{c['BLOCK_N']} {c['num_warps']}w {c['num_stages']}s"
                                          for i, c in enumerate(CONFIGS)),
             "matrix instructions": "tl.dot: wgmma on sm_90 (Triton picks the layout; no mma.sync count)",
         }
     q_tiles = -(-case.n // cfg["BLOCK_M"])
+    tma = case.dtype in ("fp16", "bf16") and str(params.get("tma", "auto")) != "0"  # as on an H200
     return {
         "grid": f"{q_tiles} Q tiles x {case.batch * case.heads} (batch x heads) = "
                 f"{q_tiles * case.batch * case.heads} programs",
         "program": f"{cfg['num_warps']} warps; a {cfg['BLOCK_M']}-row Q tile against {cfg['BLOCK_N']}-key K/V tiles, "
-                   f"{cfg['num_stages']} pipeline stages"
+                   f"{cfg['num_stages']} pipeline stage{'s' if cfg['num_stages'] > 1 else ''}"
                    + (f", at most {cfg['maxnreg']} registers a thread" if "maxnreg" in cfg else ""),
         "K/V tiles per program": f"{-(-case.n // cfg['BLOCK_N'])}" + (" (causal: up to the diagonal)" if case.causal else ""),
-        "shared memory (estimate)": _smem_estimate(case, cfg, tma=str(params.get("tma", "auto")) != "0"),
+        "shared memory (estimate)": _smem_estimate(case, cfg, tma),
         "loads": "TMA tensor descriptors on sm_90+ for fp16/bf16 (--param tma=0: masked pointer loads)",
         "matrix instructions": "tl.dot: wgmma on sm_90 (Triton picks the layout; no mma.sync count)",
+        **_compiled_figures(case, cfg, tma, q_tiles * case.batch * case.heads),
     }
+
+
+def compiled_resources(case, cfg, tma: bool) -> dict | None:
+    """ptxas's registers and spills and Triton's shared memory of one configuration for this case on
+    sm_90, compiled here without a GPU (kbench.kernel_resources.from_triton); None under Triton's
+    interpreter or without Triton. The arguments are those of contiguous [B, H, N, d] tensors."""
+    from kbench.kernel_resources import from_triton
+
+    if triton is None:
+        return None
+    args = {name: f"*{case.dtype}" for name in "QKVO"}
+    for t in "qkvo":
+        args.update({f"stride_{t}b": case.heads * case.n * case.d, f"stride_{t}h": case.n * case.d,
+                     f"stride_{t}n": case.d})
+    args.update(heads=case.heads, n_ctx=case.n, qk_scale_log2=case.d**-0.5 * LOG2_E)
+    constexprs = {"HEAD_DIM": case.d, "CAUSAL": case.causal, "PRECISION": utils.dot_precision(case.dtype),
+                  "TMA": tma, "BLOCK_M": cfg["BLOCK_M"], "BLOCK_N": cfg["BLOCK_N"]}
+    return from_triton(_fa2_forward, args, constexprs, _launch_options(cfg))
+
+
+def _compiled_figures(case, cfg, tma: bool, programs: int) -> dict:
+    from kbench.kernel_resources import launch_figures
+
+    try:
+        res = compiled_resources(case, cfg, tma)
+    except RuntimeError as exc:
+        return {"registers per thread": f"could not compile: {exc}"}
+    if res is None:
+        return {"registers per thread": "unknown here (Triton's interpreter is on, TRITON_INTERPRET, or no "
+                                        "Triton): run on the GPU, or unset TRITON_INTERPRET"}
+    return launch_figures(res, programs, cfg["num_warps"] * 32, res["dynamic_smem_bytes"])
 
 
 def _smem_estimate(case, cfg, tma: bool) -> str:
