@@ -76,7 +76,7 @@ class Variant:
 
     impl: Implementation
     params: dict
-    label: str  # "cupy-fa2" or "cupy-fa2[block_m=64,warps=4]" when parameters were given
+    label: str  # "cupy-fa2", or "cupy-fa2[block_m=64,warps=4]" for parameters away from their defaults
 
 
 def parse_param_args(args: list[str]) -> dict[str, list[str]]:
@@ -108,7 +108,10 @@ def variants(impls: list[Implementation], requested: dict[str, list[str]]) -> li
         choices = [[_param_value(impl, name, raw) for raw in requested[name]] for name in names]
         for combo in itertools.product(*choices):
             chosen = dict(zip(names, combo))
-            label = f"{impl.name}[{','.join(f'{k}={v}' for k, v in chosen.items())}]"
+            # A value given that is the default names the same variant as not giving it: one label, so
+            # `kbench compare` and --resume match `--param tma=auto` with a run that left tma alone.
+            changed = {k: v for k, v in chosen.items() if v != impl.params[k]}
+            label = f"{impl.name}[{','.join(f'{k}={v}' for k, v in changed.items())}]" if changed else impl.name
             out.append(Variant(impl, {**impl.params, **chosen}, label))
     return out
 

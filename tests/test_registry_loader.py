@@ -284,6 +284,17 @@ def test_variants_product_labels_and_types():
     assert variants([tiled], {})[0].params == {"block": 64, "warps": 4, "scale": 1.0}
 
 
+def test_a_default_value_given_names_the_same_variant():
+    """`--param warps=4` where 4 is the default is the run without it: the same label, so compare and
+    --resume match the two; only the values away from the defaults name a variant."""
+    tiled = _impl("tiled", params={"block": 64, "warps": 4, "mode": "auto"})
+    out = variants([tiled], {"warps": ["4", "8"], "mode": ["auto"]})
+    assert [v.label for v in out] == ["tiled", "tiled[warps=8]"]
+    assert out[0].params == {"block": 64, "warps": 4, "mode": "auto"}
+    assert [v.label for v in variants([tiled], {"block": ["32"], "mode": ["auto", "0"]})] == [
+        "tiled[block=32]", "tiled[block=32,mode=0]"]
+
+
 def test_variants_errors():
     tiled = _impl("tiled", params={"block": 64})
     with pytest.raises(UserError, match=r"no chosen implementation has a parameter 'warps' \(tiled takes block\)"):
