@@ -70,6 +70,7 @@ CPU_CONFIG = {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 1}
 # case reuse the choice and would otherwise report 0 s).
 _tuning_log: dict = {}
 
+
 def _launch_options(cfg) -> dict:
     """The compile options of a CONFIGS entry (maxnreg only where it sets one)."""
     return {key: cfg[key] for key in ("num_warps", "num_stages", "maxnreg") if key in cfg}
