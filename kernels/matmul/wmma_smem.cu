@@ -48,6 +48,24 @@ namespace kbench_wmma_smem {
 
 using namespace kbench_ptx;
 
+// Copy the ROWS x COLS tile at (row0, col0) of a row-major rows x cols matrix into shared memory
+// (row pitch LD), element by element, with zeros where the tile overhangs the matrix.
+template <int ROWS, int COLS, int LD, int THREADS>
+__device__ __forceinline__ void load_tile(unsigned short* dst, const unsigned short* src, int rows, int cols,
+                                          int row0, int col0, int tid) {
+    static_assert((ROWS * COLS) % THREADS == 0, "the block copies whole tiles");
+#pragma unroll 4
+    for (int i = 0; i < ROWS * COLS / THREADS; ++i) {
+        const int idx = tid + i * THREADS;
+        const int r = idx / COLS;
+        const int c = idx % COLS;
+        const int gr = row0 + r;
+        const int gc = col0 + c;
+        dst[r * LD + c] = (gr < rows && gc < cols) ? src[static_cast<long long>(gr) * cols + gc]
+                                                   : static_cast<unsigned short>(0);
+    }
+}
+
 // Copy the BM x BK tile of A at (m0, k0) and the BK x BN tile of B at (k0, n0) into one
 // pipeline stage, element by element, with zeros where they overhang M, N or K (the path for
 // shapes the 16-byte cp.async copies of AsyncCopies cannot take).
@@ -55,29 +73,8 @@ template <int BM, int BN, int BK, int THREADS>
 __device__ __forceinline__ void load_stage(unsigned short* sa, unsigned short* sb, const unsigned short* A,
                                            const unsigned short* B, int M, int N, int K, int m0, int n0, int k0,
                                            int tid) {
-    constexpr int LDA = BK + 8;
-    constexpr int LDB = BN + 8;
-    static_assert((BM * BK) % THREADS == 0 && (BK * BN) % THREADS == 0, "the block copies whole tiles");
-#pragma unroll 4
-    for (int i = 0; i < BM * BK / THREADS; ++i) {
-        const int idx = tid + i * THREADS;
-        const int r = idx / BK;
-        const int c = idx % BK;
-        const int gr = m0 + r;
-        const int gk = k0 + c;
-        sa[r * LDA + c] = (gr < M && gk < K) ? A[static_cast<long long>(gr) * K + gk]
-                                             : static_cast<unsigned short>(0);
-    }
-#pragma unroll 4
-    for (int i = 0; i < BK * BN / THREADS; ++i) {
-        const int idx = tid + i * THREADS;
-        const int r = idx / BN;
-        const int c = idx % BN;
-        const int gk = k0 + r;
-        const int gn = n0 + c;
-        sb[r * LDB + c] = (gk < K && gn < N) ? B[static_cast<long long>(gk) * N + gn]
-                                             : static_cast<unsigned short>(0);
-    }
+    load_tile<BM, BK, BK + 8, THREADS>(sa, A, M, K, m0, k0, tid);
+    load_tile<BK, BN, BN + 8, THREADS>(sb, B, K, N, k0, n0, tid);
 }
 
 // The 16-byte cp.async copies of one thread, worked out once: where each chunk lands in a
