@@ -63,14 +63,18 @@ def trace_kernels(trace: dict, range_name: str) -> dict:
             _add(kernels, work.get("name", "?"), work.get("dur", 0.0))
         else:
             outside += 1
-    return {"calls": len(scopes), "kernels": sorted(kernels.values(), key=lambda row: -row["total_us"]),
-            "unattributed": outside}
+    return {"calls": len(scopes), "kernels": _ordered(kernels), "unattributed": outside}
 
 
 def _add(table: dict, name: str, microseconds: float) -> None:
     entry = table.setdefault(name, {"name": name, "count": 0, "total_us": 0.0})
     entry["count"] += 1
     entry["total_us"] += float(microseconds or 0.0)
+
+
+def _ordered(table: dict) -> list[dict]:
+    """_add's rows, the most time first."""
+    return sorted(table.values(), key=lambda row: -row["total_us"])
 
 
 def _on_cpu(event) -> bool:
@@ -95,12 +99,8 @@ def range_table(events, range_name: str) -> dict:
             if event is not scope:
                 _add(ops, event.name, event.self_cpu_time_total)
             stack.extend(getattr(event, "cpu_children", None) or ())
-
-    def ordered(table):
-        return sorted(table.values(), key=lambda row: -row["total_us"])
-
     return {
         "calls": len(scopes),
         "scope_us": sum(float(s.cpu_time_total or 0.0) for s in scopes),
-        "ops": ordered(ops),
+        "ops": _ordered(ops),
     }
