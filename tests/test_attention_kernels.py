@@ -173,9 +173,8 @@ def test_triton_fa2_records_the_autotuners_candidate_times(registry):
 
     module = sys.modules[registry.implementations("attention")["triton-fa2"].make.__module__]
 
-    def config(c):
-        return triton.Config({"BLOCK_M": c["BLOCK_M"], "BLOCK_N": c["BLOCK_N"]}, num_warps=c["num_warps"],
-                             num_stages=c["num_stages"])
+    def config(c):  # as the autotuner's candidates are built from CONFIGS
+        return triton.Config({"BLOCK_M": c["BLOCK_M"], "BLOCK_N": c["BLOCK_N"]}, **module._launch_options(c))
 
     stranger = {"BLOCK_M": 16, "BLOCK_N": 16, "num_warps": 1, "num_stages": 1}
     tuner = SimpleNamespace(configs_timings={config(module.CONFIGS[1]): [0.56691, 0.56, 0.57],

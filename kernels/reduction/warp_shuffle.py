@@ -29,7 +29,7 @@ def plan(n: int, dtype: str, sm_count: int, blocks_per_sm: int, aligned: bool) -
     vector = "true" if aligned else "false"
     per_load = 16 // ELEMENT_BYTES[dtype] if aligned else 1  # elements a load
     # Never more threads than loads to make: small n gets a small grid.
-    blocks = min(sm_count * blocks_per_sm, max(1, -(-n // (THREADS * per_load))))
+    blocks = min(sm_count * blocks_per_sm, max(1, _cupy.ceil_div(n, THREADS * per_load)))
     return {"name": f"reduce_sum<{t}, {acc}, {vector}, {UNROLL}>", "grid": (blocks,), "block": (THREADS,),
             "vector": aligned, "per_load": per_load}
 
@@ -45,7 +45,7 @@ def explain(case, params) -> dict:
         return {"configuration": f"not runnable: {exc}"}
     blocks, threads = _cupy.launch_size(p)
     per_load = p["per_load"]
-    loads = -(-case.n // per_load)
+    loads = _cupy.ceil_div(case.n, per_load)
     return {
         "kernel": p["name"],
         "grid": f"{blocks:,} blocks of {threads} threads ({threads // 32} warps): {params['blocks_per_sm']} a SM "

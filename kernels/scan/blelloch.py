@@ -32,7 +32,7 @@ def state_bytes(tiles: int, element_bytes: int, packed: bool) -> int:
     two in step)."""
     if packed:
         return tiles * 2 * element_bytes  # {status, value}: 8 bytes for 4-byte types, 16 for 8-byte ones
-    return -(-tiles * 4 // 16) * 16 + 2 * tiles * element_bytes  # statuses, then aggregates and prefixes
+    return _cupy.ceil_div(tiles * 4, 16) * 16 + 2 * tiles * element_bytes  # statuses, then aggregates and prefixes
 
 
 def plan(n: int, dtype: str, exclusive: bool, aligned: bool, staged: bool = False, items: int = 0,
@@ -51,7 +51,7 @@ def plan(n: int, dtype: str, exclusive: bool, aligned: bool, staged: bool = Fals
         raise Unsupported(f"items={items}: use 0 (the default, {default_items}) or one of "
                           f"{', '.join(map(str, allowed))}")
     tile = threads * items
-    tiles = -(-n // tile)
+    tiles = _cupy.ceil_div(n, tile)
     staged = staged and aligned  # the staged copies are 16-byte ones
     flags = ", ".join(str(b).lower() for b in (exclusive, aligned, staged, early, packed))
     return {"name": f"scan_blelloch<{t}, {threads}, {items}, {flags}>", "grid": (tiles,), "block": (threads,),
@@ -132,7 +132,7 @@ def blelloch(case, inputs, out, staged=1, items=0, lookback="late", threads=THRE
     p = _plan_from_params(case, params, aligned)
     kernel = _cupy.compiled(str(SOURCE), p["name"])
     # the tile counter (first 16 bytes) and the tiles' look-back state after it, zeroed together
-    scratch = torch.empty(-(-p["state_bytes"] // 16) * 16, dtype=torch.uint8, device=x.device)
+    scratch = torch.empty(_cupy.ceil_div(p["state_bytes"], 16) * 16, dtype=torch.uint8, device=x.device)
     args = (*_cupy.pointer_args(x, out), np.int64(case.n), *_cupy.pointer_args(scratch, scratch[COUNTER_BYTES:]))
 
     def body():

@@ -69,7 +69,7 @@ def device_buffer(count: int):
 
 def launch_blocks(count: int) -> int:
     """Blocks of THREADS threads for ``count`` elements (the kernel loops grid-stride past MAX_BLOCKS)."""
-    return min(-(-count // THREADS), MAX_BLOCKS)
+    return min(_cupy.ceil_div(count, THREADS), MAX_BLOCKS)
 
 
 class Relax:
