@@ -2,8 +2,12 @@
 
 Records are matched by (suite, label, case_key) (``label`` is the implementation
 plus its ``--param`` values; older records without one use ``impl``). Where a
-key appears more than once, the last record wins (a re-run or a resumed run
-appends). Each matched pair of OK records is decided from the raw samples:
+key appears more than once, the last record wins (a run appended to a file after
+a FAIL, a crash or a SKIP of the same case), except that two OK records of one
+key in one file are refused: which of the two timings is the measurement is
+not for compare to guess (``--resume`` never runs a recorded case again, so it
+makes no such pair; running twice into one ``--out`` does). Each matched pair
+of OK records is decided from the raw samples:
 
 - ``ratio`` = median(CURRENT) / median(BASE);
 - ``p``: the two-sided Mann-Whitney U test of the two sets of samples;
@@ -32,6 +36,8 @@ from pathlib import Path
 from typing import Callable
 
 from kbench import results
+from kbench.stats import median_interval, ratio_interval  # noqa: F401 - median_interval: part of this API
+from kbench.errors import UserError
 
 DECISIONS = ("slower", "faster", "same", "undecided", "failed", "missing", "new", "skipped")
 # What must agree for two timings to be comparable: the device, its driver and
@@ -82,11 +88,19 @@ class Pair:
 # --- reading -----------------------------------------------------------------------------
 
 def load(path: Path) -> dict[tuple, Located]:
-    """Every record of a results file or of the *.jsonl files of a folder, by key (the last one wins)."""
+    """Every record of a results file or of the *.jsonl files of a folder, by key (the last one wins;
+    two OK records of one key in one file are a UserError naming both lines)."""
     by_key: dict[tuple, Located] = {}
     for file in results.results_files(path):
+        ok_lines: dict[tuple, int] = {}  # this file's OK records: key -> line
         for line, record in results.read_strict(file):
-            by_key[results.key(record)] = Located(record, f"{file}:{line}")
+            key = results.key(record)
+            if record["status"] == "OK":
+                if key in ok_lines:
+                    raise UserError(f"{file}: lines {ok_lines[key]} and {line} both hold an OK record of "
+                                    f"{describe_key(key)} (two runs into one file?): keep one of them")
+                ok_lines[key] = line
+            by_key[key] = Located(record, f"{file}:{line}")
     return by_key
 
 
@@ -119,31 +133,6 @@ def env_differences(base: dict, current: dict) -> list[tuple[str, object, object
 
 
 # --- statistics --------------------------------------------------------------------------------
-
-def median_interval(samples, alpha: float) -> tuple[float, float]:
-    """Distribution-free interval for the median at confidence >= 1 - alpha, from order statistics:
-    [x(j), x(n-j+1)] where P(Binomial(n, 1/2) < j) <= alpha/2. (0, inf) when n is too small."""
-    import numpy as np
-    from scipy.stats import binom
-
-    x = np.sort(np.asarray(samples, dtype=float))
-    n = x.size
-    if n == 0:
-        return 0.0, math.inf
-    j = int(binom.ppf(alpha / 2, n, 0.5))  # cdf(j - 1) < alpha/2
-    if j < 1:
-        return 0.0, math.inf
-    return float(x[j - 1]), float(x[n - j])
-
-
-def ratio_interval(base, current, alpha: float) -> tuple[float, float]:
-    """Interval for median(current) / median(base) at confidence >= 1 - alpha (each median at 1 - alpha/2)."""
-    base_lo, base_hi = median_interval(base, alpha / 2)
-    cur_lo, cur_hi = median_interval(current, alpha / 2)
-    low = cur_lo / base_hi if base_hi > 0 and math.isfinite(base_hi) else 0.0
-    high = cur_hi / base_lo if base_lo > 0 else math.inf
-    return low, high
-
 
 def p_value(base, current) -> float:
     """Two-sided Mann-Whitney U: could both sets of samples come from one distribution?"""

@@ -26,21 +26,56 @@ def check_length(n: int) -> None:
         raise UserError(f"--n must be below 2^31 (got {n})")
 
 
-def step_multiples(n: int, dtype: str, device: str, seed: int):
-    """n random values whose partial sums, in any order, are exact in fp32: k / 64 for random
-    integers |k| <= 64 (a random walk of n of them stays far below 2^18, where fp32 stops holding
-    every multiple of 1/64), or integers in [-INT_RANGE, INT_RANGE] for an integer dtype. Drawn
-    with ``device``'s generator: 2^28 values drawn on the host would take seconds a trial."""
+# The distributions step_multiples draws (reduction's and scan's correctness trials cover them all).
+DISTRIBUTIONS = ("uniform", "runs", "cancellation")
+# runs: each run of one sign is RUN_MIN..RUN_MAX elements long (the next run has the other sign).
+RUN_MIN, RUN_MAX = 1 << 12, 1 << 16
+# cancellation: x[2i] up to CANCEL_STEPS steps (31 for floats), then x[2i+1] = -x[2i] plus up to 64
+# steps, so pairs of large values cancel to small sums. 1984 + 64 = 2^11: fp16 still holds every k / 64.
+CANCEL_STEPS = 1984
+CANCEL_INT = 1_000_000
+
+
+def step_multiples(n: int, dtype: str, device: str, seed: int, distribution: str = "uniform"):
+    """n random values whose partial sums, in any order a kernel sums them, are exact in fp32: k / 64
+    for random integers k, or integers for an integer dtype. Drawn with ``device``'s generator: 2^28
+    values drawn on the host would take seconds a trial.
+
+    - ``uniform``: |k| <= 64 (integers in [-INT_RANGE, INT_RANGE]); a random walk of n of them stays
+      far below 2^18, where fp32 stops holding every multiple of 1/64.
+    - ``runs``: the same magnitudes, with signs in runs of RUN_MIN..RUN_MAX elements that alternate,
+      in pairs of equal length: partial sums climb for tens of thousands of elements and fall back
+      (each run's sum stays under 2^16, and each pair's sum is a random walk of its magnitudes).
+    - ``cancellation``: x[2i] with |k| <= CANCEL_STEPS (integers up to CANCEL_INT), x[2i+1] = -x[2i]
+      plus a uniform value: sums of large terms that cancel, which a narrow accumulator loses.
+    """
     import torch
 
     from kbench.dtypes import is_integer, torch_dtype
 
     generator = torch.Generator(device=device).manual_seed(seed)
-    if is_integer(dtype):
-        return torch.randint(-INT_RANGE, INT_RANGE + 1, (n,), generator=generator, device=device,
-                             dtype=torch_dtype(dtype))
-    steps = torch.randint(-64, 65, (n,), generator=generator, device=device, dtype=torch.int32)
-    return (steps.to(torch.float32) * INPUT_STEP).to(torch_dtype(dtype))
+    integer = is_integer(dtype)
+    limit = INT_RANGE if integer else 64
+    values = torch.randint(-limit, limit + 1, (n,), generator=generator, device=device, dtype=torch.int64)
+    if distribution == "runs":
+        values.abs_()
+        # Runs come in pairs of one length, + then -: the pairs' sums are small and their random walk
+        # stays far below 2^18 over 2^31 elements (runs of unequal lengths would drift past it).
+        lengths = torch.randint(RUN_MIN, RUN_MAX + 1, (n // (2 * RUN_MIN) + 1,), generator=generator, device=device)
+        starts = torch.cumsum(lengths.repeat_interleave(2), 0)
+        run = torch.searchsorted(starts, torch.arange(n, device=device), right=True)  # each element's run
+        values *= 1 - 2 * (run % 2)
+    elif distribution == "cancellation":
+        big = CANCEL_INT if integer else CANCEL_STEPS
+        pairs = n // 2
+        large = torch.randint(-big, big + 1, (pairs,), generator=generator, device=device, dtype=torch.int64)
+        values[0 : 2 * pairs : 2] = large
+        values[1 : 2 * pairs : 2] = values[1 : 2 * pairs : 2] - large
+    elif distribution != "uniform":
+        raise ValueError(f"unknown input distribution {distribution!r}")
+    if integer:
+        return values.to(torch_dtype(dtype))
+    return (values.to(torch.float32) * INPUT_STEP).to(torch_dtype(dtype))
 
 
 SIGNIFICAND_BITS = {"fp32": 24, "fp16": 11, "bf16": 8}

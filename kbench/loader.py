@@ -99,7 +99,7 @@ def kernel_dirs_from_env() -> list[Path]:
 
 
 def load(kernel_dirs: list[Path] | tuple = (), with_kernels: bool = True) -> Registry:
-    """Build a registry from the built-in suites and kernels plus user kernel folders."""
+    """Build a registry from the built-in suites and kernels plus user kernel folders (or single files)."""
     registry = Registry()
     for path in python_files(BUILTIN_SUITES):
         load_file(path, registry)
@@ -107,6 +107,11 @@ def load(kernel_dirs: list[Path] | tuple = (), with_kernels: bool = True) -> Reg
         return registry
     folders = [BUILTIN_KERNELS, *kernel_dirs_from_env(), *map(Path, kernel_dirs)]
     for folder in folders:
+        if folder.is_file() and folder.suffix == ".py":  # one kernel file: loaded even if named _x.py
+            load_file(folder.resolve(), registry)
+            continue
+        if folder.exists() and not folder.is_dir():
+            raise UserError(f"kernel path {str(folder)!r} is neither a folder nor a .py file")
         if not folder.is_dir():
             raise UserError(f"kernel folder {str(folder)!r} does not exist")
         for path in python_files(folder.resolve()):

@@ -63,6 +63,11 @@ class Implementation:
     # Tunable parameters and their defaults (tile shapes, warps...), passed to
     # make() as keyword arguments; `--param NAME=V1,V2` picks or sweeps them.
     params: dict = field(default_factory=dict)
+    # What `--param` may set a parameter to: the values it takes (a tuple), or a function of one value
+    # returning why it cannot be taken (else None). Checked before anything runs, so a typo is a usage
+    # error rather than a SKIP row. Values that are wrong only together (tile rows and warps) stay SKIPs:
+    # a sweep's cross product may hold some.
+    allowed: dict = field(default_factory=dict)
     # explain(case, params) -> {figure: value}: launch geometry and resources for
     # `kbench explain`, computed without running the kernel.
     explain: Callable[[Case, dict], dict] | None = None
@@ -82,13 +87,18 @@ class Variant:
 def parse_param_args(args: list[str]) -> dict[str, list[str]]:
     """["block_m=64,128", "warps=4"] -> {"block_m": ["64", "128"], "warps": ["4"]}."""
     requested: dict[str, list[str]] = {}
+    given: dict[str, str] = {}  # name -> the argument that set it, for the message below
     for arg in args:
         name, sep, values = arg.partition("=")
         name = name.strip().replace("-", "_")
         parts = [v.strip() for v in values.split(",") if v.strip()]
         if not sep or not name or not parts:
             raise UserError(f"--param: expected NAME=VALUE[,VALUE...], got {arg!r}")
+        if name in requested:  # the later one would silently win: say so instead
+            raise UserError(f"--param {name} is given twice ({given[name]!r} and {arg!r}): "
+                            f"write --param {name}={','.join(requested[name] + parts)} to sweep")
         requested[name] = parts
+        given[name] = arg
     return requested
 
 
@@ -105,7 +115,7 @@ def variants(impls: list[Implementation], requested: dict[str, list[str]]) -> li
         if not names:
             out.append(Variant(impl, dict(impl.params), impl.name))
             continue
-        choices = [[_param_value(impl, name, raw) for raw in requested[name]] for name in names]
+        choices = [_param_values(impl, name, requested[name]) for name in names]
         for combo in itertools.product(*choices):
             chosen = dict(zip(names, combo))
             # A value given that is the default names the same variant as not giving it: one label, so
@@ -116,11 +126,33 @@ def variants(impls: list[Implementation], requested: dict[str, list[str]]) -> li
     return out
 
 
+def _param_values(impl: Implementation, name: str, raws: list[str]) -> list:
+    """The values of one parameter of a sweep, typed as its default; UserError for a value the
+    implementation does not take or a value given twice (the same variant measured twice)."""
+    values = []
+    for raw in raws:
+        value = _param_value(impl, name, raw)
+        if value in values:
+            raise UserError(f"--param {name} (for {impl.name}): {raw!r} is given twice in "
+                            f"{','.join(raws)!r} (the same variant would be measured twice)")
+        values.append(value)
+    return values
+
+
 def _param_value(impl: Implementation, name: str, raw: str):
     kind = type(impl.params[name])
     if kind not in (bool, int, float, str):
         raise UserError(f"--param {name}: {impl.name}'s default {impl.params[name]!r} cannot be set from the command line")
-    return parse_value(kind, raw, f"--param {name} (for {impl.name})")
+    where = f"--param {name} (for {impl.name})"
+    value = parse_value(kind, raw, where)
+    allowed = impl.allowed.get(name)
+    if callable(allowed):
+        reason = allowed(value)
+        if reason:
+            raise UserError(f"{where}: {raw!r} {reason}")
+    elif allowed is not None and value not in allowed:
+        raise UserError(f"{where}: {raw!r} is not one of {', '.join(map(str, allowed))}")
+    return value
 
 
 @dataclass
@@ -167,6 +199,8 @@ class Registry:
                     f"unknown implementation {name!r} for suite {suite!r}"
                     f"{_did_you_mean(name, table)} (known: {known})"
                 )
+            if any(impl.name == name for impl in chosen):  # each of its rows would be measured twice
+                raise UserError(f"--impl: {name!r} is given twice")
             chosen.append(table[name])
         return chosen
 
@@ -216,13 +250,20 @@ def implementation(
     supports: Callable[[Case], str | None] | None = None,
     description: str = "",
     params: dict | None = None,
+    allowed: dict | None = None,
     explain: Callable[[Case, dict], dict] | None = None,
     unit: str = "tensor",
 ) -> Callable[[Factory], Factory]:
-    """Function decorator: register ``make(case, inputs, out, **params) -> closure`` as an implementation."""
+    """Function decorator: register ``make(case, inputs, out, **params) -> closure`` as an implementation.
+
+    ``allowed`` ({param: values, or value -> reason or None}) lets `--param` refuse a value in the parent
+    process, before anything runs: it must be cheap (no torch, no compiling)."""
 
     if unit not in ("tensor", "cuda-core", "memory"):
         raise ValueError(f"implementation {suite}/{name}: unit {unit!r} is not tensor, cuda-core or memory")
+    for param in allowed or {}:
+        if param not in (params or {}):
+            raise ValueError(f"implementation {suite}/{name}: allowed names {param!r}, which is not a parameter")
 
     def register(make: Factory) -> Factory:
         registry, source = _target()
@@ -238,6 +279,8 @@ def implementation(
                 description=description or (doc_lines[0] if doc_lines else ""),
                 source=source,
                 params=dict(params or {}),
+                allowed={param: values if callable(values) else tuple(values)
+                         for param, values in (allowed or {}).items()},
                 explain=explain,
                 unit=unit,
             )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 
 from rich import box
 from rich.console import Console
@@ -115,8 +116,9 @@ def table_for_case(title: str, records: list[dict]) -> tuple[Table, list[str]]:
     lesson_cells = [lesson_cell(r, records) for r in records]
     lessons = any(lesson_cells)
     table = Table(title=title, title_justify="left", header_style="bold", box=box.SIMPLE_HEAD)
+    clocks = any(_clock(r) for r in records)
     for name in ("implementation", "status", "median", "spread", "TFLOP/s", "GB/s", "% peak",
-                 f"vs {baseline}", "max err"):
+                 f"vs {baseline} [95% CI]", "max err", *(["SM MHz"] if clocks else [])):
         table.add_column(name, justify="left" if name in ("implementation", "status") else "right")
     if lessons:
         table.add_column("lesson predicts: measured", overflow="fold")
@@ -140,14 +142,32 @@ def table_for_case(title: str, records: list[dict]) -> tuple[Table, list[str]]:
             _num(m.get("tflops"), ".2f"),
             _num(m.get("gbps"), ".1f"),
             _num(m.get("pct_of_peak"), ".1f"),
-            f"{speed:.2f}x" if speed else "-",
+            _speedup_cell(speed, r.get("speedup_interval")) if speed else "-",
             _num(corr.get("max_abs_err"), ".1e") if corr else "-",
+            *([_clock(r) or "-"] if clocks else []),
         ]
         if lessons:
             style = "yellow" if cell.endswith("does not hold") else "green" if cell.endswith("holds") else ""
             cells.append(f"[{style}]{escape(cell)}[/]" if style else escape(cell) or "-")
         table.add_row(*cells)
     return table, footnotes
+
+
+def _speedup_cell(speed: float, interval) -> str:
+    """1.44x [1.41-1.47]: the ratio of medians and its distribution-free 95 % interval."""
+    if not interval or not all(math.isfinite(v) and v > 0 for v in interval):
+        return f"{speed:.2f}x"
+    low, high = interval
+    return f"{speed:.2f}x [{low:.2f}-{high:.2f}]"
+
+
+def _clock(record: dict) -> str:
+    """The SM clock the row's samples ran at (median), and how many ran throttled."""
+    clock = (record.get("timing") or {}).get("clock") or {} if record["status"] == "OK" else {}
+    if not clock.get("sm_mhz_median"):
+        return ""
+    throttled = clock.get("throttled")
+    return f"{clock['sm_mhz_median']}" + (f" ({throttled} low)" if throttled else "")
 
 
 def figure_lines(records: list[dict]) -> list[str]:
@@ -179,7 +199,8 @@ def print_tables(records: list[dict], console: Console) -> None:
             console.print(f"  {escape(line)}", highlight=False)
         console.print()
     envs = [r.get("env") or {} for r in records]
-    if any(env.get("device") == "cpu" for env in envs):
+    # Only a time shown makes the note true: a SKIP row's environment says cpu on a GPU machine too.
+    if any(r["status"] == "OK" and (r.get("timing") or {}).get("method") == "cpu-wall-clock" for r in records):
         console.print(f"[bold yellow]note:[/] {CPU_NOTE}")
     gpu = next((env["gpu"] for env in envs if env.get("gpu")), None)
     if gpu:

@@ -92,6 +92,52 @@ def read(path: Path) -> list[dict]:
     return records
 
 
+def drop_torn_last_line(path: Path, why: str) -> int:
+    """Cut off the last line of a results file when it is not a JSON record (a run killed while
+    writing it), so that records appended next follow whole lines only; returns the bytes removed.
+
+    Only the last line can be torn by a kill: a bad line before it means the file was damaged some
+    other way, and is a UserError (``why`` names the option asking) rather than something to guess at.
+    A valid last line without its newline is kept (ResultsFile ends it before appending)."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise UserError(f"{why}: cannot read {str(path)!r}: {exc.strerror or exc}") from None
+    lines = [(start, line) for start, line in _lines_with_offsets(data) if line.strip()]
+    for number, (start, line) in enumerate(lines):
+        if _is_json(line):
+            continue
+        if number < len(lines) - 1:
+            line_number = data[:start].count(b"\n") + 1
+            raise UserError(f"{why}: {path}:{line_number} is not a JSON record and is not the last line "
+                            f"(not a torn write): remove or fix that line first")
+        try:
+            with open(path, "r+b") as fh:
+                fh.truncate(start)
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError as exc:
+            raise UserError(f"{why}: cannot write {str(path)!r}: {exc.strerror or exc}") from None
+        return len(data) - start
+    return 0
+
+
+def _lines_with_offsets(data: bytes):
+    start = 0
+    for line in data.split(b"\n"):
+        yield start, line
+        start += len(line) + 1
+
+
+def _is_json(line: bytes) -> bool:
+    try:
+        json.loads(line.decode("utf-8"))
+    except ValueError:  # JSONDecodeError and UnicodeDecodeError (a multi-byte character cut in two)
+        return False
+    return True
+
+
 def key(record: dict) -> tuple[str, str, str]:
     """A record's identity across runs: (suite, label, case_key); old records without a label use impl."""
     return (record.get("suite"), record.get("label") or record.get("impl"), record.get("case_key"))

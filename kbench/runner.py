@@ -16,6 +16,7 @@ from typing import Callable
 
 from kbench import envinfo, metrics, results, roofline
 from kbench.devices import peaks_for
+from kbench.stats import speedup_interval
 from kbench.isolation import Worker, WorkerGone
 from kbench.registry import Implementation, Registry, Variant, skip_reason
 from kbench.suite import Case
@@ -36,6 +37,7 @@ class RunRequest:
     kernel_dirs: tuple[Path, ...] = ()
     device: str = "auto"  # "auto", "cpu" or "cuda"
     command: str = ""
+    interleave: bool = False  # alternate bursts of samples between the implementations of each case
 
 
 def host_has_gpu() -> bool:
@@ -82,11 +84,14 @@ def run(
     done = done or {}
     host_env = None
     baseline_of = baselines(suite, request.cases, request.baseline)
-    baseline_ms: dict[str, float] = {}
+    baseline_timing: dict[str, dict] = {}  # case key -> the baseline's timing (its median and samples)
     for record in done.values():  # a resumed run's speedups are relative to the baseline it recorded
         if (record.get("impl") == baseline_of.get(record.get("case_key")) and record.get("status") == "OK"
                 and record.get("timing")):
-            baseline_ms.setdefault(record["case_key"], record["timing"]["stats"]["median"])
+            baseline_timing.setdefault(record["case_key"], record["timing"])
+    if request.interleave:
+        return _run_interleaved(suite, request, out, on_start, on_record, done, baseline_of, baseline_timing,
+                                static_device)
     records = []
     for group in _by_implementation(request.variants, set(baseline_of.values())):
         jobs = _ImplJobs(group[0].impl, request, static_device)
@@ -100,12 +105,67 @@ def run(
                     if env is None:  # nothing ran: describe the host without starting CUDA
                         host_env = host_env or envinfo.collect("cpu")
                         env = host_env
-                    record = _record(suite, variant, case, request, result, env, baseline_ms,
+                    record = _record(suite, variant, case, request, result, env, baseline_timing,
                                      baseline_of[case.key])
                     out.append(record)
                     records.append(record)
                     on_record(record)
         finally:
+            jobs.close()
+    return records
+
+
+# Seconds of sampling each implementation takes in its turn, in interleaved mode.
+BURST_SECONDS = 0.05
+
+
+def _run_interleaved(suite, request, out, on_start, on_record, done, baseline_of, baseline_timing,
+                     static_device) -> list[dict]:
+    """Case by case: every implementation is checked and warmed up in its own worker, then they take
+    turns of BURST_SECONDS of sampling until each one's stop rule is met, so the rows of one table
+    are sampled under the same clock and temperature. Records are written baselines first, as they
+    finish, so each can carry its speedup."""
+    baselines_set = set(baseline_of.values())
+    order = sorted(request.variants, key=lambda variant: variant.impl.name not in baselines_set)
+    workers = {variant.label: _ImplJobs(variant.impl, request, static_device) for variant in order}
+    records: list[dict] = []
+    host_env = None
+
+    def write(variant, case, result, env) -> None:
+        nonlocal host_env
+        if env is None:
+            host_env = host_env or envinfo.collect("cpu")
+            env = host_env
+        record = _record(suite, variant, case, request, result, env, baseline_timing, baseline_of[case.key])
+        out.append(record)
+        records.append(record)
+        on_record(record)
+
+    try:
+        for case in request.cases:
+            pending = [v for v in order if (suite.name, v.label, case.key) not in done]
+            ready, finished = [], {}
+            for variant in pending:  # check and warm up each; the ones with nothing to time end here
+                on_start(variant, case)
+                reply, env = workers[variant.label].start(variant, case)
+                if reply is None:
+                    ready.append(variant)
+                else:
+                    finished[variant.label] = (reply, env)
+            sampling = list(ready)
+            while sampling:  # turns of sampling, in the same order every round
+                for variant in list(sampling):
+                    over, failure = workers[variant.label].burst(BURST_SECONDS)
+                    if failure is not None:
+                        finished[variant.label] = failure
+                    if over or failure is not None:
+                        sampling.remove(variant)
+            for variant in pending:  # baselines first
+                if variant.label not in finished:
+                    finished[variant.label] = workers[variant.label].finish()
+                write(variant, case, *finished[variant.label])
+    finally:
+        for jobs in workers.values():
             jobs.close()
     return records
 
@@ -125,7 +185,29 @@ class _ImplJobs:
         reason = skip_reason(self.impl, case, self.static_device)
         if reason:
             return {"status": "SKIP", "reason": reason}, self.env
-        job = {
+        return self._ask(self._job(variant, case))
+
+    def start(self, variant: Variant, case: Case) -> tuple[dict | None, dict | None]:
+        """Interleaved mode: send the job and wait until it is checked and warmed up. (None, env) when
+        it is ready for bursts; (its result, env) when it ended there (SKIP, FAIL, CRASH...)."""
+        reason = skip_reason(self.impl, case, self.static_device)
+        if reason:
+            return {"status": "SKIP", "reason": reason}, self.env
+        result, env = self._ask({**self._job(variant, case), "interleave": True})
+        return (None, env) if result.get("type") == "ready" else (result, env)
+
+    def burst(self, seconds: float) -> tuple[bool, tuple | None]:
+        """One turn of sampling: (whether sampling is over, the finished result when the job ended)."""
+        result, env = self._ask({"op": "burst", "seconds": seconds})
+        if result.get("type") == "burst":
+            return bool(result.get("done")), None
+        return True, (result, env)
+
+    def finish(self) -> tuple[dict, dict | None]:
+        return self._ask({"op": "finish"})
+
+    def _job(self, variant: Variant, case: Case) -> dict:
+        return {
             "suite": self.request.suite,
             "impl": self.impl.name,
             "label": variant.label,  # names the NVTX range of its timed calls
@@ -137,15 +219,19 @@ class _ImplJobs:
             "flush_l2": self.request.flush_l2,
             "cuda_graph": self.request.cuda_graph,
         }
+
+    def _ask(self, message: dict) -> tuple[dict, dict | None]:
+        """Send one message to the worker (started if need be) and return its answer and environment."""
         try:
             if self.worker is None:
                 self.worker = Worker(self.request.kernel_dirs, self.request.device)
                 self.env = self.worker.env
-            result = self.worker.run(job, self.request.timeout)
+            result = self.worker.run(message, self.request.timeout)
         except WorkerGone as gone:
             self.close()
             return {"status": gone.status, "reason": gone.reason, "log": gone.log}, self.env
-        result.pop("type", None)
+        if result.get("type") == "result":
+            result.pop("type")
         if result.pop("fatal", False):
             self.close()  # its CUDA context is unusable: the next job starts a fresh worker
         return result, self.env
@@ -156,7 +242,7 @@ class _ImplJobs:
             self.worker = None
 
 
-def _record(suite, variant: Variant, case, request, result, env, baseline_ms, baseline: str) -> dict:
+def _record(suite, variant: Variant, case, request, result, env, baseline_timing, baseline: str) -> dict:
     impl = variant.impl
     record = {
         "schema": results.SCHEMA,
@@ -199,8 +285,12 @@ def _record(suite, variant: Variant, case, request, result, env, baseline_ms, ba
             record.update(status="FAIL", reason=why)
         else:
             if impl.name == baseline:
-                baseline_ms.setdefault(case.key, median)
-            record["speedup"] = metrics.speedup(baseline_ms.get(case.key), median)
+                baseline_timing.setdefault(case.key, timing)
+            base = baseline_timing.get(case.key)
+            record["speedup"] = metrics.speedup(base["stats"]["median"] if base else None, median)
+            if base and record["speedup"] is not None:
+                # From the raw samples of both rows, at 95 %: the ratio is known this well, no better.
+                record["speedup_interval"] = list(speedup_interval(base["samples"], timing["samples"]))
     record["env"] = env
     record["command"] = request.command
     return record

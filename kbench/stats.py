@@ -46,3 +46,37 @@ def summarize(samples) -> dict:
         "std": float(x.std(ddof=1)) if x.size > 1 else 0.0,
         "median_noise": median_noise(x) if x.size > 1 else None,  # unknown from one sample
     }
+
+
+def median_interval(samples, alpha: float) -> tuple[float, float]:
+    """Distribution-free interval for the median at confidence >= 1 - alpha, from order statistics:
+    [x(j), x(n-j+1)] where P(Binomial(n, 1/2) < j) <= alpha/2. (0, inf) when n is too small."""
+    import numpy as np
+    from scipy.stats import binom
+
+    x = np.sort(np.asarray(samples, dtype=float))
+    n = x.size
+    if n == 0:
+        return 0.0, math.inf
+    j = int(binom.ppf(alpha / 2, n, 0.5))  # cdf(j - 1) < alpha/2
+    if j < 1:
+        return 0.0, math.inf
+    return float(x[j - 1]), float(x[n - j])
+
+
+def ratio_interval(base, current, alpha: float) -> tuple[float, float]:
+    """Interval for median(current) / median(base) at confidence >= 1 - alpha (each median at 1 - alpha/2)."""
+    base_lo, base_hi = median_interval(base, alpha / 2)
+    cur_lo, cur_hi = median_interval(current, alpha / 2)
+    low = cur_lo / base_hi if base_hi > 0 and math.isfinite(base_hi) else 0.0
+    high = cur_hi / base_lo if base_lo > 0 else math.inf
+    return low, high
+
+
+SPEEDUP_CONFIDENCE = 0.95
+
+
+def speedup_interval(baseline_samples, samples, confidence: float = SPEEDUP_CONFIDENCE) -> tuple[float, float]:
+    """Distribution-free interval of median(baseline) / median(samples) at ``confidence`` or more."""
+    low, high = ratio_interval(samples, baseline_samples, 1 - confidence)
+    return low, high

@@ -146,7 +146,11 @@ class Suite:
     description: str = ""
     axes: tuple[Axis, ...] = ()
     baseline: str = ""  # implementation that speedups are measured against
-    trials: int = 3  # correctness trials, each on fresh random inputs
+    trials: int = 3  # correctness trials, each on fresh random inputs (at least one per distribution)
+    # The input distributions the correctness trials draw from, in turn (make_inputs' ``distribution``).
+    # A suite with more than one makes its trials cover them all: a kernel that is right only on
+    # well-scaled inputs fails on the others. The record says which ones a kernel passed.
+    distributions: tuple[str, ...] = ("normal",)
     # dtype name -> (atol, rtol) for |out - ref| <= atol + rtol * |ref|
     tolerances: dict[str, tuple[float, float]] = {}
 
@@ -174,8 +178,15 @@ class Suite:
 
     # --- data ------------------------------------------------------------
     def make_inputs(self, case: Case, seed: int, device: str) -> dict:
-        """Fresh random inputs (never zeros) for this case and seed, on ``device``."""
+        """Fresh random inputs (never zeros) for this case and seed, on ``device``. A suite with
+        several ``distributions`` also takes ``distribution=NAME``."""
         raise NotImplementedError
+
+    def draw(self, case: Case, seed: int, device: str, distribution: str | None = None) -> dict:
+        """make_inputs for one of the suite's distributions (the first when None)."""
+        if len(self.distributions) == 1:
+            return self.make_inputs(case, seed=seed, device=device)
+        return self.make_inputs(case, seed=seed, device=device, distribution=distribution or self.distributions[0])
 
     def make_output(self, case: Case, inputs: dict):
         """An allocated, unwritten output buffer of the expected shape and dtype."""
@@ -184,6 +195,15 @@ class Suite:
     def reference(self, case: Case, inputs: dict):
         """The exact answer computed in float64 (on the inputs' device)."""
         raise NotImplementedError
+
+    def plain(self, case: Case, inputs: dict):
+        """The problem computed the plain way in the case's own precision (inputs in their type, fp32
+        accumulation, intermediates rounded where a straightforward kernel rounds them), or None.
+
+        Where a suite gives one, a kernel's largest error against the float64 reference may be at
+        most c times this computation's (kbench.correctness.PLAIN_FACTOR), plus one ulp of the output
+        (the tolerance then sees precision); where it gives none, :meth:`tolerance` applies."""
+        return None
 
     # --- cost model ------------------------------------------------------
     def flops(self, case: Case) -> float:

@@ -13,6 +13,12 @@ recorded and popped after the end event, so the range adds no GPU time and a
 profiler filtering on it sees exactly the measured kernels. Warm-up, the L2 flush
 and the synchronised calls of the side-stream check run outside it.
 
+Every timed call is checked like the correctness trials (``guard``, a
+:class:`kbench.correctness.TimedCalls`): its output is poisoned before the call,
+outside the timed region, and randomly chosen calls (and the last of each batch)
+are judged against the reference right after their end event. A call judged wrong
+ends the measurement (``wrong_call`` in the result).
+
 The events only see work queued on the current stream. After sampling, a few
 calls are timed on the wall clock with a device-wide synchronise after each:
 a call that takes far longer than the events say did its work where they
@@ -24,7 +30,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from kbench.clocks import ClockMonitor
+from kbench.clocks import THROTTLE_FRACTION, ClockMonitor
 from kbench.nvtx import Ranges
 from kbench.stats import summarize
 from kbench.stopping import StopRule
@@ -36,6 +42,8 @@ UNCOVERED_FACTOR = 2.0
 UNCOVERED_SLACK_MS = 0.05
 # A Python launch costs ~3-6 us: under this a closure's time is mostly launch overhead.
 LAUNCH_BOUND_MS = 0.020
+# On a CPU the timed calls are judged in batches of this many (the last of each, and others at random).
+CPU_CHECK_BATCH = 8
 
 
 @dataclass
@@ -54,10 +62,13 @@ class Settings:
         return Ranges(self.nvtx_range, self.record_function)
 
 
-def _batch_size(per_call: float, target: float = 0.02, room: int = 200) -> int:
-    """Samples per synchronise: about ``target`` seconds of work, 1..200, and never more than
+MAX_BATCH = 200  # samples per synchronise at most
+
+
+def _batch_size(per_call: float, target: float = 0.02, room: int = MAX_BATCH) -> int:
+    """Samples per synchronise: about ``target`` seconds of work, 1..MAX_BATCH, and never more than
     ``room`` (the samples the stop rule's ``max_samples`` still allows)."""
-    return int(min(200, max(1, room), max(1, target / max(per_call, 1e-7))))
+    return int(min(MAX_BATCH, max(1, room), max(1, target / max(per_call, 1e-7))))
 
 
 def _warm_up(call, sync, settings: Settings) -> float:
@@ -91,21 +102,86 @@ def _finish(samples_s: list[float], stop_reason: str, method: str, settings: Set
     }
 
 
-def measure_cpu(fn, settings: Settings) -> dict:
+class _Unguarded:
+    """The guard of a closure timed without checks (kbench calibrate, tests of the timing loop)."""
+
+    def plan_batch(self, size: int) -> None:
+        pass
+
+    def before(self) -> None:
+        pass
+
+    def chosen(self, index_in_batch: int) -> bool:
+        return False
+
+    def judge(self, returned) -> str:
+        return ""
+
+    def after(self, returned) -> None:
+        pass
+
+
+def _guarded(guard, result: dict) -> dict:
+    if guard is not None and hasattr(guard, "summary"):
+        result["checked_calls"] = guard.summary()
+    return result
+
+
+class CpuSampler:
+    """Wall-clock samples of a CPU closure, taken in bursts (:meth:`burst`) until the stop rule says
+    stop; :func:`measure_cpu` takes them in one go, ``kbench run --interleave`` a burst at a time."""
+
+    method = "cpu-wall-clock"
+
+    def __init__(self, fn, settings: Settings, guard=None):
+        self.fn, self.settings = fn, settings
+        self.guard = guard
+        self.checks = guard or _Unguarded()
+        self.samples: list[float] = []
+        self.sampling_s = 0.0  # seconds spent sampling, over every burst: the stop rule's clock
+        self.stop_reason: str | None = None
+        self.wrong = ""
+        _warm_up(fn, lambda: None, settings)
+        self.ranges = settings.ranges()
+
+    def burst(self, seconds: float | None = None) -> str | None:
+        """Sample until the stop rule says stop (returns why) or, given ``seconds``, until that much
+        sampling time has passed in this burst (returns None: more to come)."""
+        start = time.perf_counter()
+        base = self.sampling_s
+        while self.stop_reason is None:
+            index = len(self.samples) % CPU_CHECK_BATCH  # the calls are judged in batches, as on a GPU
+            if index == 0:
+                self.checks.plan_batch(CPU_CHECK_BATCH)
+            self.checks.before()
+            self.ranges.push()
+            t0 = time.perf_counter()
+            returned = self.fn()
+            self.samples.append(time.perf_counter() - t0)
+            self.ranges.pop()
+            wrong = self.checks.judge(returned) if self.checks.chosen(index) else ""
+            self.checks.after(returned)
+            self.sampling_s = base + time.perf_counter() - start
+            if wrong:
+                self.wrong, self.stop_reason = wrong, "a timed call was wrong"
+                break
+            self.stop_reason = self.settings.stop.reason_to_stop(self.samples, self.sampling_s)
+            if seconds is not None and self.sampling_s - base >= seconds:
+                break
+        return self.stop_reason
+
+    def result(self) -> dict:
+        result = _finish(self.samples, self.stop_reason or "stopped", self.method, self.settings)
+        if self.wrong:
+            result["wrong_call"] = self.wrong
+        return _guarded(self.guard, result)
+
+
+def measure_cpu(fn, settings: Settings, guard=None) -> dict:
     """Wall-clock timing of a CPU closure. Not GPU performance, and labelled so."""
-    _warm_up(fn, lambda: None, settings)
-    ranges = settings.ranges()
-    samples: list[float] = []
-    start = time.perf_counter()
-    while True:
-        ranges.push()
-        t0 = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - t0)
-        ranges.pop()
-        reason = settings.stop.reason_to_stop(samples, time.perf_counter() - start)
-        if reason:
-            return _finish(samples, reason, "cpu-wall-clock", settings)
+    sampler = CpuSampler(fn, settings, guard)
+    sampler.burst()
+    return sampler.result()
 
 
 def uncovered_work(event_ms: float, wall_ms: float) -> str:
@@ -152,54 +228,123 @@ class TorchCuda:
         l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
         return torch.empty(max(2 * l2, 1 << 20) // 4, dtype=torch.int32, device="cuda")
 
+    def sample_clocks(self, capacity: int):
+        """Per-sample SM clock stamps (kbench.clocks.SampleClocks), or None where Triton cannot build them."""
+        from kbench.clocks import SampleClocks
+
+        return SampleClocks.create(capacity)
+
     def capture(self, fn):
-        """Capture one call of ``fn`` into a CUDA graph; returns the replay callable."""
-        return _capture(fn).replay
+        """Capture one call of ``fn`` into a CUDA graph; returns a callable that replays it and returns
+        what the captured call returned (a tensor in the graph's memory, or None)."""
+        graph, returned = _capture(fn)
+
+        def replay():
+            graph.replay()
+            return returned
+
+        return replay
 
 
-def measure_cuda(fn, settings: Settings, device_uuid: str | None = None, cuda=None) -> dict:
-    cuda = cuda or TorchCuda()
-    sync = cuda.synchronize
-    call = fn
-    method = "cuda-events"
-    if settings.cuda_graph:
-        call = cuda.capture(fn)
-        method = "cuda-graph-replay"
+class CudaSampler:
+    """CUDA-event samples of a closure, taken in bursts like :class:`CpuSampler`'s.
 
-    per_call = _warm_up(call, sync, settings)
-    flush = None
-    if settings.flush_l2:
-        flush = cuda.flush_buffer()
-        method += "+l2-flush"
+    Per sample, outside the timed region: the guard poisons the output, the L2 flush runs, and,
+    where Triton can build it, a stamp of SM 0's cycle counter and the global timer is written
+    just before the start event and just after the end event (:class:`kbench.clocks.SampleClocks`),
+    which gives each sample's own mean SM clock. Inside: the start event, the call, the end event.
+    """
 
-    ranges = settings.ranges()
-    clocks = ClockMonitor(device_uuid)
-    samples: list[float] = []
-    start = time.perf_counter()
-    while True:
-        batch = _batch_size(per_call, room=settings.stop.max_samples - len(samples))
-        events = [(cuda.event(), cuda.event()) for _ in range(batch)]
-        for begin, end in events:
-            if flush is not None:
-                flush.zero_()
-            ranges.push()  # host-side, before the start event: the range adds no GPU time
-            begin.record()
-            call()
-            end.record()
-            ranges.pop()
-        sync()
-        clocks.sample()
-        samples.extend(begin.elapsed_time(end) / 1e3 for begin, end in events)
-        reason = settings.stop.reason_to_stop(samples, time.perf_counter() - start)
-        if reason:
-            warnings = [w for w in (clocks.warning(),) if w]
-            result = _finish(samples, reason, method, settings, warnings)
-            result["clock"] = clocks.summary()
-            result["synced_wall_ms"] = synced_wall_ms(call, sync, per_call)
-            uncovered = uncovered_work(result["stats"]["median"], result["synced_wall_ms"])
-            if uncovered:
-                result["uncovered"] = uncovered
-            return result
+    def __init__(self, fn, settings: Settings, device_uuid: str | None = None, cuda=None, guard=None):
+        self.cuda = cuda or TorchCuda()
+        self.settings = settings
+        self.guard = guard
+        self.checks = guard or _Unguarded()
+        self.call = fn
+        self.method = "cuda-events"
+        if settings.cuda_graph:
+            self.call = self.cuda.capture(fn)
+            self.method = "cuda-graph-replay"
+        self.per_call = _warm_up(self.call, self.cuda.synchronize, settings)
+        self.flush = None
+        if settings.flush_l2:
+            self.flush = self.cuda.flush_buffer()
+            self.method += "+l2-flush"
+        self.ranges = settings.ranges()
+        self.clocks = ClockMonitor(device_uuid)
+        stamps = getattr(self.cuda, "sample_clocks", None)
+        self.stamps = stamps(MAX_BATCH) if stamps else None
+        self.samples: list[float] = []
+        self.sample_mhz: list[float] = []
+        self.sampling_s = 0.0
+        self.stop_reason: str | None = None
+        self.wrong = ""
+
+    def burst(self, seconds: float | None = None) -> str | None:
+        """Sample in batches until the stop rule says stop (returns why) or, given ``seconds``, until
+        that much sampling time has passed in this burst (returns None: more to come)."""
+        cuda, checks, stamps = self.cuda, self.checks, self.stamps
+        start = time.perf_counter()
+        base = self.sampling_s
+        while self.stop_reason is None:
+            batch = _batch_size(self.per_call, room=self.settings.stop.max_samples - len(self.samples))
+            events = [(cuda.event(), cuda.event()) for _ in range(batch)]
+            checks.plan_batch(batch)
+            for index, (begin, end) in enumerate(events):
+                checks.before()  # poison the output: untimed, like the flush after it
+                if self.flush is not None:
+                    self.flush.zero_()
+                if stamps is not None:
+                    stamps.stamp(2 * index)
+                self.ranges.push()  # host-side, before the start event: the range adds no GPU time
+                begin.record()
+                returned = self.call()
+                end.record()
+                self.ranges.pop()
+                if stamps is not None:
+                    stamps.stamp(2 * index + 1)
+                wrong = checks.judge(returned) if checks.chosen(index) else ""  # synchronises: after the end event
+                checks.after(returned)
+                if wrong:
+                    cuda.synchronize()
+                    self.samples.extend(b.elapsed_time(e) / 1e3 for b, e in events[: index + 1])
+                    self.wrong, self.stop_reason = wrong, "a timed call was wrong"
+                    return self.stop_reason
+            cuda.synchronize()
+            self.clocks.sample()
+            self.samples.extend(begin.elapsed_time(end) / 1e3 for begin, end in events)
+            if stamps is not None:
+                self.sample_mhz.extend(stamps.mhz(batch))
+            self.sampling_s = base + time.perf_counter() - start
+            self.stop_reason = self.settings.stop.reason_to_stop(self.samples, self.sampling_s)
+            if seconds is not None and self.sampling_s - base >= seconds:
+                break
+        return self.stop_reason
+
+    def result(self) -> dict:
+        if self.wrong:
+            result = _finish(self.samples, self.stop_reason, self.method, self.settings)
+            return _guarded(self.guard, {**result, "wrong_call": self.wrong})
+        warnings = [w for w in (self.clocks.warning(),) if w]
+        clock = self.clocks.summary(self.sample_mhz)
+        if clock and clock.get("throttled"):
+            warnings.append(f"{clock['throttled']} of {len(self.samples)} samples ran under "
+                            f"{THROTTLE_FRACTION:.0%} of the {clock['sm_mhz_max_rated']} MHz maximum SM clock")
+        result = _finish(self.samples, self.stop_reason or "stopped", self.method, self.settings, warnings)
+        result["clock"] = clock
+        if self.sample_mhz:
+            result["sample_sm_mhz"] = [round(mhz) if mhz == mhz else None for mhz in self.sample_mhz]
+        result["synced_wall_ms"] = synced_wall_ms(self.call, self.cuda.synchronize, self.per_call)
+        uncovered = uncovered_work(result["stats"]["median"], result["synced_wall_ms"])
+        if uncovered:
+            result["uncovered"] = uncovered
+        return _guarded(self.guard, result)
+
+
+def measure_cuda(fn, settings: Settings, device_uuid: str | None = None, cuda=None, guard=None) -> dict:
+    sampler = CudaSampler(fn, settings, device_uuid, cuda, guard)
+    sampler.burst()
+    return sampler.result()
 
 
 def _capture(fn):
@@ -214,6 +359,6 @@ def _capture(fn):
     torch.cuda.current_stream().wait_stream(stream)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        fn()
+        returned = fn()
     torch.cuda.synchronize()
-    return graph
+    return graph, returned

@@ -53,77 +53,157 @@ def pick_device(requested: str) -> str:
     return "cpu"
 
 
-def execute(registry, job: dict, device: str, env: dict) -> dict:
-    """Run one job (one implementation on one case) and return the measured record fields."""
-    from kbench import correctness, nvtx, timing
-    from kbench.registry import Unsupported, skip_reason
-    from kbench.stopping import rule_for
-    from kbench.suite import Case
+class Measurement:
+    """One job (one implementation on one case): check, sample, finish. ``kbench run`` takes all of it
+    at once (:func:`execute`); ``kbench run --interleave`` takes the samples a burst at a time, between
+    the other implementations' bursts (:func:`serve_interleaved`)."""
 
-    suite = registry.suite(job["suite"])
-    impl = registry.implementations(job["suite"])[job["impl"]]
-    case = Case(job["case"])
-    capability = tuple(env["gpu"]["compute_capability"]) if env.get("gpu") else None
-    record = {"status": "SKIP", "backend": impl.backend}
+    def __init__(self, registry, job: dict, device: str, env: dict):
+        from kbench.suite import Case
 
-    reason = skip_reason(impl, case, device, capability)
-    if reason:
-        record["reason"] = reason
-        return record
-    try:
-        verdict = correctness.check(suite, impl, case, device, seed=job["seed"], trials=job["trials"],
-                                    params=job.get("params"))
-        record["correctness"] = verdict.as_record()
-        if not verdict.ok:
-            record.update(status="FAIL", reason=verdict.reason)
+        self.job, self.device, self.env = job, device, env
+        self.suite = registry.suite(job["suite"])
+        self.impl = registry.implementations(job["suite"])[job["impl"]]
+        self.case = Case(job["case"])
+        self.record = {"status": "SKIP", "backend": self.impl.backend}
+        self.sampler = None
+        self.verdict = None
+        self.timed_calls = None
+
+    def prepare(self) -> dict | None:
+        """Check the implementation and warm it up; the finished record when there is nothing to time."""
+        from kbench import correctness, nvtx, timing
+        from kbench.registry import skip_reason
+        from kbench.stopping import rule_for
+
+        job, device, record = self.job, self.device, self.record
+        capability = tuple(self.env["gpu"]["compute_capability"]) if self.env.get("gpu") else None
+        reason = skip_reason(self.impl, self.case, device, capability)
+        if reason:
+            record["reason"] = reason
             return record
-        fn = verdict.last[0]
+        self.verdict = correctness.check(self.suite, self.impl, self.case, device, seed=job["seed"],
+                                         trials=job["trials"], params=job.get("params"))
+        record["correctness"] = self.verdict.as_record()
+        if not self.verdict.ok:
+            record.update(status="FAIL", reason=self.verdict.reason)
+            return record
+        fn = self.verdict.last[0]
+        self.fn = fn
+        self.timed_calls = correctness.TimedCalls(self.verdict, device)
         profile = job.get("profile") or {}
         settings = timing.Settings(stop=rule_for(device, job["stop"]), flush_l2=job["flush_l2"],
                                    cuda_graph=job["cuda_graph"] and device == "cuda",
-                                   nvtx_range=nvtx.range_name(job["suite"], job.get("label") or job["impl"], case.key),
+                                   nvtx_range=nvtx.range_name(job["suite"], job.get("label") or job["impl"],
+                                                              self.case.key),
                                    record_function=profile.get("tool") == "torch-profiler")
         if profile:  # under a profiler the warm-up's calls only cost time (and trace size): the minimum
             settings.warmup_time = 0.0
+        self.settings, self.profile = settings, profile
+        if not settings.record_function:
+            self.sampler = self._sampler()
+        return None
 
-        def measure() -> dict:
-            if device == "cuda":
-                gpu_uuid = env["gpu"].get("uuid") if env.get("gpu") else None
-                return timing.measure_cuda(fn, settings, gpu_uuid)
-            return timing.measure_cpu(fn, settings)
+    def _sampler(self):
+        from kbench import timing
 
-        if settings.record_function:
+        if self.device == "cuda":
+            gpu_uuid = self.env["gpu"].get("uuid") if self.env.get("gpu") else None
+            return timing.CudaSampler(self.fn, self.settings, gpu_uuid, guard=self.timed_calls)
+        return timing.CpuSampler(self.fn, self.settings, guard=self.timed_calls)
+
+    def burst(self, seconds: float | None) -> bool:
+        """Take samples for up to ``seconds`` (all of them when None); True once sampling is over."""
+        return self.sampler.burst(seconds) is not None
+
+    def finish(self) -> dict:
+        """The timing result, the implementation's own figures and the check on new inputs."""
+        from kbench import correctness, nvtx
+
+        record = self.record
+        if self.settings.record_function:
             from kbench.profilers import torch_profiler
 
-            record["timing"], record["profile"] = torch_profiler.capture(measure, device, settings.nvtx_range,
-                                                                         profile["trace"])
+            def measure() -> dict:
+                sampler = self._sampler()
+                sampler.burst()
+                return sampler.result()
+
+            record["timing"], record["profile"] = torch_profiler.capture(measure, self.device,
+                                                                         self.settings.nvtx_range,
+                                                                         self.profile["trace"])
         else:
-            record["timing"] = measure()
+            record["timing"] = self.sampler.result()
         record["nvtx"] = nvtx.backend_name()
-        record["config"] = getattr(fn, "config", {})
+        record["config"] = getattr(self.fn, "config", {})
+        # A timed call that was wrong, or that changed the inputs: its time is not the checked kernel's.
+        wrong = record["timing"].pop("wrong_call", "") or self.timed_calls.unchanged_inputs()
+        if wrong:
+            record["correctness"].update(ok=False, reason=wrong)
+            record.update(status="FAIL", reason=wrong)
+            return record
         if record["timing"].get("uncovered"):  # the events missed its work: the time is not its time
             record.update(status="FAIL", reason=record["timing"]["uncovered"])
             return record
-        figures = getattr(fn, "figures", None)
+        figures = getattr(self.fn, "figures", None)
         if callable(figures):  # what the implementation measures itself, once, outside the timed calls
             record["figures"] = figures(record["timing"])
-        again = correctness.recheck(verdict, device)  # also: did figures() leave the closure working?
+        again = correctness.recheck(self.verdict, self.device)  # also: did figures() leave the closure working?
         if again:
             record["correctness"].update(ok=False, reason=again)
             record.update(status="FAIL", reason=again)
             return record
         record["status"] = "OK"
         return record
-    except Unsupported as exc:
-        record.update(status="SKIP", reason=str(exc))
-        return record
-    except Exception as exc:  # noqa: BLE001 - the implementation's failure is its row's result
+
+    def failed(self, exc: BaseException) -> dict:
+        """The record of an implementation that raised (a SKIP when it said it cannot run the case)."""
+        from kbench.registry import Unsupported
+
+        record = self.record
+        if isinstance(exc, Unsupported):
+            record.update(status="SKIP", reason=str(exc))
+            return record
         last = traceback.format_exception_only(type(exc), exc)[-1].strip().splitlines()[0]
         traceback.print_exc()  # full traceback to the worker's log
         record.update(status="CRASH", reason=f"raised {last}")
-        if device == "cuda" and is_fatal(exc):
+        if self.device == "cuda" and is_fatal(exc):
             record["fatal"] = True
         return record
+
+
+def execute(registry, job: dict, device: str, env: dict) -> dict:
+    """Run one job (one implementation on one case) and return the measured record fields."""
+    measurement = Measurement(registry, job, device, env)
+    try:
+        done = measurement.prepare()
+        if done is not None:
+            return done
+        if measurement.sampler is not None:
+            measurement.burst(None)
+        return measurement.finish()
+    except Exception as exc:  # noqa: BLE001 - the implementation's failure is its row's result
+        return measurement.failed(exc)
+
+
+def serve_interleaved(registry, job: dict, device: str, env: dict, send, jobs) -> dict:
+    """One job in bursts: answer ``ready`` after the check and warm-up, then ``{"op": "burst",
+    "seconds": S}`` with ``{"type": "burst", "done": bool}``, and ``{"op": "finish"}`` with the
+    record (also the answer whenever the job ends early: a SKIP, a FAIL, a raise)."""
+    measurement = Measurement(registry, job, device, env)
+    try:
+        done = measurement.prepare()
+        if done is not None:
+            return done
+        send({"type": "ready"})
+        for message in jobs:
+            if message.get("op") == "burst":
+                send({"type": "burst", "done": measurement.burst(message.get("seconds"))})
+            elif message.get("op") == "finish":
+                return measurement.finish()
+        return measurement.finish()
+    except Exception as exc:  # noqa: BLE001 - the implementation's failure is its row's result
+        return measurement.failed(exc)
 
 
 def exit_with_parent(interval: float = 1.0) -> None:
@@ -155,8 +235,12 @@ def serve(spec: dict, send, jobs, **hello) -> None:
     registry = loader.load(spec.get("kernel_dirs", []))
     env = envinfo.collect(device)
     send({"type": "hello", "device": device, "env": env, **hello})
+    jobs = iter(jobs)
     for job in jobs:
-        record = execute(registry, job, device, env)
+        if job.get("interleave"):
+            record = serve_interleaved(registry, job, device, env, send, jobs)
+        else:
+            record = execute(registry, job, device, env)
         send({"type": "result", **record})
         if record.get("fatal"):
             sys.exit(3)

@@ -1,4 +1,8 @@
-"""Issue 7's check: does a profiler's kernel time per call agree with kbench's CUDA-event median?
+"""Does a profiler's kernel time per call agree with kbench's CUDA-event median?
+
+Where the profiler reports cycles and the run recorded its SM clock, the profiler's time is taken at
+the run's clock (its cycles over the run's median clock) before the two are compared: a profiled
+single call runs at full clock, sustained sampling often at the power limit's lower one.
 
     python3 scripts/profile_agreement.py results/profiles/NAME.json RUN.jsonl [--tolerance 0.05] [--min-us 50]
 
@@ -29,13 +33,16 @@ def main() -> int:
     rows = agreement_rows(summary, results.read(args.run), args.tolerance, args.min_us)
     print(f"{summary.get('tool')} kernel time per call vs kbench's event median, {summary.get('case_key')} "
           f"(tolerance {args.tolerance:.0%}, checked from {args.min_us:g} us)")
-    print(f"{'implementation':<16} {'profiler us':>12} {'events us':>12} {'diff':>8}  verdict")
+    print(f"{'implementation':<16} {'profiler us':>12} {'at run clock':>13} {'events us':>12} {'diff':>8}  "
+          f"{'clocks MHz (profiler, run)':>27}  verdict")
     checked = failed = 0
     for row in rows:
         fmt = lambda v: "-" if v is None else f"{v:,.1f}"  # noqa: E731
         diff = "-" if row["diff"] is None else f"{row['diff']:+.1%}"
         verdict = ("agrees" if row["ok"] else "DISAGREES") if row["checked"] else f"not checked ({row['why']})"
-        print(f"{row['label']:<16} {fmt(row['profiled_us']):>12} {fmt(row['event_us']):>12} {diff:>8}  {verdict}")
+        clocks = (f"{row['profiled_mhz']:,.0f}, {row['run_mhz']:,.0f}" if row.get("run_mhz") else "-")
+        print(f"{row['label']:<16} {fmt(row['profiled_us']):>12} {fmt(row.get('profiled_us_at_run_clock')):>13} "
+              f"{fmt(row['event_us']):>12} {diff:>8}  {clocks:>27}  {verdict}")
         checked += row["checked"]
         failed += row["checked"] and not row["ok"]
     if not checked:

@@ -13,7 +13,7 @@ repeating or half-precision-accumulating elements all fail.
 """
 
 from kbench.dtypes import ELEMENT_BYTES, torch_dtype
-from kbench.exact_sums import INPUT_STEP, check_length, step_multiples
+from kbench.exact_sums import DISTRIBUTIONS, INPUT_STEP, check_length, step_multiples
 from kbench.registry import suite
 from kbench.suite import Axis, Suite
 
@@ -34,6 +34,7 @@ class Reduction(Suite):
         Axis("dtype", str, ("fp32",), "element type of x", choices=DTYPES),
     )
     baseline = "cupy-sum"
+    distributions = DISTRIBUTIONS  # uniform, long runs of one sign, cancellation (kbench.exact_sums)
     trials = 3
 
     def validate(self, case):
@@ -43,8 +44,8 @@ class Reduction(Suite):
         # Exact in any order (module docstring); a quarter step leaves room for nothing else.
         return (0.0, 0.0) if case.dtype == "int32" else (INPUT_STEP / 4, 0.0)
 
-    def make_inputs(self, case, seed, device):
-        return {"x": step_multiples(case.n, case.dtype, device, seed)}
+    def make_inputs(self, case, seed, device, distribution="uniform"):
+        return {"x": step_multiples(case.n, case.dtype, device, seed, distribution)}
 
     def make_output(self, case, inputs):
         import torch

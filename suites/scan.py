@@ -12,7 +12,7 @@ of the input step for every n kbench runs, so a dropped or repeated element fail
 import math
 
 from kbench.dtypes import ELEMENT_BYTES, UNIT_ROUNDOFF
-from kbench.exact_sums import INPUT_STEP, check_length, step_multiples
+from kbench.exact_sums import DISTRIBUTIONS, INPUT_STEP, check_length, step_multiples
 from kbench.registry import suite
 from kbench.suite import Axis, Suite
 
@@ -29,6 +29,7 @@ class Scan(Suite):
         Axis("exclusive", bool, (False,), "y[i] sums x[0..i-1] (y[0] = 0) instead of x[0..i]"),
     )
     baseline = "torch-cumsum"
+    distributions = DISTRIBUTIONS  # uniform, long runs of one sign, cancellation (kbench.exact_sums)
     trials = 3
 
     def validate(self, case):
@@ -39,8 +40,8 @@ class Scan(Suite):
             return 0.0, 0.0
         return min(4 * UNIT_ROUNDOFF["fp32"] * math.sqrt(max(case.n, 1)), INPUT_STEP / 4), 0.0
 
-    def make_inputs(self, case, seed, device):
-        return {"x": step_multiples(case.n, case.dtype, device, seed)}
+    def make_inputs(self, case, seed, device, distribution="uniform"):
+        return {"x": step_multiples(case.n, case.dtype, device, seed, distribution)}
 
     def make_output(self, case, inputs):
         import torch

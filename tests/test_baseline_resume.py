@@ -212,7 +212,7 @@ def test_resume_skips_recorded_keys_and_reports_the_whole_run(cli, tmp_path, mon
     shown = json.loads(result.stdout)
     assert [(r["impl"], r["case_key"]) for r in shown] == [("naive", case16), ("sdpa", case16),
                                                            ("naive", case32), ("sdpa", case32)]
-    on_file = results.read(out)  # the torn line was ended, the new records appended
+    on_file = results.read_strict(out)  # the torn line was removed, the new records appended
     assert len(on_file) == 5
     baseline = results.read(tmp_path / "results" / "baselines" / "resumed.jsonl")  # the whole run
     assert [(r["impl"], r["case_key"]) for r in baseline] == [(r["impl"], r["case_key"]) for r in shown]

@@ -1,4 +1,4 @@
-"""The command line: help, version, list, env, a real small run and the output formats."""
+"""The command line: help, version, list, env, a real small run (also interleaved) and the output formats."""
 
 from __future__ import annotations
 
@@ -13,6 +13,9 @@ import pytest
 
 import kbench
 from kbench.report import CPU_NOTE
+
+CORPUS = __import__("pathlib").Path(__file__).resolve().parent / "corpus"
+ATTENTION_DISTRIBUTIONS = ["normal", "large-scores", "outliers", "near-constant", "growing"]
 
 SMALL = ("--n", "64", "--d", "64", "--max-time", "0.3", "--min-time", "0.05")
 
@@ -186,18 +189,167 @@ def test_real_run_naive_and_triton(cli, tmp_path, jsonl, flat_text, wide_console
         assert r["env"]["device"] == "cpu"
         assert r["timing"]["method"] == "cpu-wall-clock"
         assert r["timing"]["stats"]["n"] == len(r["timing"]["samples"]) >= 1
-        assert r["correctness"]["ok"] is True and r["correctness"]["trials"] == 3
-        assert r["correctness"]["max_abs_err"] <= r["correctness"]["atol"]
+        # --trials 3 (the default), but one trial per input distribution at least
+        assert r["correctness"]["ok"] is True and r["correctness"]["trials"] == len(ATTENTION_DISTRIBUTIONS)
+        assert list(r["correctness"]["distributions"]) == ATTENTION_DISTRIBUTIONS
+        for name, entry in r["correctness"]["distributions"].items():
+            assert entry["max_abs_err"] <= entry["allowed"], (r["impl"], name, entry)
+        assert r["timing"]["checked_calls"]["calls"] == len(r["timing"]["samples"])
         assert r["metrics"]["pct_of_peak"] is None  # no GPU: no roofline
         assert r["flops"] == 4.0 * 64 * 64 * 64
     assert records[0]["speedup"] == pytest.approx(1.0)
     assert records[1]["speedup"] == pytest.approx(
         records[0]["timing"]["stats"]["median"] / records[1]["timing"]["stats"]["median"])
+    for r in records:
+        low, high = r["speedup_interval"]
+        assert low <= r["speedup"] <= high
     assert records[1]["config"]["BLOCK_M"] == 64  # the CPU tile config was used
     assert records[1]["backend"] == "triton"
     # both rows in the table
     # a row may carry a footnote mark (naive*) when its timing has a warning
     assert re.search(r"naive\*? OK", text) and re.search(r"triton-fa2\*? OK", text), text
+
+
+def _assert_interval_brackets_speedup(record):
+    interval = record["speedup_interval"]
+    assert isinstance(interval, list) and len(interval) == 2
+    low, high = interval
+    assert isinstance(low, float) and isinstance(high, float)
+    assert 0 < low <= record["speedup"] <= high, record["impl"]
+
+
+def test_interleaved_run(cli, tmp_path, jsonl, flat_text, wide_console):
+    out = tmp_path / "i.jsonl"
+    result = cli("run", "attention", "--n", "32", "--d", "16", "--interleave", "--impl", "naive,sdpa",
+                 "--max-time", "0.2", "--out", out)
+    assert result.exit_code == 0, result.output
+    assert "Traceback" not in result.output
+    records = jsonl(out)
+    assert [r["impl"] for r in records] == ["naive", "sdpa"]  # the baseline first
+    for r in records:
+        assert r["status"] == "OK", r.get("reason")
+        assert r["timing"]["method"] == "cpu-wall-clock"
+        assert r["timing"]["stats"]["n"] == len(r["timing"]["samples"]) >= 1
+        assert r["timing"]["checked_calls"]["checked"] >= 1  # the timed calls were judged in bursts too
+        assert list(r["correctness"]["distributions"]) == ATTENTION_DISTRIBUTIONS
+        _assert_interval_brackets_speedup(r)
+    assert records[0]["speedup"] == pytest.approx(1.0)
+    assert records[1]["speedup"] == pytest.approx(
+        records[0]["timing"]["stats"]["median"] / records[1]["timing"]["stats"]["median"])
+    text = flat_text(result.stdout)
+    assert "vs naive [95% CI]" in text
+    assert re.search(r"naive\*? OK", text) and re.search(r"sdpa\*? OK", text), text
+
+
+def test_interleaved_crash_costs_only_its_row(cli, tmp_path, jsonl, flat_text):
+    """A segfault in one implementation's worker (during its checks) ends that row only: the others
+    are sampled in turn as usual."""
+    out = tmp_path / "c.jsonl"
+    result = cli("run", "attention", "--n", "32", "--d", "16", "--interleave", "--kernels", CORPUS,
+                 "--impl", "naive,cheat-segfault,sdpa", "--max-time", "0.2", "--out", out)
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    records = {r["impl"]: r for r in jsonl(out)}
+    assert set(records) == {"naive", "cheat-segfault", "sdpa"}
+    assert records["cheat-segfault"]["status"] == "CRASH"
+    assert "SIGSEGV" in records["cheat-segfault"]["reason"]
+    assert "timing" not in records["cheat-segfault"] and "speedup" not in records["cheat-segfault"]
+    for name in ("naive", "sdpa"):
+        assert records[name]["status"] == "OK", records[name].get("reason")
+        _assert_interval_brackets_speedup(records[name])
+    assert "cheat-segfault" in flat_text(result.stderr) and "CRASH" in flat_text(result.stderr)
+
+
+def test_interleaved_crash_while_sampling_costs_only_its_row(cli, tmp_path, write_kernels, jsonl):
+    """A worker that dies between two bursts (the closure segfaults once sampling is under way)."""
+    folder = write_kernels({"late_crash.py": """
+        @implementation("attention", "late-crash", backend="torch")
+        def late_crash(case, inputs, out):
+            import ctypes
+            import time
+
+            run = _correct(case, inputs, out)
+            born = time.perf_counter()
+
+            def call():
+                if time.perf_counter() - born > 0.5:  # past the checks and the warm-up
+                    ctypes.string_at(0)
+                return run()
+
+            return call
+    """})
+    out = tmp_path / "late.jsonl"
+    result = cli("run", "attention", "--n", "32", "--d", "16", "--interleave", "--kernels", folder,
+                 "--impl", "naive,late-crash", "--max-time", "2", "--min-time", "1.5", "--out", out)
+    assert result.exit_code == 1, result.output
+    records = {r["impl"]: r for r in jsonl(out)}
+    assert records["late-crash"]["status"] == "CRASH" and "SIGSEGV" in records["late-crash"]["reason"]
+    assert records["naive"]["status"] == "OK", records["naive"].get("reason")
+    assert records["naive"]["timing"]["stats"]["n"] >= 1
+
+
+def test_interleaved_runner_takes_turns(registry, monkeypatch, tmp_path):
+    """Every implementation of a case is checked and warmed up first, then they take turns of one burst
+    each, in the same order every round, until each is done; one that ends early (a SKIP at its start,
+    a crash in a burst) drops out of the rounds; the records come baselines first."""
+    from kbench import results, runner
+    from kbench.registry import Variant
+    from kbench.suite import Case
+
+    log = []
+    bursts_to_finish = {"naive": 3, "sdpa": 1}
+    medians = {"naive": 4.0, "sdpa": 2.0}
+    env = {"device": "cpu", "gpu": None}
+
+    def start(self, variant, case):
+        log.append(("start", variant.label))
+        if variant.label == "sdpa-cudnn":
+            return {"status": "SKIP", "reason": "needs a CUDA device"}, env
+        return None, env
+
+    def burst(self, seconds):
+        name = self.impl.name
+        log.append(("burst", name, seconds))
+        if name == "sdpa-math":
+            return True, ({"status": "CRASH", "reason": "worker killed by SIGSEGV"}, env)
+        bursts_to_finish[name] -= 1
+        return bursts_to_finish[name] == 0, None
+
+    def finish(self):
+        name = self.impl.name
+        log.append(("finish", name))
+        samples = [medians[name] * (1 + 0.01 * (i % 5 - 2)) for i in range(40)]
+        timing = {"method": "cpu-wall-clock", "samples": samples,
+                  "stats": {"median": medians[name], "n": len(samples)}, "warnings": []}
+        return {"status": "OK", "timing": timing}, env
+
+    monkeypatch.setattr(runner._ImplJobs, "start", start)
+    monkeypatch.setattr(runner._ImplJobs, "burst", burst)
+    monkeypatch.setattr(runner._ImplJobs, "finish", finish)
+    impls = registry.implementations("attention")
+    names = ["sdpa-math", "sdpa", "sdpa-cudnn", "naive"]  # the baseline last: the runner puts it first
+    case = Case({"n": 16, "d": 16, "batch": 1, "heads": 1, "dtype": "fp32", "causal": False})
+    request = runner.RunRequest(suite="attention", variants=[Variant(impls[n], {}, n) for n in names],
+                                cases=[case], baseline=None, device="cpu", interleave=True)
+    out = results.ResultsFile(tmp_path / "turns.jsonl")
+    try:
+        records = runner.run(registry, request, out)
+    finally:
+        out.close()
+
+    assert [entry[1] for entry in log[:4]] == ["naive", "sdpa-math", "sdpa", "sdpa-cudnn"]
+    assert all(entry[0] == "start" for entry in log[:4])
+    turns = [entry[1] for entry in log if entry[0] == "burst"]
+    assert turns == ["naive", "sdpa-math", "sdpa", "naive", "naive"]
+    assert {entry[2] for entry in log if entry[0] == "burst"} == {runner.BURST_SECONDS}
+    assert [entry[1] for entry in log if entry[0] == "finish"] == ["naive", "sdpa"]
+    assert [(r["impl"], r["status"]) for r in records] == [
+        ("naive", "OK"), ("sdpa-math", "CRASH"), ("sdpa", "OK"), ("sdpa-cudnn", "SKIP")]
+    by_name = {r["impl"]: r for r in records}
+    assert by_name["sdpa"]["speedup"] == pytest.approx(2.0)
+    _assert_interval_brackets_speedup(by_name["sdpa"])
+    _assert_interval_brackets_speedup(by_name["naive"])
+    assert "speedup" not in by_name["sdpa-math"] and "speedup" not in by_name["sdpa-cudnn"]
 
 
 def test_format_json(cli, tmp_path, jsonl):

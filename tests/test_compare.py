@@ -334,7 +334,8 @@ def test_records_match_by_label_and_old_records_fall_back_to_impl(tmp_path):
 
 
 def test_last_record_of_a_key_wins(tmp_path):
-    first, second = record(samples(1.0, seed=1)), record(samples(3.0, seed=2))
+    """A case that CRASHed, then was run again into the same file: the later record is the one compared."""
+    first, second = record(status="CRASH", reason="worker killed by SIGSEGV"), record(samples(3.0, seed=2))
     loaded = compare.load(write(tmp_path / "b.jsonl", [first, second]))
     (located,) = loaded.values()
     assert located.record["timing"]["stats"]["median"] == pytest.approx(3.0, rel=0.01)

@@ -19,28 +19,32 @@ CASE = {"n": 32, "d": 16, "batch": 1, "heads": 2, "dtype": "fp16", "causal": Fal
 SHAPE = "(1, 2, 32, 16)"
 NUMEL = 1 * 2 * 32 * 16
 
-# name -> (status, fragments the reason must contain, by number of correctness trials)
+# name -> (status, fragments the reason must contain). The suite's five input distributions make
+# five trials whatever --trials asks for (1 or 3 here).
+BOUND = "is over what a correct fp16 kernel makes (2 x the plain fp16 computation's"
+TIMED = "(checked at random, outside the timed region) differs from the checked calls:"
 EXPECTED = {
-    "cheat-unwritten": ("FAIL", {1: ["trial 1 (seed 0)", f"{NUMEL} of {NUMEL} outputs are NaN/Inf (unwritten"],
-                                 3: ["trial 1 (seed 0)", f"{NUMEL} of {NUMEL} outputs are NaN/Inf (unwritten"]}),
-    "cheat-nan": ("FAIL", {1: [f"{2 * 16} of {NUMEL} outputs are NaN/Inf"],
-                           3: [f"{2 * 16} of {NUMEL} outputs are NaN/Inf"]}),
-    "cheat-wrong-shape": ("FAIL", {1: [f"wrong shape (1, 2, 31, 16), expected {SHAPE}"],
-                                   3: [f"wrong shape (1, 2, 31, 16), expected {SHAPE}"]}),
-    "cheat-wrong-dtype": ("FAIL", {1: ["wrong dtype torch.float32, expected torch.float16"],
-                                   3: ["wrong dtype torch.float32, expected torch.float16"]}),
-    "cheat-mutates-inputs": ("FAIL", {1: ["modified its input(s) q, k, v", "outside atol"],
-                                      3: ["modified its input(s) q, k, v", "outside atol"]}),
-    # One trial: right on it (the cache is filled then), caught after timing on new inputs.
-    # Three trials: the second trial's new inputs get the first one's answer.
-    "cheat-cached-result": ("FAIL", {1: ["after timing: on new inputs (seed 1)", "outside atol"],
-                                     3: ["trial 2 (seed 1)", "outside atol"]}),
-    "cheat-replays-first-call": ("FAIL", {1: ["after timing: on new inputs (seed 1)", "outside atol"],
-                                          3: ["after timing: on new inputs (seed 3)", "outside atol"]}),
-    "cheat-returns-reference": ("FAIL", {
-        1: ["after timing: on new inputs (seed 1)", "returned the reference's output (of an earlier trial)"],
-        3: ["trial 2 (seed 1)", "returned the reference's output (of an earlier trial)"]}),
+    "cheat-unwritten": ("FAIL", ["trial 1 (seed 0, normal inputs)", f"{NUMEL} of {NUMEL} outputs are NaN/Inf (unwritten"]),
+    "cheat-nan": ("FAIL", [f"{2 * 16} of {NUMEL} outputs are NaN/Inf"]),
+    "cheat-wrong-shape": ("FAIL", [f"wrong shape (1, 2, 31, 16), expected {SHAPE}"]),
+    "cheat-wrong-dtype": ("FAIL", ["wrong dtype torch.float32, expected torch.float16"]),
+    "cheat-mutates-inputs": ("FAIL", ["modified its input(s) q, k, v", BOUND]),
+    # The second trial's new inputs get the first one's answer.
+    "cheat-cached-result": ("FAIL", ["trial 2 (seed 1, large-scores inputs)", BOUND]),
+    # Right on each trial's first call; its timed calls return the first answer, which the poisoning
+    # before every timed call turns into NaN.
+    "cheat-replays-first-call": ("FAIL", ["timed call", TIMED, "outputs are NaN/Inf"]),
+    "cheat-returns-reference": ("FAIL", ["trial 2 (seed 1, large-scores inputs)",
+                                         "returned the reference's output (of an earlier trial)"]),
+    # Do less when timed: caught by the checks of the timed calls themselves.
+    "cheat-skips-timed-calls": ("FAIL", ["timed call", TIMED, f"{NUMEL} of {NUMEL} outputs are NaN/Inf"]),
+    "cheat-half-work-timed": ("FAIL", ["timed call", TIMED]),
+    # Numerics: right on N(0, 1) inputs only.
+    "cheat-unstable-softmax": ("FAIL", ["trial 2 (seed 1, large-scores inputs)", "outputs are NaN/Inf"]),
+    # Precision: within any fixed tolerance loose enough for bf16, several times a correct fp16 kernel's error.
+    "cheat-bf16-for-fp16": ("FAIL", ["trial 1 (seed 0, normal inputs)", BOUND]),
 }
+MATMUL_FP32 = {"m": 64, "n": 64, "k": 256, "dtype": "fp32", "tf32": False}
 
 
 @pytest.fixture(scope="module")
@@ -51,8 +55,8 @@ def corpus_worker():
     w.close()
 
 
-def _job(impl: str, trials: int) -> dict:
-    return {"suite": "attention", "impl": impl, "params": {}, "case": CASE, "seed": 0, "trials": trials,
+def _job(impl: str, trials: int, suite: str = "attention", case: dict = CASE) -> dict:
+    return {"suite": suite, "impl": impl, "params": {}, "case": case, "seed": 0, "trials": trials,
             "stop": {"max_time": 0.05, "min_time": 0.0}, "flush_l2": True, "cuda_graph": False}
 
 
@@ -73,10 +77,25 @@ def test_cheat_is_caught_with_its_reason(corpus_worker, name, trials):
     status, fragments = EXPECTED[name]
     record = corpus_worker.run(_job(name, trials), timeout=120)
     assert record["status"] == status, record
-    for fragment in fragments[trials]:
+    for fragment in fragments:
         assert fragment in record["reason"], record["reason"]
     assert record["correctness"]["ok"] is False
     assert record["correctness"]["reason"] == record["reason"]
+
+
+def test_fp32_matmul_on_tf32_is_caught(corpus_worker):
+    """An fp32 case computed on TF32 (inputs rounded to a 10-bit mantissa) without --tf32."""
+    record = corpus_worker.run(_job("cheat-tf32", 3, "matmul", MATMUL_FP32), timeout=120)
+    assert record["status"] == "FAIL", record
+    assert "trial 1 (seed 0, normal inputs)" in record["reason"]
+    assert "is over what a correct fp32 kernel makes (32 x the plain fp32 computation's" in record["reason"]
+
+
+def test_the_same_product_on_tf32_passes_with_tf32(corpus_worker):
+    """With --tf32 the bound is set by a TF32 computation, and the same kernel is right."""
+    record = corpus_worker.run(_job("cheat-tf32", 3, "matmul", {**MATMUL_FP32, "tf32": True}), timeout=120)
+    assert record["status"] == "OK", record
+    assert record["correctness"]["distributions"].keys() == {"normal", "mixed-magnitudes", "cancellation"}
 
 
 def test_crash_hang_and_wrong_answer_end_to_end(cli, tmp_path, jsonl, flat_text, wide_console):
@@ -117,12 +136,12 @@ def _fake_ok(median_ms: float, method: str = "cuda-events+l2-flush") -> dict:
                        "warnings": []}}
 
 
-def _record_for(attention, registry, result, env=H200_ENV, impl="sdpa", baseline="naive", baseline_ms=None):
+def _record_for(attention, registry, result, env=H200_ENV, impl="sdpa", baseline="naive", baseline_timing=None):
     implementation = registry.implementations("attention")[impl]
     variant = Variant(implementation, {}, impl)
     request = runner.RunRequest(suite="attention", variants=[variant], cases=[BIG], baseline=baseline)
-    return runner._record(attention, variant, BIG, request, result, env, {} if baseline_ms is None else baseline_ms,
-                          baseline)
+    return runner._record(attention, variant, BIG, request, result, env,
+                          {} if baseline_timing is None else baseline_timing, baseline)
 
 
 def test_speed_of_light_floor_for_h200(attention):
@@ -137,13 +156,13 @@ def test_speed_of_light_floor_for_h200(attention):
 
 def test_faster_than_light_record_is_a_fail(attention, registry):
     """A 'kernel' timed at 20 us for work that needs at least 278 us on an H200 is not fast: it is wrong."""
-    baseline_ms = {}
-    record = _record_for(attention, registry, _fake_ok(0.020), baseline_ms=baseline_ms, impl="naive")
+    baseline_timing = {}
+    record = _record_for(attention, registry, _fake_ok(0.020), baseline_timing=baseline_timing, impl="naive")
     assert record["status"] == "FAIL"
     assert record["reason"].startswith("impossible: faster than the roofline: 0.02 ms")
     assert "need at least 0.2779 ms on H200" in record["reason"]
     assert "speedup" not in record
-    assert baseline_ms == {}  # an impossible baseline gives no speedups to the others
+    assert baseline_timing == {}  # an impossible baseline gives no speedups to the others
     assert record["metrics"]["pct_of_peak"] > 1000  # kept, for whoever investigates
 
 
@@ -152,6 +171,30 @@ def test_time_at_or_above_the_roofline_stays_ok(attention, registry):
         record = _record_for(attention, registry, _fake_ok(median))
         assert record["status"] == "OK", record["reason"]
         assert record["reason"] == ""
+
+
+def test_record_carries_the_speedups_interval(attention, registry):
+    """The speedup is the ratio of the baseline's median to the row's; its 95 % interval comes from the raw
+    samples of both (kbench.stats.speedup_interval), kept from the baseline's timing by case key."""
+    from kbench.stats import speedup_interval
+
+    def timed(median_ms: float, spread: float) -> dict:
+        samples = [median_ms * (1 + spread * ((i * 7) % 11 - 5) / 5) for i in range(60)]
+        return {"status": "OK", "reason": "", "correctness": {"ok": True},
+                "timing": {"method": "cuda-events+l2-flush", "samples": samples,
+                           "stats": {"median": float(sorted(samples)[30]), "n": 60}, "warnings": []}}
+
+    baseline_timing = {}
+    base = _record_for(attention, registry, timed(2.0, 0.01), impl="naive", baseline_timing=baseline_timing)
+    assert baseline_timing[BIG.key] is base["timing"]  # the baseline's timing, samples and all
+    row = _record_for(attention, registry, timed(0.5, 0.05), impl="sdpa", baseline_timing=baseline_timing)
+    assert row["speedup"] == pytest.approx(base["timing"]["stats"]["median"] / row["timing"]["stats"]["median"])
+    low, high = row["speedup_interval"]
+    assert [low, high] == list(speedup_interval(base["timing"]["samples"], row["timing"]["samples"]))
+    assert low < row["speedup"] < high and high / low < 1.2
+    # without a baseline timing for the case there is neither a speedup nor an interval
+    alone = _record_for(attention, registry, timed(0.5, 0.05), impl="sdpa")
+    assert alone.get("speedup") is None and "speedup_interval" not in alone
 
 
 def test_memory_floor_applies_only_with_the_l2_flush(attention):
@@ -194,23 +237,47 @@ def test_synced_wall_ms_times_each_call_with_a_synchronise():
     assert wall >= 0
 
 
-def test_worker_fails_a_row_whose_events_missed_its_work(registry, monkeypatch):
-    """The worker turns a timing marked `uncovered` into FAIL with that reason (the GPU measures it)."""
+def _fake_sampler(extra: dict):
+    """A stand-in for timing.CpuSampler whose result carries ``extra`` (what the GPU path measures)."""
     from kbench.stats import summarize
 
-    def fake_measure(fn, settings):
-        fn()
-        return {"method": "cuda-events+l2-flush", "samples": [0.004] * 10, "stats": summarize([0.004] * 10),
-                "warnings": [], "synced_wall_ms": 12.5,
-                "uncovered": timing.uncovered_work(0.004, 12.5)}
+    class FakeSampler:
+        def __init__(self, fn, settings, guard=None):
+            self.fn, self.guard = fn, guard
 
-    monkeypatch.setattr(timing, "measure_cpu", fake_measure)
-    env = {"device": "cpu", "gpu": None}
-    job = {"suite": "attention", "impl": "naive", "params": {}, "case": CASE, "seed": 0, "trials": 1,
-           "stop": {}, "flush_l2": True, "cuda_graph": False}
-    record = worker.execute(registry, job, "cpu", env)
+        def burst(self, seconds=None):
+            self.fn()
+            return "sample limit"
+
+        def result(self):
+            return {"method": "cuda-events+l2-flush", "samples": [0.004] * 10, "stats": summarize([0.004] * 10),
+                    "warnings": [], "synced_wall_ms": 12.5, **extra}
+
+    return FakeSampler
+
+
+def _naive_job() -> dict:
+    return {"suite": "attention", "impl": "naive", "params": {}, "case": CASE, "seed": 0, "trials": 1,
+            "stop": {}, "flush_l2": True, "cuda_graph": False}
+
+
+def test_worker_fails_a_row_whose_events_missed_its_work(registry, monkeypatch):
+    """The worker turns a timing marked `uncovered` into FAIL with that reason (the GPU measures it)."""
+    monkeypatch.setattr(timing, "CpuSampler", _fake_sampler({"uncovered": timing.uncovered_work(0.004, 12.5)}))
+    record = worker.execute(registry, _naive_job(), "cpu", {"device": "cpu", "gpu": None})
     assert record["status"] == "FAIL"
     assert record["reason"].startswith("timing: the CUDA events saw 0.004 ms a call")
+
+
+def test_worker_fails_a_row_whose_timed_call_was_wrong(registry, monkeypatch):
+    """A timed call judged wrong makes the row FAIL with that reason, and its correctness not ok."""
+    wrong = ("timed call 5 (checked at random, outside the timed region) differs from the checked calls: "
+             "512 of 1024 outputs are NaN/Inf (unwritten, or overflow)")
+    monkeypatch.setattr(timing, "CpuSampler", _fake_sampler({"wrong_call": wrong}))
+    record = worker.execute(registry, _naive_job(), "cpu", {"device": "cpu", "gpu": None})
+    assert record["status"] == "FAIL" and record["reason"] == wrong
+    assert record["correctness"]["ok"] is False and record["correctness"]["reason"] == wrong
+    assert "wrong_call" not in record["timing"]
 
 
 def test_statuses_that_fail():
@@ -271,4 +338,5 @@ def test_recheck_refills_the_same_input_tensors(attention):
     assert recheck(verdict, "cpu") == ""
     (ptr_before, value_before), (ptr_after, value_after) = seen[-2:]
     assert ptr_after == ptr_before and value_after != value_before
-    assert verdict.refresh[2] == 9  # the first seed no trial used
+    # the first seed no trial used: one trial per distribution, then the first distribution again
+    assert verdict.refresh[2] == 7 + len(attention.distributions) + 1

@@ -21,22 +21,29 @@ def _has_cuda() -> bool:
         return False
 
 
-pytestmark = pytest.mark.skipif(not _has_cuda(), reason="needs a CUDA device (the GPU corpus runs on the H200)")
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(not _has_cuda(), reason="needs a CUDA device (the GPU corpus runs on the H200)")]
 
 TESTS = Path(__file__).resolve().parent
 CORPUS, CORPUS_GPU = TESTS / "corpus", TESTS / "corpus_gpu"
 
-# The CPU corpus on CUDA tensors: the same reasons (3 trials, the suite's default).
+# The CPU corpus on CUDA tensors: the same reasons (one trial per input distribution, the suite's default).
+BOUND = "is over what a correct fp16 kernel makes"
+TIMED = "differs from the checked calls"
 CPU_CHEATS = {
     "cheat-unwritten": ("FAIL", "outputs are NaN/Inf (unwritten"),
     "cheat-nan": ("FAIL", "outputs are NaN/Inf"),
     "cheat-wrong-shape": ("FAIL", "wrong shape"),
     "cheat-wrong-dtype": ("FAIL", "wrong dtype torch.float32, expected torch.float16"),
     "cheat-mutates-inputs": ("FAIL", "modified its input(s) q, k, v"),
-    "cheat-cached-result": ("FAIL", "outside atol"),
-    "cheat-replays-first-call": ("FAIL", "after timing: on new inputs"),
+    "cheat-cached-result": ("FAIL", BOUND),
+    "cheat-replays-first-call": ("FAIL", TIMED),
     "cheat-returns-reference": ("FAIL", "returned the reference's output"),
     "cheat-segfault": ("CRASH", "SIGSEGV"),
+    "cheat-skips-timed-calls": ("FAIL", TIMED),
+    "cheat-half-work-timed": ("FAIL", TIMED),
+    "cheat-unstable-softmax": ("FAIL", "large-scores inputs"),
+    "cheat-bf16-for-fp16": ("FAIL", BOUND),
 }
 GPU_CHEATS = {
     "cheat-side-stream": ("FAIL", "work outside the timed stream"),
@@ -91,3 +98,31 @@ def test_gpu_corpus(cli, tmp_path):
     _assert_caught(records, expected)
     timing = records["sdpa"]["timing"]
     assert "uncovered" not in timing and timing["synced_wall_ms"] > 0  # a right kernel is not flagged
+
+
+def test_fp32_matmul_on_tf32_fails_on_the_gpu(cli, tmp_path):
+    """cuBLAS with TF32 allowed for an fp32 case that did not ask for it: caught by the precision-aware
+    bound; the peer (TF32 off unless --tf32) stays OK."""
+    out = tmp_path / "tf32.jsonl"
+    result = cli("run", "matmul", "--m", "2048", "--n", "2048", "--k", "2048", "--dtype", "fp32", "--device", "cuda",
+                 "--kernels", CORPUS, "--impl", "cublas,cheat-tf32", "--timeout", "120", "--max-time", "1",
+                 "--out", out)
+    records = {r["impl"]: r for r in results.read(out)}
+    assert result.exit_code == 1, result.output
+    assert records["cublas"]["status"] == "OK", records["cublas"].get("reason")
+    assert records["cheat-tf32"]["status"] == "FAIL"
+    assert "is over what a correct fp32 kernel makes" in records["cheat-tf32"]["reason"]
+
+
+def test_interleaved_run_records_clocks_and_intervals(cli, tmp_path):
+    """--interleave on a GPU: every row OK, sampled with per-sample SM clocks, speedups with intervals."""
+    out = tmp_path / "interleaved.jsonl"
+    result = cli("run", "attention", "--n", "2048", "--d", "128", "--batch", "2", "--heads", "8", "--device", "cuda",
+                 "--impl", "naive,sdpa,triton-fa2", "--interleave", "--max-time", "1", "--out", out)
+    assert result.exit_code == 0, result.output
+    for record in results.read(out):
+        assert record["status"] == "OK", record.get("reason")
+        clock = record["timing"]["clock"]
+        assert clock["sm_mhz_median"] > 0
+        low, high = record["speedup_interval"]
+        assert low <= record["speedup"] <= high

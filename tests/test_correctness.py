@@ -8,12 +8,17 @@ import pytest
 import torch
 
 from kbench import correctness
-from kbench.correctness import Verdict, call_and_collect, check, compare, poison, recheck
+from kbench.correctness import (CHECKED_PER_BATCH, PLAIN_FACTOR, TimedCalls, Verdict, call_and_collect, check, compare,
+                                poison, recheck)
 from kbench.registry import Implementation, Needs
+from kbench.stopping import StopRule
 from kbench.suite import Case
+from kbench.timing import CPU_CHECK_BATCH, Settings, measure_cpu
 
 CASE = Case({"n": 20, "d": 16, "batch": 2, "heads": 3, "dtype": "fp32", "causal": False})
 CAUSAL16 = Case({"n": 20, "d": 16, "batch": 1, "heads": 2, "dtype": "fp16", "causal": True})
+# The precision-aware bound's failure message on CASE (fp32 output, attention's plain computation).
+OVER_BOUND = f"is over what a correct fp32 kernel makes ({PLAIN_FACTOR['float32']:g} x the plain fp32 computation's"
 
 
 def impl(make, name="toy") -> Implementation:
@@ -117,8 +122,14 @@ def make_not_a_tensor(case, inputs, out):
     return lambda: [1.0, 2.0]
 
 
+def make_in_bf16(case, inputs, out):
+    """The right formula on inputs rounded to bf16: the right shape and dtype, a precision error."""
+    q, k, v = inputs["q"], inputs["k"], inputs["v"]
+    return lambda: exact(case, q.bfloat16(), k.bfloat16(), v.bfloat16()).to(out.dtype)
+
+
 def make_slightly_off(case, inputs, out):
-    """Off by far more than fp32's tolerance on one element only."""
+    """Off by far more than a correct fp32 kernel's error on one element only."""
     q, k, v = inputs["q"], inputs["k"], inputs["v"]
 
     def run():
@@ -129,8 +140,8 @@ def make_slightly_off(case, inputs, out):
 
 
 @pytest.mark.parametrize("make,expected", [
-    (make_returns_v, "outputs outside atol=0.0001 rtol=0.0001"),
-    (make_wrong_scale, "outputs outside atol"),
+    (make_returns_v, OVER_BOUND),
+    (make_wrong_scale, OVER_BOUND),
     (make_unwritten, f"{2 * 3 * 20 * 16} of {2 * 3 * 20 * 16} outputs are NaN/Inf (unwritten, or overflow)"),
     (make_partial, f"{2 * 3 * 10 * 16} of {2 * 3 * 20 * 16} outputs are NaN/Inf"),
     (make_mutates_input, "modified its input(s) q"),
@@ -140,13 +151,14 @@ def make_slightly_off(case, inputs, out):
     (make_one_nan, f"1 of {2 * 3 * 20 * 16} outputs are NaN/Inf"),
     (make_overflow, f"3 of {2 * 3 * 20 * 16} outputs are NaN/Inf"),
     (make_not_a_tensor, "returned list, not a tensor"),
-    (make_slightly_off, f"1 of {2 * 3 * 20 * 16} outputs outside atol"),
+    (make_in_bf16, OVER_BOUND),
+    (make_slightly_off, f"max abs err 0.01 {OVER_BOUND}"),
 ], ids=lambda x: getattr(x, "__name__", "")[5:] if callable(x) else "")
 def test_wrong_implementations_are_caught(attention, make, expected):
     verdict = check(attention, impl(make), CASE, "cpu", seed=11, trials=3)
     assert verdict.ok is False
     assert verdict.trials == 1  # it stops at the first failing trial
-    assert verdict.reason.startswith("trial 1 (seed 11): ")
+    assert verdict.reason.startswith("trial 1 (seed 11, normal inputs): ")
     assert expected in verdict.reason, verdict.reason
     assert verdict.last is None
 
@@ -155,17 +167,65 @@ def test_wrong_implementations_are_caught(attention, make, expected):
 @pytest.mark.parametrize("case", [CASE, CAUSAL16], ids=["fp32", "fp16-causal"])
 def test_correct_implementation_passes(attention, make, case):
     verdict = check(attention, impl(make), case, "cpu", seed=5, trials=3)
-    atol, rtol = attention.tolerance(case)
     assert verdict.ok, verdict.reason
     assert verdict.reason == ""
-    assert verdict.trials == 3
-    assert (verdict.atol, verdict.rtol) == (atol, rtol)
-    assert 0 <= verdict.max_abs_err <= atol
+    # 3 asked for, but one per distribution at least, and a last one from the first distribution (timed next)
+    assert verdict.trials == len(attention.distributions) + 1 == 6
+    assert (verdict.atol, verdict.rtol) == attention.tolerance(case)  # recorded; the bound judges
+    assert set(verdict.distributions) == set(attention.distributions)
+    for name, entry in verdict.distributions.items():
+        assert 0 <= entry["max_abs_err"] <= entry["allowed"], (name, entry)
+        assert entry["allowed"] >= entry["factor"] * entry["plain_max_abs_err"] > 0
+    assert verdict.max_abs_err == max(entry["max_abs_err"] for entry in verdict.distributions.values())
     assert verdict.max_rel_err <= verdict.max_abs_err / 1e-3  # |ref| is O(1)
-    fn, inputs, out, ref = verdict.last
-    assert ref.dtype == torch.float64 and tuple(ref.shape) == attention.shape(case)
+    fn, inputs, out, expected = verdict.last
+    assert expected.ref.dtype == torch.float64 and tuple(expected.ref.shape) == attention.shape(case)
+    assert expected.bound is not None
+    assert expected.bound.factor == PLAIN_FACTOR[str(out.dtype).removeprefix("torch.")]
     assert recheck(verdict, "cpu") == ""
-    assert verdict.as_record()["ok"] is True and "last" not in verdict.as_record()
+    record = verdict.as_record()
+    assert record["ok"] is True and "last" not in record
+    assert set(record["distributions"]) == set(attention.distributions) and "bound" in record
+
+
+def test_trials_take_the_distributions_in_turn(attention, monkeypatch):
+    """Trial t draws distribution t mod D with seed + t; more trials than distributions wrap around; a
+    last trial of the first distribution follows where the turn ended elsewhere (its inputs are the
+    ones timed); recheck draws the first distribution with the first seed no trial used."""
+    draws = []
+    original = attention.draw
+
+    def spy(case, seed, device, distribution=None):
+        draws.append((seed, distribution))
+        return original(case, seed=seed, device=device, distribution=distribution)
+
+    monkeypatch.setattr(attention, "draw", spy)
+    names = attention.distributions
+    verdict = check(attention, impl(make_correct), CASE, "cpu", seed=100, trials=len(names) + 2)
+    assert verdict.ok, verdict.reason
+    planned = [names[t % len(names)] for t in range(len(names) + 2)]
+    if planned[-1] != names[0]:
+        planned.append(names[0])
+    assert draws == [(100 + t, name) for t, name in enumerate(planned)]
+    assert recheck(verdict, "cpu") == ""
+    assert draws[-1] == (100 + len(planned), names[0])
+
+
+def test_distributions_are_different_inputs(attention):
+    """Each distribution is its own draw: the same seed gives different tensors (and large-scores
+    has larger scores than normal, which is what it is for)."""
+    drawn = {name: attention.draw(CASE, seed=3, device="cpu", distribution=name) for name in attention.distributions}
+    names = list(drawn)
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            assert any(not torch.equal(drawn[a][t], drawn[b][t]) for t in ("q", "k", "v")), (a, b)
+
+    def scores(inputs):
+        return (inputs["q"].double() @ inputs["k"].double().transpose(-1, -2) * CASE.d**-0.5).std()
+
+    assert scores(drawn["large-scores"]) > 10 * scores(drawn["normal"])
+    with pytest.raises(ValueError, match="distribution"):
+        attention.draw(CASE, seed=3, device="cpu", distribution="no-such-thing")
 
 
 def test_output_is_poisoned_before_every_call(attention):
@@ -180,9 +240,10 @@ def test_output_is_poisoned_before_every_call(attention):
 
     verdict = check(attention, impl(make), CASE, "cpu", seed=0, trials=3)
     assert verdict.ok
-    assert seen == [True, True, True]
+    trials = len(attention.distributions) + 1  # one per distribution, then the first one again
+    assert verdict.trials == trials and seen == [True] * trials
     assert recheck(verdict, "cpu") == ""
-    assert seen == [True] * 4
+    assert seen == [True] * (trials + 1)
 
 
 def test_written_only_in_setup_is_caught(attention):
@@ -214,8 +275,8 @@ def test_each_trial_gets_fresh_inputs(attention):
     verdict = check(attention, impl(make), CASE, "cpu", seed=40, trials=3)
     assert not verdict.ok
     assert verdict.trials == 2
-    assert verdict.reason.startswith("trial 2 (seed 41): ")
-    assert "outside atol" in verdict.reason
+    assert verdict.reason.startswith(f"trial 2 (seed 41, {attention.distributions[1]} inputs): ")
+    assert OVER_BOUND in verdict.reason
     assert seeds_seen[0] != seeds_seen[1]
 
 
@@ -225,10 +286,9 @@ def test_max_errors_are_unknown_after_a_nan_failure(attention):
 
 
 def test_recheck_catches_right_only_the_first_time(attention):
-    calls = []
-
     def make(case, inputs, out):
         q, k, v = inputs["q"], inputs["k"], inputs["v"]
+        calls = []  # each trial's closure is called once: right on all of them
 
         def run():
             calls.append(1)
@@ -239,9 +299,12 @@ def test_recheck_catches_right_only_the_first_time(attention):
         return run
 
     verdict = check(attention, impl(make), CASE, "cpu", seed=0, trials=1)
-    assert verdict.ok
+    assert verdict.ok, verdict.reason
+    trials = len(attention.distributions) + 1  # one per distribution, then the first one again
     again = recheck(verdict, "cpu")
-    assert again.startswith("after timing: ") and "outside atol" in again
+    # new inputs: the first (typical) distribution, with the first seed no trial used
+    assert again.startswith(f"after timing: on new {attention.distributions[0]} inputs (seed {trials}), ")
+    assert OVER_BOUND in again
 
 
 def test_mutating_a_different_input_names_it(attention):
@@ -274,7 +337,7 @@ def test_reference_uses_unmodified_inputs(attention):
         return run
 
     verdict = check(attention, impl(make), CASE, "cpu", seed=0, trials=1)
-    assert not verdict.ok and "outside atol" in verdict.reason
+    assert not verdict.ok and "modified its input(s) v" in verdict.reason and OVER_BOUND in verdict.reason
 
 
 # --- compare(), poison(), call_and_collect() -------------------------------------------
@@ -349,5 +412,214 @@ def test_call_and_collect_prefers_returned_tensor():
 def test_verdict_record_fields():
     v = Verdict(ok=False, reason="r", trials=2, max_abs_err=0.5, max_rel_err=0.25, atol=1.0, rtol=2.0)
     assert v.as_record() == {"ok": False, "reason": "r", "trials": 2, "max_abs_err": 0.5, "max_rel_err": 0.25,
-                             "atol": 1.0, "rtol": 2.0}
+                             "atol": 1.0, "rtol": 2.0, "distributions": {}}
     assert correctness.Verdict(ok=True).last is None
+
+
+def test_verdict_keeps_the_worst_trial_of_each_distribution():
+    v = Verdict(ok=True)
+    v.note("uniform", 0.25, None)
+    v.note("uniform", 0.125, None)  # a better trial does not hide the worse one
+    v.note("runs", 0.5, None)
+    assert v.as_record()["distributions"] == {"uniform": {"max_abs_err": 0.25}, "runs": {"max_abs_err": 0.5}}
+    assert "bound" not in v.as_record()  # no plain computation: atol/rtol judged
+
+    bound = correctness.Bound(plain_err=0.01, floor=0.001, factor=2.0)
+    v.note("outliers", 0.0125, bound)
+    v.note("outliers", 0.015, correctness.Bound(plain_err=0.02, floor=0.001, factor=2.0))
+    record = v.as_record()
+    assert record["distributions"]["outliers"] == {"max_abs_err": 0.015, "plain_max_abs_err": 0.02,
+                                                   "allowed": pytest.approx(0.041), "factor": 2.0}
+    assert record["bound"].startswith("max |out - ref| <= 2 x max |plain - ref| + ")
+    v.note("runs", None, None)  # unmeasurable (NaN output): stays unknown
+    v.note("runs", 0.75, None)
+    assert v.as_record()["distributions"]["runs"] == {"max_abs_err": None}
+
+
+def test_bound_limit_and_description():
+    bound = correctness.Bound(plain_err=0.01, floor=0.001, factor=2.0)
+    assert bound.limit == pytest.approx(0.021)
+    assert bound.describe("fp16") == "2 x the plain fp16 computation's 0.01 + 0.001 = 0.021"
+
+
+def test_compare_with_a_bound_ignores_atol_and_rtol():
+    ref = torch.tensor([1.0, -2.0, 4.0], dtype=torch.float64)
+    like = torch.empty(3, dtype=torch.float32)
+    bound = correctness.Bound(plain_err=1e-3, floor=1e-4, factor=2.0)  # limit 2.1e-3
+    reason, max_abs, _ = compare(torch.tensor([1.002, -2.0, 4.0]), like, ref, 0.0, 0.0, bound=bound, dtype="fp32")
+    assert reason == "" and max_abs == pytest.approx(0.002, rel=1e-3)  # atol = rtol = 0 would refuse it
+    reason, _, _ = compare(torch.tensor([1.003, -2.0, 4.0]), like, ref, 1.0, 1.0, bound=bound, dtype="fp32")
+    assert reason == ("max abs err 0.003 is over what a correct fp32 kernel makes "
+                      "(2 x the plain fp32 computation's 0.001 + 0.0001 = 0.0021)")
+    # shape, dtype and NaN come first, bound or not
+    assert compare(torch.zeros(2), like, ref, 0, 0, bound=bound, dtype="fp32")[0].startswith("wrong shape")
+    assert "NaN/Inf" in compare(torch.full((3,), float("nan")), like, ref, 0, 0, bound=bound, dtype="fp32")[0]
+
+
+@pytest.mark.parametrize("case", [CASE, CAUSAL16], ids=["fp32", "fp16-causal"])
+def test_expect_takes_the_bound_from_the_plain_computation(attention, case):
+    inputs = attention.make_inputs(case, seed=2, device="cpu", distribution="outliers")
+    out = attention.make_output(case, inputs)
+    expected = correctness.expect(attention, case, inputs, out)
+    ref = attention.reference(case, inputs)
+    plain_err = float((attention.plain(case, inputs).double() - ref).abs().max())
+    out_dtype = str(out.dtype).removeprefix("torch.")
+    assert expected.bound.plain_err == pytest.approx(plain_err)
+    assert expected.bound.factor == PLAIN_FACTOR[out_dtype]
+    # the floor: a few ulps of the output type at the largest |ref|, never a tolerance of its own
+    ulp = torch.finfo(out.dtype).eps * float(ref.abs().max())
+    assert 0 < expected.bound.floor <= 8 * ulp
+    assert expected.dtype == case.dtype
+
+
+def test_no_plain_computation_no_bound(registry):
+    """Suites without a plain computation (the exact sums) are judged by atol and rtol."""
+    reduction = registry.suite("reduction")
+    case = Case({"n": 1000, "dtype": "fp32"})
+    inputs = reduction.make_inputs(case, seed=0, device="cpu")
+    expected = correctness.expect(reduction, case, inputs, reduction.make_output(case, inputs))
+    assert expected.bound is None and (expected.atol, expected.rtol) == reduction.tolerance(case)
+
+
+# --- the timed calls ------------------------------------------------------------------------------
+
+# Three batches of timed calls on the CPU (the last call of each batch and CHECKED_PER_BATCH others judged).
+TIMED_SAMPLES = 3 * CPU_CHECK_BATCH
+
+
+def timed_settings(samples: int = TIMED_SAMPLES, warmup_calls: int = 2) -> Settings:
+    rule = StopRule(target_noise=0.5, min_samples=samples, max_samples=samples, min_time=0.0, max_time=100.0)
+    return Settings(stop=rule, warmup_time=0.0, warmup_calls=warmup_calls, flush_l2=False)
+
+
+def test_timed_calls_of_a_right_closure_are_checked_and_poisoned(attention):
+    entry_nan = []
+
+    def make(case, inputs, out):
+        def run():
+            entry_nan.append(bool(torch.isnan(out).all()))
+            out.copy_(exact(case, inputs["q"], inputs["k"], inputs["v"]))
+
+        return run
+
+    verdict = check(attention, impl(make), CASE, "cpu", seed=0, trials=1)
+    assert verdict.ok, verdict.reason
+    entry_nan.clear()
+    guard = TimedCalls(verdict, "cpu")
+    result = measure_cpu(verdict.last[0], timed_settings(warmup_calls=2), guard=guard)
+    assert "wrong_call" not in result
+    assert result["stats"]["n"] == TIMED_SAMPLES
+    # The warm-up calls find the last answer in place; every timed call finds the output poisoned.
+    assert entry_nan == [False] * 2 + [True] * TIMED_SAMPLES
+    batches = TIMED_SAMPLES // CPU_CHECK_BATCH
+    assert result["checked_calls"] == {"calls": TIMED_SAMPLES, "checked": batches * (1 + CHECKED_PER_BATCH)}
+    assert result["checked_calls"]["checked"] >= 1
+    assert guard.unchanged_inputs() == ""
+    assert recheck(verdict, "cpu") == ""
+
+
+def make_computes_once_per_inputs(case, inputs, out):
+    """Computes only when its inputs changed since its last call; otherwise trusts that ``out`` still
+    holds the answer. Right on every trial (a new closure each) and after timing (new inputs)."""
+    q, k, v = inputs["q"], inputs["k"], inputs["v"]
+    seen = []
+
+    def run():
+        fingerprint = (float(q.sum()), float(k.sum()), float(v.sum()))
+        if seen and seen[-1] == fingerprint:
+            return None
+        seen.append(fingerprint)
+        out.copy_(exact(case, q, k, v))
+        return None
+
+    return run
+
+
+def test_timed_calls_that_do_less_are_caught(attention):
+    verdict = check(attention, impl(make_computes_once_per_inputs), CASE, "cpu", seed=0, trials=1)
+    assert verdict.ok, verdict.reason  # the trials cannot see it
+    guard = TimedCalls(verdict, "cpu")
+    result = measure_cpu(verdict.last[0], timed_settings(), guard=guard)
+    wrong = result["wrong_call"]
+    n = len(result["samples"])
+    assert n <= CPU_CHECK_BATCH  # the first batch's judged calls end it
+    assert wrong.startswith(f"timed call {n} (checked at random, outside the timed region) differs from the "
+                            "checked calls: ")
+    assert f"{2 * 3 * 20 * 16} of {2 * 3 * 20 * 16} outputs are NaN/Inf" in wrong
+    assert result["stop_reason"] == "a timed call was wrong"
+    assert result["checked_calls"] == {"calls": n, "checked": 1}
+    assert recheck(verdict, "cpu") == ""  # new inputs: it computes, so only the timed calls show it
+
+
+def test_timed_calls_are_judged_at_random_not_only_at_the_end_of_a_batch(attention):
+    """A closure that is right only on the last call of every batch (the one always judged) is caught
+    by the others, drawn at random after each call."""
+
+    def make(case, inputs, out):
+        q, k, v = inputs["q"], inputs["k"], inputs["v"]
+        calls = []
+        untimed = 1 + 2  # its trial's call and the two warm-up calls
+
+        def run():
+            calls.append(1)
+            out.copy_(exact(case, q, k, v))
+            timed = len(calls) - untimed
+            if timed > 0 and timed % CPU_CHECK_BATCH:
+                out.add_(1.0)
+
+        return run
+
+    verdict = check(attention, impl(make), CASE, "cpu", seed=0, trials=1)
+    assert verdict.ok, verdict.reason
+    result = measure_cpu(verdict.last[0], timed_settings(warmup_calls=2), guard=TimedCalls(verdict, "cpu"))
+    assert OVER_BOUND in result["wrong_call"]
+    assert len(result["samples"]) < CPU_CHECK_BATCH  # caught before the end of the first batch
+
+
+def test_timed_calls_name_the_inputs_they_modified(attention):
+    verdict = check(attention, impl(make_correct), CASE, "cpu", seed=0, trials=1)
+    guard = TimedCalls(verdict, "cpu")
+    assert guard.unchanged_inputs() == ""
+    verdict.last[1]["k"].mul_(2.0)
+    assert guard.unchanged_inputs() == "the timed calls modified input(s) k"
+
+
+def test_without_a_guard_timing_checks_nothing(attention):
+    """The timing loop alone (kbench calibrate) neither poisons nor judges."""
+    verdict = check(attention, impl(make_computes_once_per_inputs), CASE, "cpu", seed=0, trials=1)
+    result = measure_cpu(verdict.last[0], timed_settings())
+    assert "wrong_call" not in result and "checked_calls" not in result
+
+
+# --- what a record says -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("suite_name,impl_name,case", [
+    ("attention", "naive", {"n": 16, "d": 16, "batch": 1, "heads": 2, "dtype": "fp16", "causal": True}),
+    ("matmul", "cublas", {"m": 16, "n": 24, "k": 40, "dtype": "fp32", "tf32": False}),
+    ("reduction", "torch-sum", {"n": 5000, "dtype": "fp32"}),
+    ("scan", "torch-cumsum", {"n": 5000, "dtype": "int32", "exclusive": False}),
+])
+def test_record_says_which_distributions_it_passed(registry, suite_name, impl_name, case):
+    from kbench.worker import execute
+
+    suite = registry.suite(suite_name)
+    job = {"suite": suite_name, "impl": impl_name, "label": impl_name, "params": {}, "case": case, "seed": 0,
+           "trials": 1, "flush_l2": True, "cuda_graph": False,
+           "stop": {"min_samples": CPU_CHECK_BATCH, "max_samples": CPU_CHECK_BATCH, "min_time": 0.0,
+                    "max_time": 10.0}}
+    record = execute(registry, job, "cpu", {})
+    assert record["status"] == "OK", record
+    correctness_record = record["correctness"]
+    assert correctness_record["ok"] is True and correctness_record["trials"] == len(suite.distributions) + 1
+    assert list(correctness_record["distributions"]) == list(suite.distributions)
+    assert len(suite.distributions) > 1
+    bounded = suite.plain(Case(case), suite.make_inputs(Case(case), seed=0, device="cpu")) is not None
+    for name, entry in correctness_record["distributions"].items():
+        assert entry["max_abs_err"] is not None, name
+        if bounded:
+            assert entry["max_abs_err"] <= entry["allowed"], (name, entry)
+        else:
+            assert "allowed" not in entry
+    assert ("bound" in correctness_record) is bounded
+    # one batch of timed calls: its last one and CHECKED_PER_BATCH others judged
+    assert record["timing"]["checked_calls"] == {"calls": CPU_CHECK_BATCH, "checked": 1 + CHECKED_PER_BATCH}

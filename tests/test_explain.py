@@ -140,6 +140,20 @@ def test_cli_softmax_and_mma(explain_cli):
         assert result.exit_code == 2 and "kbench: error:" in result.output, bad
 
 
+@pytest.mark.parametrize("block_m,block_n", [(128, 64), (64, 128), (128, 128), (64, 64), (48, 80), (16, 256)])
+def test_cupy_fa2_tile_visits_in_closed_form(registry, block_m, block_n):
+    """The closed form `kbench explain` uses (any N at once) against the block-by-block sum it replaced."""
+    from kbench.loader import load_helper
+
+    fa2 = load_helper(Path(registry.implementations("attention")["cupy-fa2"].source))
+    rng = random.Random(block_m * block_n)
+    for n in [*range(1, 300), *(rng.randrange(300, 200_000) for _ in range(100))]:
+        q_tiles, kv_tiles = -(-n // block_m), -(-n // block_n)
+        causal = sum(min(kv_tiles, (min((i + 1) * block_m, n) - 1) // block_n + 1) for i in range(q_tiles))
+        assert fa2.kv_tile_visits(n, block_m, block_n, True) == causal, n
+        assert fa2.kv_tile_visits(n, block_m, block_n, False) == q_tiles * kv_tiles, n
+
+
 def test_cli_attention(explain_cli):
     result = explain_cli("attention", "--n", "256", "--d", "128", "--impl", "cupy-fa2", "--param", "block_n=128")
     assert result.exit_code == 0, result.output

@@ -1,10 +1,10 @@
-"""The matmul suite on the CPU: its cost model and tolerance, bad input, and the
-Triton kernel against float64 through Triton's interpreter for shapes that are
-not multiples of any tile."""
+"""The matmul suite on the CPU: its cost model and precision-aware bound, its input
+distributions, bad input, and the Triton kernel against float64 through Triton's interpreter
+for shapes that are not multiples of any tile."""
 
 import pytest
 
-from kbench.correctness import check
+from kbench.correctness import PLAIN_FACTOR, check, expect
 from kbench.errors import UserError
 from kbench.suite import Case
 
@@ -25,14 +25,42 @@ def test_cost_model(matmul):
     assert matmul.min_bytes(case(4, 4, 4, "fp32")) == 4 * 48
 
 
-def test_tolerance_grows_with_k(matmul):
-    small, large = matmul.tolerance(case(64, 64, 16)), matmul.tolerance(case(64, 64, 4096))
-    assert large[0] > small[0] and large[1] == small[1]  # atol scales with K, rtol is the output type's
-    atol, rtol = matmul.tolerance(case(64, 64, 256, "fp16"))
-    assert atol == pytest.approx(4 * 2**-11 * 16 + 6 * 2**-24 * 256)
-    assert rtol == 4 * 2**-11
-    # TF32 inputs lose 13 mantissa bits: its tolerance is far above exact fp32's.
-    assert matmul.tolerance(case(8, 8, 1024, "fp32", tf32=True))[0] > 100 * matmul.tolerance(case(8, 8, 1024, "fp32"))[0]
+def _bound(matmul, c, seed=0, distribution="normal"):
+    inputs = matmul.make_inputs(c, seed=seed, device="cpu", distribution=distribution)
+    return expect(matmul, c, inputs, matmul.make_output(c, inputs)).bound
+
+
+def test_the_bound_comes_from_the_plain_computation(matmul):
+    """No fixed tolerance: atol and rtol are recorded as 0, and the bound is c x the error of the plain
+    product in the case's type, so it grows with K and with the type's rounding, and --tf32 loosens it."""
+    for dtype in ("fp16", "bf16", "fp32"):
+        assert matmul.tolerance(case(8, 8, 8, dtype)) == (0.0, 0.0)
+    small, large = _bound(matmul, case(32, 32, 16, "fp32")), _bound(matmul, case(32, 32, 4096, "fp32"))
+    assert large.plain_err > small.plain_err > 0
+    assert large.factor == small.factor == PLAIN_FACTOR["float32"]
+    fp16 = _bound(matmul, case(32, 32, 256, "fp16"))
+    assert fp16.factor == PLAIN_FACTOR["float16"]
+    assert fp16.plain_err > 100 * _bound(matmul, case(32, 32, 256, "fp32")).plain_err
+    # TF32 inputs keep 10 mantissa bits: with --tf32 the plain computation, and so the bound, is TF32's.
+    tf32, fp32 = _bound(matmul, case(16, 16, 1024, "fp32", tf32=True)), _bound(matmul, case(16, 16, 1024, "fp32"))
+    assert tf32.limit > 100 * fp32.limit
+
+
+def test_input_distributions(matmul):
+    c = case(24, 20, 64, "fp32")
+    normal = matmul.make_inputs(c, seed=1, device="cpu", distribution="normal")
+    assert normal["a"].equal(matmul.make_inputs(c, seed=1, device="cpu")["a"])  # normal is the default
+    mixed = matmul.make_inputs(c, seed=1, device="cpu", distribution="mixed-magnitudes")
+    row_scale = mixed["a"].abs().amax(dim=1)
+    assert float(row_scale.max() / row_scale.min()) > 8  # rows of A at different powers of two
+    cancel = matmul.make_inputs(c, seed=1, device="cpu", distribution="cancellation")
+    a, b = cancel["a"], cancel["b"]
+    assert a[:, :32].equal(a[:, 32:])
+    product = (a.double() @ b.double()).abs().mean()
+    terms = (a.double().abs() @ b.double().abs()).mean()
+    assert product < terms / 20  # large terms that sum to a small result
+    with pytest.raises(ValueError, match="distribution"):
+        matmul.make_inputs(c, seed=1, device="cpu", distribution="no-such-thing")
 
 
 def test_validate(matmul):
@@ -81,9 +109,12 @@ def _sequential_fp32(case, inputs, out, tf32_inputs=False):
     """A reference-grade kernel: exact products, one fp32 rounding per step (an FMA chain over K)."""
     import torch
 
-    a, b = inputs["a"].double(), inputs["b"].double()
+    from kbench.precision import round_to_tf32
+
+    a, b = inputs["a"], inputs["b"]
     if tf32_inputs:  # keep 10 mantissa bits, as TF32 tensor cores read fp32 inputs
-        a, b = (x.float().view(torch.int32).bitwise_and(~0x1FFF).view(torch.float32).double() for x in (a, b))
+        a, b = round_to_tf32(a), round_to_tf32(b)
+    a, b = a.double(), b.double()
 
     def run():
         acc = torch.zeros(case.m, case.n, dtype=torch.float32)
@@ -94,22 +125,47 @@ def _sequential_fp32(case, inputs, out, tf32_inputs=False):
     return run
 
 
-def test_sequential_fp32_accumulation_passes_and_tf32_fails(matmul):
-    """The fp32 tolerance admits a correct FMA chain over K = 4096 (the case cuBLAS once failed
-    on the H200 under the old 4 u32·K bound) and still refuses TF32-rounded inputs."""
+FP32_OVER_BOUND = (f"is over what a correct fp32 kernel makes ({PLAIN_FACTOR['float32']:g} x the plain fp32 "
+                   "computation's")
+
+
+def _fma_chain():
     from kbench.registry import Implementation, Needs
 
-    c = case(32, 64, 4096, "fp32")
-    fp32 = Implementation("matmul", "fma-chain", "torch", _sequential_fp32, Needs(), "", __file__)
-    verdict = check(matmul, fp32, c, "cpu", seed=0, trials=1)
-    assert verdict.ok, verdict.reason
-    assert verdict.max_abs_err < verdict.atol / 2  # the bound is a tail bound, not the typical error
+    return Implementation("matmul", "fma-chain", "torch", _sequential_fp32, Needs(), "", __file__)
 
-    tf32 = Implementation("matmul", "tf32-inputs", "torch",
+
+def _tf32_chain():
+    from kbench.registry import Implementation, Needs
+
+    return Implementation("matmul", "tf32-inputs", "torch",
                           lambda case, inputs, out: _sequential_fp32(case, inputs, out, tf32_inputs=True),
                           Needs(), "", __file__)
-    verdict = check(matmul, tf32, c, "cpu", seed=0, trials=1)
-    assert not verdict.ok and "outside atol" in verdict.reason
+
+
+def test_sequential_fp32_accumulation_passes_and_tf32_fails(matmul):
+    """The bound admits a correct FMA chain over K = 4096 (the order of summation differs from the plain
+    product's) on every input distribution, and refuses the same chain on TF32-rounded inputs."""
+    c = case(32, 64, 4096, "fp32")
+    verdict = check(matmul, _fma_chain(), c, "cpu", seed=0, trials=1)
+    assert verdict.ok, verdict.reason
+    assert list(verdict.distributions) == list(matmul.distributions)
+    for name, entry in verdict.distributions.items():
+        assert entry["max_abs_err"] <= entry["allowed"], (name, entry)
+
+    verdict = check(matmul, _tf32_chain(), c, "cpu", seed=0, trials=1)
+    assert not verdict.ok
+    assert verdict.reason.startswith("trial 1 (seed 0, normal inputs): ")
+    assert FP32_OVER_BOUND in verdict.reason
+
+
+def test_a_tf32_product_passes_with_tf32(matmul):
+    """With --tf32 the plain computation is on TF32-rounded inputs too: the same kernel is right."""
+    c = case(24, 40, 512, "fp32", tf32=True)
+    verdict = check(matmul, _tf32_chain(), c, "cpu", seed=3, trials=1)
+    assert verdict.ok, verdict.reason
+    assert list(verdict.distributions) == list(matmul.distributions)
+    assert not check(matmul, _tf32_chain(), case(24, 40, 512, "fp32"), "cpu", seed=3, trials=1).ok
 
 
 def test_an_fp16_accumulator_fails_the_tolerance(registry, matmul):
@@ -131,7 +187,9 @@ def test_an_fp16_accumulator_fails_the_tolerance(registry, matmul):
 
     bad = Implementation("matmul", "fp16-acc", "torch", make, Needs(), "", __file__)
     verdict = check(matmul, bad, case(8, 8, 2048, "fp16"), "cpu", seed=0, trials=1)
-    assert not verdict.ok and "outside atol" in verdict.reason
+    assert not verdict.ok
+    assert f"is over what a correct fp16 kernel makes ({PLAIN_FACTOR['float16']:g} x the plain fp16 computation's" \
+        in verdict.reason
 
 
 @pytest.mark.parametrize("args,fragment", [

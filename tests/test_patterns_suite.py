@@ -471,7 +471,7 @@ def test_runner_takes_each_cases_baseline(registry, tmp_path, monkeypatch):
         if name not in IMPLS[c.lesson]:
             return {"status": "SKIP", "reason": "another lesson"}, {"device": "cpu"}
         stats = {"median": medians[name], "p20": medians[name], "p80": medians[name], "n": 3}
-        timing = {"method": "cpu-wall-clock", "stats": stats, "warnings": []}
+        timing = {"method": "cpu-wall-clock", "samples": [medians[name]] * 3, "stats": stats, "warnings": []}
         return {"status": "OK", "timing": timing}, {"device": "cpu"}
 
     monkeypatch.setattr(runner._ImplJobs, "measure", fake_measure)
@@ -566,7 +566,7 @@ def test_report_shows_the_prediction_and_whether_it_holds():
     assert lines[1].endswith("; measured 1.05x: does not hold on NVIDIA H200")  # say so where it was measured
     assert lines[2].endswith("; measured 1.90x: holds") and len(lines) == 3
 
-    console = Console(width=140, record=True, file=io.StringIO())
+    console = Console(width=200, record=True, file=io.StringIO())  # every column unwrapped
     report.print_tables(rows, console)
     text = " ".join(console.export_text().split())
     assert "lesson predicts: measured" in text and "1.90x, holds" in text

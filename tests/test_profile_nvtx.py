@@ -1,7 +1,8 @@
 """NVTX ranges wrap exactly the timed calls: a fake `nvtx` module records pushes, pops and calls.
 
 The CUDA path runs on a fake of the few torch.cuda calls measure_cuda makes (TorchCuda's seam),
-which records the order of flushes, events, range pushes and calls.
+which records the order of flushes, events, range pushes and calls, and, with a logging guard, where
+the timed calls' output is poisoned and judged.
 """
 
 from __future__ import annotations
@@ -209,3 +210,66 @@ def test_worker_names_the_range_and_leaves_correctness_outside(trace, registry):
     pushes = [item[1] for item in trace.items if item[0] == "push"]
     assert pushes == [NAME] * record["timing"]["stats"]["n"] == [NAME] * 4
     assert record["nvtx"] == "nvtx"
+
+
+class LoggingGuard:
+    """A stand-in for kbench.correctness.TimedCalls that logs its poisoning and judging to the trace;
+    it judges the last call of each batch and the second one, and finds call ``wrong_at`` wrong."""
+
+    def __init__(self, trace: Trace, wrong_at: int | None = None):
+        self.trace, self.wrong_at = trace, wrong_at
+        self.batch: set[int] = set()
+        self.calls = 0
+        self.judged: list[int] = []
+
+    def plan_batch(self, size: int) -> None:
+        self.batch = {size - 1, min(1, size - 1)}
+
+    def before(self) -> None:
+        self.trace.items.append(("poison", self.trace.depth))
+
+    def chosen(self, index_in_batch: int) -> bool:
+        return index_in_batch in self.batch
+
+    def judge(self, returned) -> str:
+        self.trace.items.append(("judge", self.trace.depth))
+        self.judged.append(self.calls + 1)
+        return "wrong" if self.calls + 1 == self.wrong_at else ""
+
+    def after(self, returned) -> None:
+        self.calls += 1
+
+    def summary(self) -> dict:
+        return {"calls": self.calls, "checked": len(self.judged)}
+
+
+def test_cuda_timed_calls_are_poisoned_and_judged_outside_the_timed_region(trace, monkeypatch):
+    """Per sample: the output poisoned before the flush and the start event, the call judged after the end
+    event (and after the range's pop): neither is in the measured time nor in the profiler's range."""
+    monkeypatch.setattr(kbench.timing.time, "perf_counter", Clock())  # slow calls: batches of one
+    guard = LoggingGuard(trace)
+    rule = StopRule(target_noise=0.5, min_samples=5, min_time=0.0, max_time=100.0, max_samples=5)
+    result = measure_cuda(counting(trace, {"name": "fn"}), Settings(stop=rule, warmup_time=0.0, warmup_calls=3,
+                                                                    nvtx_range=NAME),
+                          cuda=FakeCuda(trace), guard=guard)
+    assert result["stats"]["n"] == 5 and "wrong_call" not in result
+    kinds = trace.kinds()
+    first, last = kinds.index("poison"), len(kinds) - 1 - kinds[::-1].index("judge")
+    sampling = [kind for kind in kinds[first:last + 1] if kind != "sync"]
+    assert sampling == ["poison", "flush", "push", "record", "call", "record", "pop", "judge"] * 5
+    assert {item[1] for item in trace.items if item[0] in ("poison", "judge")} == {0}  # outside the range
+    assert "poison" not in kinds[:first] and all(item[0] != "judge" for item in trace.items[:first])
+    assert result["checked_calls"] == {"calls": 5, "checked": 5}
+
+
+def test_cuda_wrong_timed_call_ends_the_measurement(trace, monkeypatch):
+    monkeypatch.setattr(kbench.timing.time, "perf_counter", lambda: 0.0)  # fast calls: one batch of ten
+    guard = LoggingGuard(trace, wrong_at=2)
+    rule = StopRule(target_noise=0.5, min_samples=10, min_time=0.0, max_time=100.0, max_samples=10)
+    result = measure_cuda(counting(trace, {"name": "fn"}), Settings(stop=rule, warmup_time=0.0, warmup_calls=1,
+                                                                    flush_l2=False, nvtx_range=NAME),
+                          cuda=FakeCuda(trace), guard=guard)
+    assert result["wrong_call"] == "wrong" and result["stop_reason"] == "a timed call was wrong"
+    assert result["stats"]["n"] == 2  # the samples up to the wrong call, none after
+    assert guard.judged == [2] and result["checked_calls"] == {"calls": 2, "checked": 1}
+    assert "synced_wall_ms" not in result  # its time is not the checked kernel's: nothing more is measured

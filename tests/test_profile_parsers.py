@@ -401,12 +401,30 @@ def test_agreement_script(tmp_path):
     done = subprocess.run([sys.executable, str(script), str(tmp_path / "p.json"), str(tmp_path / "run.jsonl")],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "naive" in done.stdout and "-0.6%  agrees" in done.stdout and "not checked" in done.stdout
+    naive = next(line for line in done.stdout.splitlines() if line.startswith("naive "))
+    assert "-0.6%" in naive and naive.endswith("agrees")  # no clocks recorded: compared as timed
+    assert "not checked" in done.stdout
     records[2]["timing"]["stats"]["median"] = 0.5
     (tmp_path / "run.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     done = subprocess.run([sys.executable, str(script), str(tmp_path / "p.json"), str(tmp_path / "run.jsonl")],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and "DISAGREES" in done.stdout
+
+
+def test_agreement_at_the_runs_sm_clock():
+    """Where the profiler gave cycles and the run recorded its median SM clock, the profiled time is taken
+    at the run's clock (cycles / MHz) before the two are compared: a profiled call at 1980 MHz and the
+    same kernel sampled at 1700 MHz differ by the clocks, not by the kernel."""
+    summary, records = _summary_and_run()
+    naive = next(o for o in summary["implementations"] if o["label"] == "naive")
+    cycles = 2796.9 * 1700  # the event median's duration at 1700 MHz
+    naive["per_call"] = {**naive["per_call"], "cycles": cycles, "time_us": cycles / 1980}
+    assert common.agreement_rows(summary, records)[0]["ok"] is False  # no run clock yet: 14 % apart
+    records[0]["timing"]["clock"] = {"sm_mhz_median": 1700}
+    row = common.agreement_rows(summary, records)[0]
+    assert row["checked"] and row["ok"] and row["diff"] == pytest.approx(0.0, abs=1e-9)
+    assert row["profiled_us_at_run_clock"] == pytest.approx(2796.9)
+    assert row["run_mhz"] == 1700 and row["profiled_mhz"] == pytest.approx(1980)
 
 
 def test_recorded_agreement_with_the_tile_shape_pinned():

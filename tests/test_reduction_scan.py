@@ -43,6 +43,61 @@ def test_float_inputs_are_exactly_summable_in_fp32(reduction):
         assert x.std() > 0.3  # random, not zeros
 
 
+@pytest.mark.parametrize("distribution", ["uniform", "runs", "cancellation"])
+@pytest.mark.parametrize("dtype", ["fp32", "fp16"])
+def test_every_distribution_is_exactly_summable_in_fp32(reduction, dtype, distribution):
+    """Whatever the distribution, sequential fp32 accumulation (and so any order) is exact."""
+    import torch
+
+    assert distribution in reduction.distributions
+    case = red(300_000, dtype)
+    x = reduction.make_inputs(case, seed=5, device="cpu", distribution=distribution)["x"]
+    assert bool((x.float() * 64 == (x.float() * 64).round()).all())
+    assert torch.cumsum(x.double(), 0).abs().max() < 2**18  # every partial sum holds k / 64 exactly in fp32
+    assert float(torch.cumsum(x.float(), 0)[-1]) == float(reduction.reference(case, {"x": x}))
+    again = reduction.make_inputs(case, seed=5, device="cpu", distribution=distribution)["x"]
+    assert torch.equal(x, again) and x.std() > 0.3
+
+
+def test_distributions_have_their_shapes(reduction, scan):
+    """runs: long stretches of one sign; cancellation: pairs of large values that nearly cancel."""
+    import torch
+
+    from kbench.exact_sums import INT_RANGE, RUN_MIN
+
+    assert reduction.distributions == scan.distributions == ("uniform", "runs", "cancellation")
+    runs = reduction.make_inputs(red(200_000, "fp32"), seed=1, device="cpu", distribution="runs")["x"]
+    signs = torch.sign(runs[runs != 0])
+    changes = int((signs[1:] != signs[:-1]).sum())
+    assert 0 < changes <= 200_000 // RUN_MIN + 1
+    uniform = reduction.make_inputs(red(200_000, "fp32"), seed=1, device="cpu", distribution="uniform")["x"]
+    assert int((torch.sign(uniform[uniform != 0])[1:] != torch.sign(uniform[uniform != 0])[:-1]).sum()) > 50_000
+
+    pairs = reduction.make_inputs(red(100_000, "fp32"), seed=1, device="cpu", distribution="cancellation")["x"]
+    assert pairs.abs().max() > 10  # large terms...
+    assert (pairs[0::2] + pairs[1::2]).abs().max() <= 1  # ...that cancel in pairs
+    ints = reduction.make_inputs(red(1000, "int32"), seed=1, device="cpu", distribution="cancellation")["x"]
+    assert ints.abs().max() > 10 * INT_RANGE and (ints[0::2].long() + ints[1::2].long()).abs().max() <= INT_RANGE
+    with pytest.raises(ValueError, match="distribution"):
+        reduction.make_inputs(red(10), seed=1, device="cpu", distribution="no-such-thing")
+
+
+def test_runs_catch_a_narrow_accumulator_that_uniform_inputs_miss(reduction):
+    """Over 256 uniform inputs the partial sums stay small enough for an fp16 accumulator to be exact;
+    a run of one sign takes them where it rounds. The failure names the distribution that showed it."""
+    import torch
+
+    def fp16_accumulator(case, inputs, out):
+        return lambda: out.copy_(torch.cumsum(inputs["x"].half(), 0)[-1].float())
+
+    verdict = check(reduction, fake("reduction", "fp16-acc", fp16_accumulator), red(256, "fp16"), "cpu",
+                    seed=0, trials=3)
+    assert not verdict.ok
+    assert verdict.reason.startswith("trial 2 (seed 1, runs inputs): ") and "outside atol" in verdict.reason
+    assert verdict.distributions["uniform"] == {"max_abs_err": 0.0}  # right on the uniform trial
+    assert verdict.distributions["runs"]["max_abs_err"] > reduction.tolerance(red(256, "fp16"))[0]
+
+
 @pytest.mark.parametrize("dtype", ["fp32", "fp16", "int32"])
 def test_torch_sum_passes_on_the_cpu(registry, reduction, dtype):
     impl = registry.implementations("reduction")["torch-sum"]

@@ -307,5 +307,6 @@ def test_boolean_parameter_values_parse_as_booleans():
     """A parameter whose default is a bool is converted with bool(text): bool("false") and bool("0")
     are True, so `--param flag=false` silently runs the True variant (labelled flag=True)."""
     impl = _impl("flagged", params={"flag": True})
-    out = variants([impl], {"flag": ["false", "0", "true"]})
-    assert [v.params["flag"] for v in out] == [False, False, True]
+    for falsy in ("false", "0", "off", "no"):
+        out = variants([impl], {"flag": [falsy, "true"]})
+        assert [v.params["flag"] for v in out] == [False, True]

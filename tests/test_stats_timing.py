@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 import kbench.timing
-from kbench.stats import IQR_TO_SIGMA, MEDIAN_SE_FACTOR, median_noise, summarize
+from kbench.stats import (IQR_TO_SIGMA, MEDIAN_SE_FACTOR, median_interval, median_noise, ratio_interval,
+                          speedup_interval, summarize)
 from kbench.stopping import CPU_DEFAULTS, StopRule, rule_for
-from kbench.timing import Settings, _batch_size, measure_cpu
+from kbench.timing import CpuSampler, Settings, _batch_size, measure_cpu
 
 # --- stats -----------------------------------------------------------------
 
@@ -52,6 +53,40 @@ def test_median_noise_known_values():
 def test_median_noise_ignores_one_outlier():
     base = [1.0, 1.01, 0.99, 1.0, 1.02, 0.98, 1.0, 1.01, 0.99, 1.0]
     assert median_noise(base + [1000.0]) < 0.01
+
+
+def test_speedup_interval_brackets_the_ratio_of_medians():
+    rng = np.random.default_rng(0)
+    base = 2.0 * (1 + 0.02 * rng.standard_normal(400))
+    fast = 1.0 * (1 + 0.02 * rng.standard_normal(400))
+    ratio = float(np.median(base) / np.median(fast))
+    low, high = speedup_interval(base, fast)
+    assert low < ratio < high and high - low < 0.02 * ratio
+    # the interval of median(baseline) / median(row) is ratio_interval's, the other way round
+    assert (low, high) == ratio_interval(fast, base, 0.05)
+    few_low, few_high = speedup_interval(base[:30], fast[:30])
+    assert few_high - few_low > high - low  # fewer samples: known less well
+    surer_low, surer_high = speedup_interval(base, fast, confidence=0.99)
+    assert surer_low <= low and surer_high >= high
+    assert speedup_interval([1.0, 1.1], [0.5, 0.6]) == (0.0, math.inf)  # too few samples to say anything
+
+
+def test_speedup_interval_covers_the_true_ratio_at_least_95_percent_of_the_time():
+    """Distribution-free: skewed (lognormal) timings, 25 samples a side; the true ratio of medians is 3."""
+    rng = np.random.default_rng(7)
+    covered = 0
+    for _ in range(400):
+        base = 3.0 * rng.lognormal(0.0, 0.3, 25)
+        row = rng.lognormal(0.0, 0.3, 25)
+        low, high = speedup_interval(base, row)
+        covered += low <= 3.0 <= high
+    assert covered >= 0.95 * 400
+
+
+def test_compare_reexports_the_intervals():
+    from kbench import compare
+
+    assert compare.median_interval is median_interval and compare.ratio_interval is ratio_interval
 
 
 # --- stop rule ---------------------------------------------------------------
@@ -221,6 +256,31 @@ def test_warm_up_is_not_sampled(clock):
     result = measure_cpu(fn, Settings(stop=rule, warmup_time=0.0, warmup_calls=3))
     assert max(result["samples"]) == STEP * 1e3
     assert result["stop_reason"] == "converged"
+
+
+def test_cpu_sampler_in_bursts_takes_the_samples_of_one_go(clock, monkeypatch):
+    """kbench run --interleave samples a burst at a time: the stop rule's clock is the sampling time of
+    every burst together, so the samples are those one measure_cpu call takes."""
+    rule = StopRule(target_noise=0.01, min_samples=1000, min_time=0.0, max_time=1.0)
+    settings = Settings(stop=rule, warmup_time=0.0, warmup_calls=1)
+    whole = measure_cpu(counting_fn()[0], settings)
+
+    fake = FakeClock()
+    monkeypatch.setattr(kbench.timing.time, "perf_counter", fake)
+    fn, calls = counting_fn()
+    sampler = CpuSampler(fn, settings)
+    per_burst = []
+    for _ in range(100):  # a bounded number of turns: sampling must end
+        before = len(sampler.samples)
+        reason = sampler.burst(0.1)
+        per_burst.append(len(sampler.samples) - before)
+        if reason is not None:
+            break
+    assert reason == "time limit" and len(per_burst) > 3
+    assert all(n * 3 * STEP >= 0.1 for n in per_burst[:-1])  # each burst runs its seconds of sampling
+    result = sampler.result()
+    assert result["samples"] == whole["samples"] and result["stop_reason"] == whole["stop_reason"]
+    assert sampler.burst(0.1) == "time limit" and len(sampler.samples) == len(result["samples"])  # over
 
 
 def test_batch_size():

@@ -73,7 +73,9 @@ def test_attention_axes_and_defaults(attention):
     defaults = {axis.name: axis.default for axis in attention.axes}
     assert defaults == {"n": (256,), "d": (128,), "batch": (1,), "heads": (1,), "dtype": ("fp16",),
                         "causal": (False,)}
-    assert attention.baseline == "naive" and attention.trials == 3
+    assert attention.baseline == "naive"
+    assert attention.distributions == ("normal", "large-scores", "outliers", "near-constant", "growing")
+    assert attention.trials == len(attention.distributions)
 
 
 @pytest.mark.parametrize("kw,message", [
@@ -130,7 +132,34 @@ def test_flops_and_bytes(attention):
     assert attention.flops(_case(n=256, d=128, batch=1, heads=1, causal=True)) == 2 * 256 * 256 * 128
     assert attention.min_bytes(case) == 4 * 256 * 128 * 2
     assert attention.min_bytes(_case(n=256, d=128, batch=2, heads=4, dtype="fp32")) == 4 * 8 * 256 * 128 * 4
-    assert attention.tolerance(_case(dtype="bf16")) == (4e-2, 4e-2)
+    # recorded only: the plain computation sets the bound (kbench.correctness)
+    assert attention.tolerance(_case(dtype="bf16")) == (0.0, 0.0)
+
+
+def test_plain_is_the_computation_in_the_cases_own_type(attention):
+    """The plain computation rounds to the case's type (so its error, which scales the bound, is the
+    type's): fp32 is far closer to the float64 reference than fp16, and fp16 than bf16."""
+    errors = {}
+    for dtype in ("fp32", "fp16", "bf16"):
+        case = _case(n=40, d=32, dtype=dtype, causal=True)
+        inputs = attention.make_inputs(case, seed=6, device="cpu")
+        plain = attention.plain(case, inputs)
+        assert plain.dtype == inputs["q"].dtype and tuple(plain.shape) == attention.shape(case)
+        errors[dtype] = float((plain.double() - attention.reference(case, inputs)).abs().max())
+    assert 0 < 100 * errors["fp32"] < errors["fp16"] < errors["bf16"]
+
+
+@pytest.mark.parametrize("distribution", ["normal", "large-scores", "outliers", "near-constant", "growing"])
+def test_input_distributions_are_seeded_and_finite(attention, distribution):
+    case = _case(n=33, d=16, dtype="fp16")
+    a = attention.make_inputs(case, seed=3, device="cpu", distribution=distribution)
+    b = attention.make_inputs(case, seed=3, device="cpu", distribution=distribution)
+    c = attention.make_inputs(case, seed=4, device="cpu", distribution=distribution)
+    for name in ("q", "k", "v"):
+        assert torch.equal(a[name], b[name]) and torch.isfinite(a[name]).all()
+        assert a[name].dtype == torch.float16 and a[name].shape == (2, 3, 33, 16)
+    assert any(not torch.equal(a[name], c[name]) for name in ("q", "k", "v"))
+    assert torch.isfinite(attention.reference(case, a)).all()
 
 
 # --- metrics and peaks -----------------------------------------------------------------
@@ -216,7 +245,40 @@ def test_table_footnotes_mark_rows_with_notes():
     console.print(table)
     text = console.export_text()
     assert "slow*" in text and "bad*" in text and "naive*" not in text
-    assert "1.500 ms" in text and "1.00x" in text and "vs naive" in text
+    assert "1.500 ms" in text and "1.00x" in text and "vs naive [95% CI]" in text
+    assert "SM MHz" not in text  # no record carries a clock
+
+
+def test_speedup_cell_shows_its_interval():
+    fast = dict(_record("fast", median=1.0, speedup=1.44), speedup_interval=[1.41, 1.47])
+    unknown = dict(_record("few", median=1.2, speedup=1.25), speedup_interval=[0.0, float("inf")])
+    rows = [dict(_record("naive", speedup=1.0), speedup_interval=[0.98, 1.02]), fast, unknown,
+            _record("old", median=2.0, speedup=0.75)]  # a record from before intervals were kept
+    table, _ = report.table_for_case("attention: n=1", rows)
+    console = Console(width=200, record=True, file=io.StringIO())
+    console.print(table)
+    text = console.export_text()
+    assert "vs naive [95% CI]" in text
+    assert "1.44x [1.41-1.47]" in text and "1.00x [0.98-1.02]" in text
+    assert "1.25x" in text and "1.25x [" not in text  # an unbounded interval is not shown
+    assert "0.75x" in text and "0.75x [" not in text
+
+
+def test_sm_clock_column_appears_when_records_carry_it():
+    clocked = _record("naive", speedup=1.0)
+    clocked["timing"]["clock"] = {"sm_mhz_median": 1845, "throttled": 0}
+    throttled = _record("hot", speedup=1.1)
+    throttled["timing"]["clock"] = {"sm_mhz_median": 1410, "throttled": 12}
+    rows = [clocked, throttled, _record("noclock"), _record("bad", status="CRASH", reason="killed")]
+    table, _ = report.table_for_case("attention: n=1", rows)
+    console = Console(width=200, record=True, file=io.StringIO())
+    console.print(table)
+    lines = console.export_text().splitlines()
+    assert any("SM MHz" in line for line in lines)
+    row = {name: next(line for line in lines if line.strip().startswith(name)) for name in ("naive", "hot", "noclock")}
+    assert row["naive"].rstrip().endswith("1845")
+    assert row["hot"].rstrip().endswith("1410 (12 low)")
+    assert row["noclock"].rstrip().endswith("-")
 
 
 def test_print_tables_groups_by_case_and_notes_cpu():
@@ -226,6 +288,21 @@ def test_print_tables_groups_by_case_and_notes_cpu():
     text = console.export_text()
     assert "attention: n=1" in text and "attention: n=2" in text
     assert "CPU run: times are wall clock" in text
+
+
+def test_cpu_note_only_for_times_measured_on_the_cpu():
+    """On a GPU machine a SKIP row's environment says cpu (nothing ran on the GPU for it): the note about
+    CPU wall-clock times must come from a row timed that way, not from any row's device."""
+    gpu = {"name": "NVIDIA H200", "driver": "570.1", "cuda_runtime": "12.8"}
+    timed = _record("naive", device="cuda")
+    timed["env"]["gpu"] = gpu
+    timed["timing"]["method"] = "cuda-events+l2-flush"
+    skipped = _record("cupy-fa2", status="SKIP", reason="needs cupy (not installed)", device="cpu")
+    failed_on_cpu = dict(_record("x", device="cpu"), status="FAIL")  # timed, but no time is shown
+    for rows, noted in (([timed, skipped], False), ([timed, failed_on_cpu], False), ([timed, _record("y")], True)):
+        console = Console(width=200, record=True, file=io.StringIO())
+        report.print_tables(rows, console)
+        assert ("CPU run: times are wall clock" in console.export_text()) is noted, rows
 
 
 def test_print_tables_gpu_line_and_markup_safety():

@@ -2,14 +2,58 @@
 
 from __future__ import annotations
 
+import sys
+
 import typer
+from typer.core import TyperGroup
 
 from kbench import __version__
 from kbench.cli import (calibrate_cmd, compare_cmd, env_cmd, explain_cmd, list_cmd, profile_cmd, roofline_cmd,
                         run_cmd, show_cmd)
+from kbench.cli.common import print_error, stderr
+
+try:  # Typer 0.22 and later carry their own copy of Click
+    from typer._click.exceptions import ClickException
+except ImportError:  # pragma: no cover - older Typer on Click
+    from click.exceptions import ClickException
+
+
+class KbenchGroup(TyperGroup):
+    """The root command. Click's own usage errors (an unknown option, a missing argument, a bad value)
+    are printed as the one line every other mistake gets, `kbench: error: ...`, with exit code 2,
+    instead of Typer's usage text and boxed panel: scripts and CI logs read one line per error.
+
+    Click is run with standalone_mode=False, so its exceptions come here rather than to its printer;
+    what standalone mode would do with the rest is done below (the exit codes stay Click's)."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        if not standalone_mode:  # a caller that handles Click's exceptions itself
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except ClickException as exc:
+            # no_args_is_help: the help is already printed; the exit code stays the usage error's.
+            if type(exc).__name__ != "NoArgsIsHelpError":
+                print_error(_one_line(exc))
+            sys.exit(exc.exit_code)
+        except (typer.Abort, EOFError):  # Ctrl-D at a prompt, or an explicit abort
+            stderr.print("Aborted!", highlight=False)
+            sys.exit(1)
+        # Non-standalone Click returns an Exit's code (typer.Exit(1), --help's 0), else the command's value.
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+def _one_line(exc: ClickException) -> str:
+    message = " ".join(exc.format_message().split()).rstrip(".")  # Click's messages may span lines
+    ctx = getattr(exc, "ctx", None)
+    if ctx is not None and ctx.command.get_help_option(ctx) is not None:
+        message += f" (see '{ctx.command_path} --help')"
+    return message
+
 
 app = typer.Typer(
     name="kbench",
+    cls=KbenchGroup,
     help="Check, time and profile interchangeable GPU kernel implementations against their peers.",
     no_args_is_help=True,
     add_completion=False,

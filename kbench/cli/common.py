@@ -19,13 +19,18 @@ stdout = Console(width=_WIDTH)
 stderr = Console(stderr=True, width=_WIDTH)
 
 
+def print_error(message: str) -> None:
+    """`kbench: error: MESSAGE` on stderr, one physical line however long (soft_wrap: rich never breaks it)."""
+    stderr.print(f"[bold red]kbench: error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+
+
 @contextlib.contextmanager
 def user_errors():
     """Turn a UserError into one line on stderr and exit code 2 (never a traceback)."""
     try:
         yield
     except UserError as exc:
-        stderr.print(f"[bold red]kbench: error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        print_error(str(exc))
         raise typer.Exit(exc.exit_code) from None
 
 

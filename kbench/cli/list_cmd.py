@@ -16,7 +16,8 @@ from kbench.suite import Case
 
 
 def list_command(
-    kernels: Optional[List[Path]] = typer.Option(None, "--kernels", help="Extra folder of kernel files (repeatable)."),
+    kernels: Optional[List[Path]] = typer.Option(None, "--kernels",
+                                                 help="Extra folder of kernel files, or one kernel file (repeatable)."),
 ) -> None:
     """List suites and implementations, with what each needs and whether it can run here."""
     from kbench.runner import host_has_gpu
@@ -33,9 +34,14 @@ def list_command(
             reason = skip_reason(impl, default_case, device)
             here = "[green]yes[/]" if reason is None else f"[yellow]no[/]: {reason}"
             name = f"{impl.name} (baseline)" if impl.name == suite.baseline else impl.name
-            params = ", ".join(f"{k}={v}" for k, v in impl.params.items())
+            params = ", ".join(f"{k}={v}{_values(impl.allowed.get(k))}" for k, v in impl.params.items())
             about = f"{impl.description} [dim](--param {escape(params)})[/]" if params else impl.description
             table.add_row(name, impl.backend, impl.needs.describe(), here, about)
         stdout.print(table)
     for path, error in registry.load_errors.items():
         stderr.print(f"[yellow]warning:[/] could not load {path}: {error}", highlight=False)
+
+
+def _values(allowed) -> str:
+    """The values a parameter takes, where the implementation lists them: " (auto|0|1)"."""
+    return f" ({'|'.join(map(str, allowed))})" if isinstance(allowed, tuple) else ""

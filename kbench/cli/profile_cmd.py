@@ -14,6 +14,7 @@ The tool flag may come before or after the suite.
 from __future__ import annotations
 
 import inspect
+import math
 import os
 import shlex
 import subprocess
@@ -94,7 +95,8 @@ def _profile_options() -> list[inspect.Parameter]:
         _option("timeout", float, 600.0, "--timeout", help="Seconds the profiler may take per implementation."),
         _option("seed", int, 0, "--seed", help="Seed of the correctness check's random inputs."),
         _option("trials", int, 1, "--trials", help="Correctness trials before the profiled calls."),
-        _option("kernels", Optional[List[Path]], None, "--kernels", help="Extra folder of kernel files (repeatable)."),
+        _option("kernels", Optional[List[Path]], None, "--kernels",
+                help="Extra folder of kernel files, or one kernel file (repeatable)."),
         _option("device", str, "auto", "--device", help="auto, cuda or cpu (ncu and nsys need cuda)."),
         _option("cuda_graph", bool, False, "--cuda-graph/--no-cuda-graph",
                 help="Profile CUDA-graph replays of the closure."),
@@ -144,6 +146,8 @@ def profile_suite(suite: Suite, case: Case, *, tool, impl, param, compare, calls
     if device not in DEVICES:
         raise UserError(f"--device: unknown device {device!r} (choose from {', '.join(DEVICES)})")
     calls = DEFAULT_CALLS[tool] if calls is None else calls
+    if not math.isfinite(timeout):  # nan passes the comparison below; inf never ends the wait
+        raise UserError(f"--timeout must be a finite number (got {timeout})")
     if calls < 1 or launch_count < 1 or trials < 1 or timeout <= 0:
         raise UserError("--calls, --launch-count, --trials and --timeout must be positive")
     if tool != "ncu" and (set_name != DEFAULT_SET or metrics or kernel_name or launch_count != DEFAULT_LAUNCH_COUNT

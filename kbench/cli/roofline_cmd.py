@@ -55,6 +55,7 @@ def roofline_command(
     """Each result against its roof: arithmetic intensity, attained and attainable TFLOP/s, % of roof, bound."""
     from kbench import calibrate, loader, roofline
     from kbench.devices import by_key, peaks_for
+    from kbench.registry import _did_you_mean
 
     with user_errors():
         fixed = None
@@ -62,8 +63,12 @@ def roofline_command(
             fixed = by_key(gpu)
             if fixed is None:
                 raise UserError(f"--gpu: unknown GPU {gpu!r} (see kbench roofline --help)")
-        records = _records(list(sources or []), list(suites or []))
         registry = loader.load()
+        for name in suites or ():  # a misspelt suite is the name's fault, not the results files'
+            if name not in registry.suites:
+                raise UserError(f"unknown suite {name!r}{_did_you_mean(name, registry.suites)} "
+                                f"(suites: {', '.join(registry.suites)})")
+        records = _records(list(sources or []), list(suites or []))
         units = {(s, name): impl.unit for s, table in registry.impls.items() for name, impl in table.items()}
         points, skipped = [], 0
         calibrations = {}  # GPU table key -> the calibration of the device that ran (detected roofs only)

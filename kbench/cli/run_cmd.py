@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import math
 import shlex
 import signal
 import sys
@@ -76,11 +77,14 @@ def _common_options(suite: Suite) -> list[inspect.Parameter]:
                help="Also write the run's records to results/baselines/NAME.jsonl, atomically, once it completes."),
         option("fmt", str, "table", "--format", help="Output: table, json or csv."),
         option("kernels", Optional[List[Path]], None, "--kernels",
-               help="Extra folder of kernel files (repeatable); also $KBENCH_KERNELS."),
+               help="Extra folder of kernel files, or one kernel file (repeatable); also $KBENCH_KERNELS."),
         option("timeout", float, 600.0, "--timeout", help="Seconds one implementation may take on one case."),
         option("cuda_graph", bool, False, "--cuda-graph/--no-cuda-graph",
                help="Time CUDA-graph replays (for launch-bound sizes)."),
         option("flush_l2", bool, True, "--flush-l2/--no-flush-l2", help="Flush L2 between samples (untimed)."),
+        option("interleave", bool, False, "--interleave/--no-interleave",
+               help="Alternate bursts of samples between a case's implementations (one worker each, all "
+                    "alive at once), so the ratios of one table come from the same clock conditions."),
         option("min_time", Optional[float], None, "--min-time",
                help=f"Seconds of sampling before the noise target may stop it (default {GPU_STOP.min_time})."),
         option("max_time", Optional[float], None, "--max-time",
@@ -136,6 +140,10 @@ def make_cases(suite: Suite, raw: dict) -> list[Case]:
     for axis in suite.axes:
         value = raw[axis.name]
         values[axis.name] = [value] if axis.type is bool else axis.parse(value)
+        # A value given twice (`--dtype fp16,fp16`, `--n 256,0256`) would measure the same case twice.
+        twice = next((v for i, v in enumerate(values[axis.name]) if v in values[axis.name][:i]), None)
+        if twice is not None:
+            raise UserError(f"{axis.option}: {axis.format(twice)} is given twice in {value!r}")
     cases = [Case(dict(zip(values, combo))) for combo in itertools.product(*values.values())]
     for case in cases:
         suite.validate(case)
@@ -143,7 +151,7 @@ def make_cases(suite: Suite, raw: dict) -> list[Case]:
 
 
 def execute(suite: Suite, cases: list[Case], *, impl, param, baseline, seed, trials, out, fmt, kernels, timeout,
-            cuda_graph, flush_l2, min_time, max_time, target_noise, device, resume=False,
+            cuda_graph, flush_l2, min_time, max_time, target_noise, device, resume=False, interleave=False,
             save_baseline=None) -> None:
     from kbench import report, results, runner
 
@@ -154,6 +162,10 @@ def execute(suite: Suite, cases: list[Case], *, impl, param, baseline, seed, tri
         raise UserError("--trials must be at least 1")
     stop = {"min_time": min_time, "max_time": max_time, "target_noise": target_noise}
     stop = {key: value for key, value in stop.items() if value is not None}  # unset: the device's defaults
+    # nan passes every comparison below and inf never ends a wait: neither is a time or a fraction.
+    for option, value in (("--timeout", timeout), *((f"--{k.replace('_', '-')}", v) for k, v in stop.items())):
+        if not math.isfinite(value):
+            raise UserError(f"{option} must be a finite number (got {value})")
     if timeout <= 0 or stop.get("min_time", 0) < 0 or any(stop.get(k, 1) <= 0 for k in ("max_time", "target_noise")):
         raise UserError("--timeout, --max-time and --target-noise must be positive, --min-time not negative")
     if device == "cuda" and not runner.host_has_gpu():
@@ -182,11 +194,14 @@ def execute(suite: Suite, cases: list[Case], *, impl, param, baseline, seed, tri
 
     path = Path(out) if out else results.default_path(suite.name)
     wanted = [(suite.name, variant.label, case.key) for variant in chosen for case in cases]
+    if resume and path.exists():
+        _drop_torn_line(path)
     done = _recorded(path, set(wanted)) if resume else {}
     results_file = results.ResultsFile(path)
     request = runner.RunRequest(
         suite=suite.name, variants=chosen, cases=cases, baseline=baseline, seed=seed, trials=trials, stop=stop,
         flush_l2=flush_l2, cuda_graph=cuda_graph, timeout=timeout, kernel_dirs=tuple(kernels or ()),
+        interleave=interleave,
         device=device, command=shlex.join(["kbench", *sys.argv[1:]]),
     )
     if resume:
@@ -206,9 +221,20 @@ def execute(suite: Suite, cases: list[Case], *, impl, param, baseline, seed, tri
         raise typer.Exit(1)
 
 
+def _drop_torn_line(path: Path) -> None:
+    """--resume appends to ``path``: first cut off a last line torn by a kill, which would otherwise
+    end up between records, where `kbench show` and `kbench compare` refuse the file."""
+    from kbench import results
+
+    removed = results.drop_torn_last_line(path, "--resume")
+    if removed:
+        stderr.print(f"resuming {path}: removed its torn last line ({removed} bytes, an interrupted write)",
+                     highlight=False)
+
+
 def _recorded(path: Path, wanted: set) -> dict:
     """The records of an earlier run in ``path`` that this run would make again, by key (the last one wins).
-    Read leniently: a run killed mid-write leaves a torn last line, which is skipped (and re-run)."""
+    Read leniently, though _drop_torn_line has already removed a torn last line (its record is re-run)."""
     from kbench import results
 
     if not path.exists():

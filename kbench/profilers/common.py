@@ -308,6 +308,27 @@ def agreement_rows(summary: dict, records: list[dict], tolerance: float = 0.05, 
                 verdict = {**verdict, "checked": False, "ok": None,
                            "why": "another configuration ran: " + ", ".join(
                                f"{k} {ran.get(k)} vs {profiled_config.get(k)}" for k in differ[:4])}
-        rows.append({"label": outcome["label"], "profiled_us": profiled,
-                     "event_us": event_ms * 1e3 if event_ms is not None else None, **verdict})
+        row = {"label": outcome["label"], "profiled_us": profiled,
+               "event_us": event_ms * 1e3 if event_ms is not None else None, **verdict}
+        at_clock = same_clock(outcome.get("per_call") or {}, record)
+        if verdict["checked"] and at_clock is not None:
+            # The profiler's call and the run's samples ran at different SM clocks (a single call at
+            # full clock; sustained sampling at the power limit): compare the profiler's time at the
+            # run's clock, i.e. its cycles over the run's median clock.
+            profiled_at_run_clock, run_mhz, profiled_mhz = at_clock
+            judged = agreement(profiled_at_run_clock, event_ms, tolerance, min_us)
+            row.update(judged, profiled_us_at_run_clock=profiled_at_run_clock, run_mhz=run_mhz,
+                       profiled_mhz=profiled_mhz)
+        rows.append(row)
     return rows
+
+
+def same_clock(per_call: dict, record: dict | None) -> tuple[float, float, float] | None:
+    """(the profiled time per call at the run's SM clock in us, the run's clock, the profiled clock) where
+    the profiler gave cycles and the run recorded its clock; None otherwise."""
+    cycles, time_us = per_call.get("cycles"), per_call.get("time_us")
+    clock = ((record or {}).get("timing") or {}).get("clock") or {}
+    run_mhz = clock.get("sm_mhz_median")
+    if not cycles or not time_us or not run_mhz:
+        return None
+    return cycles / run_mhz, run_mhz, cycles / time_us

@@ -39,11 +39,16 @@ DEFAULT_SET = "kbench"
 DEFAULT_SECTIONS = ("SpeedOfLight", "LaunchStats", "Occupancy", "MemoryWorkloadAnalysis", "ComputeWorkloadAnalysis",
                     "WarpStateStats")
 DURATION = "gpu__time_duration.sum"
+# The SM clock cycles a kernel took: with its duration, the clock it ran at. A kbench run samples
+# under sustained load, often at a lower (power-limited) clock than a profiled single call, so the
+# two are compared at the same clock (kbench.profilers.common.agreement_rows).
+CYCLES = "gpc__cycles_elapsed.max"
 # Named on every architecture since Volta; collected explicitly so the table never depends on a section's
 # contents. The tensor pipe's metric differs per architecture (hmma, gmma on Hopper): it comes from the
 # ComputeWorkloadAnalysis section, and the parser takes whichever the CSV has.
 CORE_METRICS = (
     DURATION,
+    CYCLES,
     "sm__throughput.avg.pct_of_peak_sustained_elapsed",
     "dram__throughput.avg.pct_of_peak_sustained_elapsed",
     "sm__warps_active.avg.pct_of_peak_sustained_active",
@@ -214,6 +219,7 @@ def figures(kernel: dict) -> dict:
     return {
         "name": short_name(kernel["name"]),
         "duration": first(DURATION),
+        "cycles": first(CYCLES),
         "sm_pct": first("sm__throughput.avg.pct_of_peak_sustained_elapsed"),
         "dram_pct": first("dram__throughput.avg.pct_of_peak_sustained_elapsed",
                           "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"),
@@ -293,6 +299,7 @@ def per_call(rows: list[dict], calls: int, min_bytes: float | None) -> dict:
         "calls": calls,
         "kernels_per_call": len(rows) / calls,
         "time_us": total("duration") * 1e6 if total("duration") is not None else None,
+        "cycles": total("cycles"),
         "dram_read": total("dram_read"),
         "dram_write": total("dram_write"),
         "dram_bytes": moved,

@@ -51,6 +51,39 @@ def name_expression(d: int, block_m: int, block_n: int, warps: int, bf16: bool, 
             f"{'true' if bf16 else 'false'}, {'true' if causal else 'false'}, {LAYOUTS[layout]}>")
 
 
+def kv_tile_visits(n: int, block_m: int, block_n: int, causal: bool) -> int:
+    """K/V tiles visited by all the Q-tile blocks of one (batch, head): every tile by each block, or,
+    when causal, those up to the diagonal: block i (rows up to r_i = min((i+1)·block_m, n) - 1) visits
+    r_i // block_n + 1 tiles. Summed in closed form, not block by block: `kbench explain` is asked
+    about any N, and a loop over N / block_m blocks takes minutes at N = 10^11."""
+    q_tiles = -(-n // block_m)
+    kv_tiles = -(-n // block_n)
+    if not causal:
+        return q_tiles * kv_tiles
+    # Blocks 0 .. q_tiles-2 end at row (i+1)·block_m - 1 (below n); the last one ends at row n - 1.
+    whole = _floor_sum(q_tiles - 1, block_n, block_m, block_m - 1)
+    return whole + (q_tiles - 1) + kv_tiles
+
+
+def _floor_sum(count: int, m: int, a: int, b: int) -> int:
+    """sum((a·i + b) // m for i in range(count)) for a, b >= 0, m >= 1, in O(log m) steps (the
+    Euclid-like reduction of the AtCoder Library's floor_sum)."""
+    total = 0
+    while count > 0:
+        if a >= m:
+            total += count * (count - 1) // 2 * (a // m)
+            a %= m
+        if b >= m:
+            total += count * (b // m)
+            b %= m
+        top = a * count + b
+        if top < m:
+            break
+        count, b = top // m, top % m
+        m, a = a, m
+    return total
+
+
 def explain(case, params) -> dict:
     """The seed text's walkthrough for this case and configuration: launch geometry,
     shared memory, mma.sync counts, registers and spills (ptxas), occupancy."""
@@ -66,9 +99,7 @@ def explain(case, params) -> dict:
     kv_tiles = -(-case.n // bn)
     s_mma = (rows // 16) * (bn // 8) * (case.d // 16)  # m16 x n8 tiles of S, k16 steps over d
     pv_mma = (rows // 16) * (case.d // 8) * (bn // 16)  # m16 x n8 tiles of O, k16 steps over keys
-    # Tiles a block visits: all of them, or up to the diagonal when causal.
-    visits = sum(min(kv_tiles, (min((i + 1) * bm, case.n) - 1) // bn + 1) if case.causal else kv_tiles
-                 for i in range(q_tiles))
+    visits = kv_tile_visits(case.n, bm, bn, bool(case.causal))
     smem = smem_bytes(case.d, bm, bn, layout)
     row_bytes = case.d * 2 + (16 if layout == "pad" else 0)
     figures = {
@@ -109,10 +140,19 @@ def _supports(case):
     return None
 
 
+def _multiple_of_16(value: int) -> str | None:
+    return None if value >= 16 and value % 16 == 0 else "must be a positive multiple of 16"
+
+
 @implementation(
     "attention", "cupy-fa2", backend="cupy", cuda=True, modules=("torch", "cupy"), min_cc=(8, 0),
     dtypes=("fp16", "bf16"), supports=_supports,
     params={"block_m": 128, "block_n": 64, "warps": 4, "smem_layout": "swizzle", "lse": 0}, explain=explain,
+    # Values check_config refuses whatever the others are; block_m and warps that do not fit together
+    # are SKIPs, so a sweep of both can run the pairs that fit.
+    allowed={"block_m": _multiple_of_16, "block_n": _multiple_of_16,
+             "warps": lambda warps: None if 1 <= warps <= 32 else "must be 1 to 32 (1024 threads a block)",
+             "smem_layout": tuple(LAYOUTS), "lse": (0, 1)},
     description="FlashAttention-2 in CUDA C++: mma.sync m16n8k16, ldmatrix, cp.async double buffering",
 )
 def cupy_fa2(case, inputs, out, block_m, block_n, warps, smem_layout, lse):

@@ -320,6 +320,8 @@ def _supports(case):
 
 @implementation("attention", "triton-fa2", backend="triton", modules=("torch", "triton"),
                 supports=_supports, explain=explain, params={"config": "auto", "tma": "auto"},
+                # What pinned_config and tma_reason take, checked by --param before anything runs.
+                allowed={"config": ("auto", *map(str, range(len(CONFIGS)))), "tma": ("auto", "0", "1")},
                 description="FlashAttention-2 forward in Triton (online softmax, exp2, deferred normalisation, "
                             "masks only where needed, autotuned tiles)")
 def triton_fa2(case, inputs, out, config="auto", tma="auto"):
