@@ -200,15 +200,22 @@ def test_trials_take_the_distributions_in_turn(attention, monkeypatch):
         return original(case, seed=seed, device=device, distribution=distribution)
 
     monkeypatch.setattr(attention, "draw", spy)
-    names = attention.distributions
-    verdict = check(attention, impl(make_correct), CASE, "cpu", seed=100, trials=len(names) + 2)
-    assert verdict.ok, verdict.reason
-    planned = [names[t % len(names)] for t in range(len(names) + 2)]
-    if planned[-1] != names[0]:
-        planned.append(names[0])
-    assert draws == [(100 + t, name) for t, name in enumerate(planned)]
-    assert recheck(verdict, "cpu") == ""
-    assert draws[-1] == (100 + len(planned), names[0])
+    turn = ["normal", "large-scores", "outliers", "near-constant", "growing"]
+    assert list(attention.distributions) == turn
+    for asked, planned in ((3, [*turn, "normal"]),  # fewer asked than distributions: each once, then normal
+                           (6, [*turn, "normal"]),  # the turn ends on normal: nothing added
+                           (7, [*turn, "normal", "large-scores", "normal"])):
+        draws.clear()
+        verdict = check(attention, impl(make_correct), CASE, "cpu", seed=100, trials=asked)
+        assert verdict.ok, verdict.reason
+        assert verdict.trials == len(planned)
+        assert draws == [(100 + t, name) for t, name in enumerate(planned)]
+        # the closure timed next holds the last trial's inputs: the typical distribution's
+        expected_inputs = attention.draw(CASE, seed=100 + len(planned) - 1, device="cpu", distribution="normal")
+        assert all(torch.equal(verdict.last[1][name], expected_inputs[name]) for name in ("q", "k", "v"))
+        draws.clear()
+        assert recheck(verdict, "cpu") == ""
+        assert draws == [(100 + len(planned), "normal")]
 
 
 def test_distributions_are_different_inputs(attention):
