@@ -288,7 +288,7 @@ def _record(suite, variant: Variant, case, request, result, env, baseline_timing
                 baseline_timing.setdefault(case.key, timing)
             base = baseline_timing.get(case.key)
             record["speedup"] = metrics.speedup(base["stats"]["median"] if base else None, median)
-            if base and record["speedup"] is not None:
+            if base and record["speedup"] is not None and base.get("samples") and timing.get("samples"):
                 # From the raw samples of both rows, at 95 %: the ratio is known this well, no better.
                 record["speedup_interval"] = list(speedup_interval(base["samples"], timing["samples"]))
     record["env"] = env

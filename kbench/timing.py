@@ -159,13 +159,15 @@ class CpuSampler:
             returned = self.fn()
             self.samples.append(time.perf_counter() - t0)
             self.ranges.pop()
-            wrong = self.checks.judge(returned) if self.checks.chosen(index) else ""
-            self.checks.after(returned)
             self.sampling_s = base + time.perf_counter() - start
+            self.stop_reason = self.settings.stop.reason_to_stop(self.samples, self.sampling_s)
+            # The last call of the measurement is judged too: a run that stops inside its first
+            # batch still has a timed call checked.
+            wrong = self.checks.judge(returned) if self.checks.chosen(index) or self.stop_reason else ""
+            self.checks.after(returned)
             if wrong:
                 self.wrong, self.stop_reason = wrong, "a timed call was wrong"
                 break
-            self.stop_reason = self.settings.stop.reason_to_stop(self.samples, self.sampling_s)
             if seconds is not None and self.sampling_s - base >= seconds:
                 break
         return self.stop_reason

@@ -525,6 +525,16 @@ def test_timed_calls_of_a_right_closure_are_checked_and_poisoned(attention):
     assert recheck(verdict, "cpu") == ""
 
 
+def test_a_measurement_shorter_than_a_batch_still_judges_its_last_call(attention):
+    """Interpreted Triton on a CPU may stop after a few samples, inside the first batch: the last
+    timed call is judged whatever the random choice."""
+    verdict = check(attention, impl(make_correct), CASE, "cpu", seed=0, trials=1)
+    for samples in range(1, CPU_CHECK_BATCH):
+        result = measure_cpu(verdict.last[0], timed_settings(samples=samples), guard=TimedCalls(verdict, "cpu"))
+        assert result["checked_calls"]["calls"] == samples
+        assert result["checked_calls"]["checked"] >= 1
+
+
 def make_computes_once_per_inputs(case, inputs, out):
     """Computes only when its inputs changed since its last call; otherwise trusts that ``out`` still
     holds the answer. Right on every trial (a new closure each) and after timing (new inputs)."""
