@@ -335,6 +335,12 @@ class TimedCalls:
         self._batch = {size - 1, *others}
 
     def before(self) -> None:
+        if self.device == "cuda" and not self.out.is_cuda:
+            # An output in host memory (the streams suite's pinned buffer) may still be the target of the
+            # previous call's copy back: let it land first, or it could overwrite the poison.
+            import torch
+
+            torch.cuda.synchronize()
         poison(self.out)
 
     def chosen(self, index_in_batch: int) -> bool:
