@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from kbench import results
+from test_baseline_resume import fake_record
 
 BAD_RUNS = [
     # (id, args after `run attention`, expected fragment of the error message)
@@ -243,13 +244,7 @@ def test_param_values_are_checked_without_running_anything(registry):
 # --- compare: two OK records of one case in one file --------------------------------------------------
 
 def _record(label="naive", status="OK", median=1.0, case_key="n=16"):
-    rec = {"schema": 1, "suite": "attention", "impl": label, "label": label, "backend": "torch", "case": {},
-           "case_key": case_key, "status": status, "reason": "" if status == "OK" else f"why {status}",
-           "baseline": "naive", "env": {"device": "cpu"}}
-    if status == "OK":
-        rec["timing"] = {"method": "cpu-wall-clock", "samples": [median] * 5,
-                         "stats": {"median": median, "p20": median, "p80": median, "n": 5}, "warnings": []}
-    return rec
+    return fake_record(label, status, case_key=case_key, median=median)
 
 
 def _write(path: Path, records, tail: str = "") -> Path:
