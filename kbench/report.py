@@ -117,8 +117,10 @@ def table_for_case(title: str, records: list[dict]) -> tuple[Table, list[str]]:
     lessons = any(lesson_cells)
     table = Table(title=title, title_justify="left", header_style="bold", box=box.SIMPLE_HEAD)
     clocks = any(_clock(r) for r in records)
+    bounded = any(_share_of_bound(r) is not None for r in records)
     for name in ("implementation", "status", "median", "spread", "TFLOP/s", "GB/s", "% peak",
-                 f"vs {baseline} [95% CI]", "max err", *(["SM MHz"] if clocks else [])):
+                 f"vs {baseline} [95% CI]", "max err", *(["of bound"] if bounded else []),
+                 *(["SM MHz"] if clocks else [])):
         table.add_column(name, justify="left" if name in ("implementation", "status") else "right")
     if lessons:
         table.add_column("lesson predicts: measured", overflow="fold")
@@ -144,6 +146,7 @@ def table_for_case(title: str, records: list[dict]) -> tuple[Table, list[str]]:
             _num(m.get("pct_of_peak"), ".1f"),
             _speedup_cell(speed, r.get("speedup_interval")) if speed else "-",
             _num(corr.get("max_abs_err"), ".1e") if corr else "-",
+            *([_num(_share_of_bound(r), ".2f")] if bounded else []),
             *([_clock(r) or "-"] if clocks else []),
         ]
         if lessons:
@@ -155,10 +158,19 @@ def table_for_case(title: str, records: list[dict]) -> tuple[Table, list[str]]:
 
 def _speedup_cell(speed: float, interval) -> str:
     """1.44x [1.41-1.47]: the ratio of medians and its distribution-free 95 % interval."""
-    if not interval or not all(math.isfinite(v) and v > 0 for v in interval):
+    if not interval or not all(v is not None and math.isfinite(v) and v > 0 for v in interval):
         return f"{speed:.2f}x"
     low, high = interval
     return f"{speed:.2f}x [{low:.2f}-{high:.2f}]"
+
+
+def _share_of_bound(record: dict) -> float | None:
+    """The largest error as a share of what a correct kernel of the case's precision may make, over
+    the input distributions (1 is the limit); None where the suite judges by a fixed tolerance."""
+    distributions = ((record.get("correctness") or {}).get("distributions") or {}).values()
+    shares = [d["max_abs_err"] / d["allowed"] for d in distributions
+              if d.get("allowed") and d.get("max_abs_err") is not None]
+    return max(shares) if shares else None
 
 
 def _clock(record: dict) -> str:

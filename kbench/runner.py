@@ -290,7 +290,9 @@ def _record(suite, variant: Variant, case, request, result, env, baseline_timing
             record["speedup"] = metrics.speedup(base["stats"]["median"] if base else None, median)
             if base and record["speedup"] is not None and base.get("samples") and timing.get("samples"):
                 # From the raw samples of both rows, at 95 %: the ratio is known this well, no better.
-                record["speedup_interval"] = list(speedup_interval(base["samples"], timing["samples"]))
+                # A bound the samples cannot set (too few of them) is None: JSON has no infinity.
+                record["speedup_interval"] = [v if math.isfinite(v) and v > 0 else None
+                                              for v in speedup_interval(base["samples"], timing["samples"])]
     record["env"] = env
     record["command"] = request.command
     return record

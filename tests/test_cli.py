@@ -201,8 +201,8 @@ def test_real_run_naive_and_triton(cli, tmp_path, jsonl, flat_text, wide_console
     assert records[1]["speedup"] == pytest.approx(
         records[0]["timing"]["stats"]["median"] / records[1]["timing"]["stats"]["median"])
     for r in records:
-        low, high = r["speedup_interval"]
-        assert low <= r["speedup"] <= high
+        low, high = r["speedup_interval"]  # None: a bound too few samples cannot set (interpreted Triton)
+        assert (low is None or low <= r["speedup"]) and (high is None or r["speedup"] <= high)
     assert records[1]["config"]["BLOCK_M"] == 64  # the CPU tile config was used
     assert records[1]["backend"] == "triton"
     # both rows in the table

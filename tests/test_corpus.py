@@ -4,6 +4,7 @@ synthetic timings (a CPU has no roofline and no streams)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -142,6 +143,27 @@ def _record_for(attention, registry, result, env=H200_ENV, impl="sdpa", baseline
     request = runner.RunRequest(suite="attention", variants=[variant], cases=[BIG], baseline=baseline)
     return runner._record(attention, variant, BIG, request, result, env,
                           {} if baseline_timing is None else baseline_timing, baseline)
+
+
+def test_an_interval_too_few_samples_cannot_bound_is_none_in_the_record_and_the_table(attention, registry):
+    """Three samples a row cannot bound a 95 % interval of the ratio: the record holds None there (JSON has no
+    infinity, so the file reads back the same), and the table shows the speedup alone."""
+    from kbench.report import table_for_case
+
+    def few(median_ms):
+        return {"status": "OK", "reason": "", "correctness": {"ok": True},
+                "timing": {"method": "cuda-events+l2-flush", "samples": [median_ms] * 3,
+                           "stats": {"median": median_ms, "n": 3, "p20": median_ms, "p80": median_ms},
+                           "warnings": []}}
+
+    baseline_timing = {}
+    _record_for(attention, registry, few(2.0), impl="naive", baseline_timing=baseline_timing)
+    row = _record_for(attention, registry, few(1.0), impl="sdpa", baseline_timing=baseline_timing)
+    assert row["speedup"] == pytest.approx(2.0)
+    assert row["speedup_interval"] == [None, None]
+    assert json.loads(results.dumps(row))["speedup_interval"] == [None, None]
+    table, _ = table_for_case("t", [row])
+    assert "2.00x" in [cell for column in table.columns for cell in column._cells]
 
 
 def test_speed_of_light_floor_for_h200(attention):
