@@ -62,9 +62,9 @@ PEAKS = (
                 "NVIDIA A100 datasheet (PCIe 80GB)", ("A100", "80GB", "PCIE")),
     DevicePeaks("a100-pcie-40", "A100 PCIe 40GB", _units(312, 156, 19.5, 9.7), 1.555, 40, 108, 1410,
                 "NVIDIA A100 datasheet (PCIe 40GB)", ("A100", "PCIE")),
-    # The first seed text's A100 roofline: 312 TFLOP/s over 2 TB/s, ridge at 156 FLOP/byte.
-    DevicePeaks("a100", "A100 (the seed's roofline)", _units(312, 156, 19.5, 9.7), 2.0, 40, 108, 1410,
-                "first seed text (A100 datasheet, bandwidth rounded to 2 TB/s)", ("A100",)),
+    # The A100 roofline as usually quoted: 312 TFLOP/s over 2 TB/s, ridge at 156 FLOP/byte.
+    DevicePeaks("a100", "A100 (312 TFLOP/s over 2 TB/s)", _units(312, 156, 19.5, 9.7), 2.0, 40, 108, 1410,
+                "A100 datasheet, bandwidth rounded to 2 TB/s", ("A100",)),
     DevicePeaks("l40s", "L40S", _units(362, 183, 91.6, 1.4), 0.864, 96, 142, 2520,
                 "NVIDIA L40S datasheet", ("L40S",)),
     DevicePeaks("l4", "L4", _units(121, 60, 30.3, 0.49), 0.3, 48, 58, 2040,

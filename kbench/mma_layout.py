@@ -1,6 +1,6 @@
 """Which elements of A, B and D each lane of a warp holds for mma.sync.m16n8k16 (16-bit A/B, fp32 D).
 
-From the PTX ISA's fragment layouts, as the first seed text walks through:
+From the PTX ISA's fragment layouts, as the FlashAttention walkthrough lays them out:
 groupID = lane / 4, threadInGroup = lane % 4; D rows groupID and groupID + 8,
 columns 2·threadInGroup and +1 (lane 0: (0,0) (0,1) (8,0) (8,1)).
 """

@@ -1,4 +1,4 @@
-"""The online softmax, step by step: the first seed text's worked example, for any scores and values.
+"""The online softmax, step by step: the FlashAttention walkthrough's worked example, for any scores and values.
 
 Blocks of (score, value) pairs are folded into a running max m, a running sum
 l and an unnormalised output O; a new max rescales the old l and O by

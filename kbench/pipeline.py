@@ -1,11 +1,11 @@
-"""The arithmetic of a copy/compute pipeline (the streams suite, the second seed text's multi-stream example).
+"""The arithmetic of a copy/compute pipeline (the streams suite, the classic CUDA multi-stream example).
 
 A buffer of host memory goes to the device (H2D), through a kernel and back
 (D2H). Split into N chunks spread over S streams, chunk i+1's copy-in can run
 while chunk i's kernel and chunk i-1's copy-out do. Everything here is plain
 Python (no torch), so it is tested on a CPU:
 
-- :func:`chunk_ranges`: the chunks, for any element count (the seed's loop drops
+- :func:`chunk_ranges`: the chunks, for any element count (the classic example's loop drops
   the remainder when the size is not a multiple of the chunk size);
 - :func:`relax_constants`, :func:`relax_reference_coefficient`, :func:`relax_tolerance`:
   the kernel's math, ``y <- a*y + b`` repeated ``work`` times;

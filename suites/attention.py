@@ -96,7 +96,7 @@ class Attention(Suite):
     def naive_bytes(self, case):
         """HBM traffic of the three-kernel version: S = QKᵀ written and read back by the
         softmax, P written and read back by P·V, on top of Q, K, V in and O out.
-        (The seed's N = 2048 example: S and P are 8 MB each, 32 MB of traffic.)"""
+        (The FlashAttention walkthrough's N = 2048 example: S and P are 8 MB each, 32 MB of traffic.)"""
         e = ELEMENT_BYTES[case.dtype]
         heads = case.batch * case.heads
         return self.min_bytes(case) + 4.0 * heads * case.n * case.n * e

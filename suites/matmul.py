@@ -1,4 +1,4 @@
-"""Dense matrix product C = A · B, row-major A (M x K) and B (K x N), the second seed text's kernels.
+"""Dense matrix product C = A · B, row-major A (M x K) and B (K x N), the classic CUDA matmul kernels (tiled and WMMA).
 
 FLOPs are 2·M·N·K; the fewest bytes are A and B read once and C written once.
 

@@ -1,6 +1,6 @@
 """Multi-GPU suites: an all-reduce over N GPUs (one process each), and peer-to-peer copies between GPUs.
 
-``allreduce`` (the second seed text's NCCL ring all-reduce): every rank holds ``--bytes`` of
+``allreduce`` (the classic NCCL ring all-reduce): every rank holds ``--bytes`` of
 ``--dtype``; the answer on every rank is the element-wise sum over the ranks. kbench starts the ranks
 itself (:mod:`kbench.distributed`): kbench's worker is rank 0, ranks 1..N-1 are its child processes.
 Rank r's input is a deterministic function of (seed, r), small integers whose sums are exact, so the

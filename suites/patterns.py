@@ -1,4 +1,4 @@
-"""The second seed text's CUDA memory-access lessons, each as two or three kernels side by side.
+"""The classic CUDA memory-access lessons, each as two or three kernels side by side.
 
 `kbench run patterns --lesson transpose` (or access, divergence, constant, ptx) times a lesson's
 variants on the same problem; each row shows its speedup over the lesson's plain variant (the
@@ -19,7 +19,7 @@ the 1-D lessons n·n elements, so one ``--n`` moves the same bytes in every less
 
 divergence: even elements take R = 128 steps of y = y·(1 - 2^-10) + 2^-10, odd ones R steps of
 y = y - y²·2^-10 (two different paths, each long enough that the kernel is compute-bound, so a
-warp that runs both shows it). constant: out[i] = Σ_j x[i + j]·w[j], j < 256 (the seed's
+warp that runs both shows it). constant: out[i] = Σ_j x[i + j]·w[j], j < 256 (the classic
 ``convWeights[256]``). ptx: out[i] = Σ_{r < T} sqrt(x[i] + r), T = 32.
 The fewest bytes are every input read once and the output written once.
 """
@@ -48,7 +48,7 @@ TEACHES = {
            "corrected sequence; ld.global.cg caches in L2 only",
 }
 DIVERGENCE_ROUNDS = 128  # R: steps of each path (kernels/patterns/divergence.py launches the same)
-CONV_TAPS = 256  # the seed's convWeights[256] (kernels/patterns/constant.cu: conv_weights[256])
+CONV_TAPS = 256  # the classic convWeights[256] (kernels/patterns/constant.cu: conv_weights[256])
 SQRT_TERMS = 32  # T: square roots summed per element (kernels/patterns/ptx.py)
 MAX_N = 32768  # n·n = 2^30 elements: 4 GiB an fp32 array (and 8 GiB the float64 reference)
 FP32_ROUNDOFF = UNIT_ROUNDOFF["fp32"]
@@ -66,7 +66,7 @@ def elements(case) -> int:
 @suite
 class Patterns(Suite):
     name = "patterns"
-    description = ("The second seed text's memory-access lessons side by side: transpose, access, divergence, "
+    description = ("The classic CUDA memory-access lessons side by side: transpose, access, divergence, "
                    "constant, ptx (--lesson), each against its plain variant, with what the lesson predicts")
     axes = (
         Axis("lesson", str, LESSONS, "which lesson's kernels to time", choices=LESSONS),

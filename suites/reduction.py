@@ -1,4 +1,4 @@
-"""Sum of a vector, s = x[0] + ... + x[n-1]: the second seed text's warp-shuffle reduction.
+"""Sum of a vector, s = x[0] + ... + x[n-1]: the classic warp-shuffle reduction.
 
 Memory-bound: the fewest bytes are x read once (and the one output written);
 FLOPs are n - 1 additions, counted as n.

@@ -1,5 +1,5 @@
 """Streams: copy a buffer from pinned host memory to the GPU, through a kernel, and back; overlapped
-over chunks and streams (the second seed text's multi-stream pipeline), measured against the ideal.
+over chunks and streams (the classic CUDA multi-stream pipeline), measured against the ideal.
 
 The input is ``--bytes`` of fp32 in pinned host memory, the output the same size in pinned host
 memory: an implementation's closure does the copy in, the kernel and the copy out, so kbench's

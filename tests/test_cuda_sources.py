@@ -45,7 +45,7 @@ def test_cupy_fa2_configuration_checks():
 
     with collecting(Registry(), str(spec.origin)):
         spec.loader.exec_module(module)
-    # The seed's configuration: Q 32 KiB + two K/V pairs of 64 KiB = 160 KiB at d=128.
+    # The FlashAttention walkthrough's configuration: Q 32 KiB + two K/V pairs of 64 KiB = 160 KiB at d=128.
     assert module.smem_bytes(128, 128, 128) == 160 * 1024
     assert module.check_config(128, 128, 128, 4) is None
     assert module.check_config(128, 128, 64, 4) is None

@@ -1,4 +1,4 @@
-"""`kbench explain`: the first seed text's numbers, recomputed."""
+"""`kbench explain`: the FlashAttention walkthrough's numbers, recomputed."""
 
 import json
 import random
@@ -19,7 +19,7 @@ def attention_case(n=256, d=128, causal=False):
     return Case({"n": n, "d": d, "batch": 1, "heads": 1, "dtype": "fp16", "causal": causal})
 
 
-def test_mma_lane_zero_as_in_the_seed():
+def test_mma_lane_zero_as_in_the_fragment_layout():
     assert a_elements(0) == [(0, 0), (0, 1), (8, 0), (8, 1), (0, 8), (0, 9), (8, 8), (8, 9)]
     assert b_elements(0) == [(0, 0), (1, 0), (8, 0), (9, 0)]
     assert d_elements(0) == [(0, 0), (0, 1), (8, 0), (8, 1)]
@@ -42,7 +42,7 @@ def test_online_softmax_worked_example():
     assert first.l == pytest.approx(1.1353, abs=1e-4) and first.o == pytest.approx(21.353, abs=1e-3)
     assert second.m == 5 and second.alpha == pytest.approx(0.1353, abs=1e-4)
     assert second.l == pytest.approx(1.2034, abs=1e-4) and second.o == pytest.approx(34.881, abs=1e-3)
-    # The seed's 28.986 comes from 4-digit intermediates; exactly it is 28.9847.
+    # The walkthrough's 28.986 comes from 4-digit intermediates; exactly it is 28.9847.
     assert second.o / second.l == pytest.approx(28.986, abs=2e-3)
     assert second.o / second.l == pytest.approx(softmax_weighted_sum([1, 3, 5, 2], [10, 20, 30, 40]), rel=1e-12)
 
@@ -56,7 +56,7 @@ def test_online_softmax_equals_two_pass_for_any_blocking(block):
     assert last.o / last.l == pytest.approx(softmax_weighted_sum(s, v), rel=1e-12)
 
 
-def test_naive_attention_traffic_as_in_the_seed(registry):
+def test_naive_attention_traffic_at_n_2048(registry):
     suite = registry.suite("attention")
     case = attention_case(n=2048)
     # S and P are 8 MB each (fp16, N=2048): written and read once each, 32 MB of traffic.
@@ -64,7 +64,7 @@ def test_naive_attention_traffic_as_in_the_seed(registry):
     assert "8,388,608 bytes each" in suite.explain(case)["S and P (N x N) per head"]
 
 
-def test_cupy_fa2_walkthrough_of_the_seed_configuration(registry):
+def test_cupy_fa2_walkthrough_of_the_128_by_128_configuration(registry):
     impl = registry.implementations("attention")["cupy-fa2"]
     figures = impl.explain(attention_case(), dict(impl.params, block_m=128, block_n=128, warps=4))
     assert figures["grid"].endswith("= 2 blocks")  # Tr = 256 / 128 = 2 thread blocks
@@ -90,7 +90,7 @@ H200_RECORDS = Path(__file__).resolve().parent.parent / "results" / "baselines" 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed: no ptxas figures")
 @pytest.mark.parametrize("block_m, block_n, warps, d", [
     (128, 64, 4, 128),  # the default: 255 registers, 40 bytes of local memory
-    (128, 128, 4, 128),  # the seed's tile: 808 bytes of local memory
+    (128, 128, 4, 128),  # the walkthrough's tile: 808 bytes of local memory
     (64, 64, 4, 64)])
 def test_cupy_fa2_walkthrough_matches_the_h200s_compiled_kernel(registry, block_m, block_n, warps, d):
     """explain's registers and stack frame (ptxas here) against the attributes CuPy read from the kernel
@@ -113,7 +113,7 @@ def test_occupancy():
     # 255 registers x 128 threads and 96 KiB of shared memory: two blocks on an sm_90 SM.
     fit = blocks_per_sm(128, 255, 96 * 1024, (9, 0))
     assert fit["blocks_per_sm"] == 2 and fit["occupancy"] == pytest.approx(8 / 64)
-    # The seed's 160 KiB configuration: one block, limited by shared memory.
+    # The walkthrough's 160 KiB configuration: one block, limited by shared memory.
     fit = blocks_per_sm(128, 255, 160 * 1024, (9, 0))
     assert fit["blocks_per_sm"] == 1 and fit["limited_by"] == ["shared memory"]
     assert blocks_per_sm(128, 32, 300 * 1024, (9, 0))["blocks_per_sm"] == 0  # does not fit at all
@@ -130,6 +130,7 @@ def explain_cli():
 def test_cli_softmax_and_mma(explain_cli):
     result = explain_cli("softmax")
     assert result.exit_code == 0 and "28.9847" in result.output and "34.881" in result.output
+    assert "the FlashAttention walkthrough's 28.986 carries its 4-digit roundings" in " ".join(result.output.split())
     result = explain_cli("softmax", "--scores", "0,0", "--values", "1,3", "--block", "1")
     assert result.exit_code == 0 and "= 2.0000" in result.output
     result = explain_cli("mma", "--lane", "0")

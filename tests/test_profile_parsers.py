@@ -428,8 +428,9 @@ def test_agreement_at_the_runs_sm_clock():
 
 
 def test_recorded_agreement_with_the_tile_shape_pinned():
-    """Issue 7's check on the H200 (scripts/device_profile.sh, STEPS="run ncu agree", 3351a2a): triton-fa2 pinned
-    to config=1 in both processes. The profile summary and the `kbench run` records as they came back."""
+    """The H200 check that profile and run agree (scripts/device_profile.sh, STEPS="run ncu agree", 3351a2a):
+    triton-fa2 pinned to config=1 in both processes. The profile summary and the `kbench run` records as they
+    came back."""
     from kbench import results
 
     folder = FIXTURES / "h200-n4096-pinned"

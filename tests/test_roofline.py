@@ -25,7 +25,7 @@ def test_compute_roof_by_unit():
     assert roofline.compute_roof(h200, "memory", "fp32") == (None, "memory")
 
 
-def test_the_seeds_a100_roofline():
+def test_the_a100_roofline_of_312_over_2():
     a100 = by_key("a100")
     # 312 TFLOP/s over 2 TB/s: the ridge at 156 FLOP/byte
     assert a100.ridge["fp16"] == pytest.approx(156.0)

@@ -395,8 +395,9 @@ def test_events_splits_the_work_over_its_two_streams(registry, streams, fake_cud
     assert first != second and count1 == count2 == 250 and (work1, work2) == (3, 4)
 
 
-def test_the_seeds_chunking_would_fail(registry, streams, fake_cuda, monkeypatch):
-    """The seed's loop runs totalSize / chunkSize chunks: the remainder is never copied. The check catches it."""
+def test_the_classic_chunking_would_fail(registry, streams, fake_cuda, monkeypatch):
+    """The classic example's loop runs totalSize / chunkSize chunks: the remainder is never copied.
+    The check catches it."""
     def drops_the_remainder(n, chunks):
         size = n // chunks
         return [(i * size, (i + 1) * size) for i in range(chunks)]

@@ -23,8 +23,8 @@ from kbench.errors import UserError
 from kbench.registry import parse_param_args, variants
 from kbench.suite import Suite
 
-SEED_SCORES = "1,3,5,2"  # the first seed text's online-softmax example
-SEED_VALUES = "10,20,30,40"
+EXAMPLE_SCORES = "1,3,5,2"  # the FlashAttention walkthrough's online-softmax example
+EXAMPLE_VALUES = "10,20,30,40"
 
 
 def build() -> typer.Typer:
@@ -110,8 +110,8 @@ def mma_command(
 
 
 def softmax_command(
-    scores: str = typer.Option(SEED_SCORES, "--scores", help="Scores of one query row, comma-separated."),
-    values: str = typer.Option(SEED_VALUES, "--values", help="The matching values (one number per key)."),
+    scores: str = typer.Option(EXAMPLE_SCORES, "--scores", help="Scores of one query row, comma-separated."),
+    values: str = typer.Option(EXAMPLE_VALUES, "--values", help="The matching values (one number per key)."),
     block: int = typer.Option(2, "--block", help="Keys per block (the K/V tile)."),
 ) -> None:
     """The online softmax of one row, block by block: m, l and the unnormalised O, divided once at the end."""
@@ -139,6 +139,6 @@ def softmax_command(
     stdout.print(table)
     last = trace[-1]
     note = f"two-pass softmax: {softmax_weighted_sum(s, v):.4f}"
-    if (scores, values) == (SEED_SCORES, SEED_VALUES):
-        note += "; the seed text's 28.986 carries its 4-digit roundings"
+    if (scores, values) == (EXAMPLE_SCORES, EXAMPLE_VALUES):
+        note += "; the FlashAttention walkthrough's 28.986 carries its 4-digit roundings"
     stdout.print(f"O = {last.o:.3f} / {last.l:.4f} = [bold]{last.o / last.l:.4f}[/]   ({note})")

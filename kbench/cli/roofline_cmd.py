@@ -48,7 +48,8 @@ def roofline_command(
     sources: Optional[List[Path]] = typer.Option(None, "--from", help="Results file or folder (repeatable); "
                                                                       "default: the newest file of each suite in results/."),
     gpu: str = typer.Option("detected", "--gpu", help="Roofs of: detected (each record's own GPU) or a table "
-                                                      "entry: h200, h100, h100-pcie, a100 (the seed's), a100-80, "
+                                                      "entry: h200, h100, h100-pcie, "
+                                                      "a100 (312 TFLOP/s over 2 TB/s), a100-80, "
                                                       "a100-40, a100-pcie, a100-pcie-40, l40s, l4, rtx4090."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="Also draw the roofline to this PNG (and an SVG beside it)."),
 ) -> None:

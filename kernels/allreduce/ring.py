@@ -1,11 +1,11 @@
-"""allreduce: the seed's ring all-reduce, written from point-to-point sends and receives.
+"""allreduce: the textbook NCCL-style ring all-reduce, written from point-to-point sends and receives.
 
 N ranks in a ring (rank r sends to r+1 and receives from r-1). The buffer is cut into N chunks (sizes
 differ by at most one element: any element count works). Reduce-scatter, N-1 steps: at step s rank r
 sends chunk r-s (its input at step 0, after that the partial sum it made the step before) and receives
 chunk r-s-1, which it adds to its own input's chunk into ``out``; after N-1 steps rank r holds the whole
 sum of chunk r+1. All-gather, N-1 steps: rank r sends chunk r+1-s and receives chunk r-s straight into
-``out``. Each step moves size/N bytes each way, 2(N-1)/N x size in all: the seed's figure.
+``out``. Each step moves size/N bytes each way, 2(N-1)/N x size in all: the ring all-reduce's well-known figure.
 
 Each step is one ``torch.distributed.batch_isend_irecv`` (a send and a receive together: NCCL groups
 them, so two ranks that send to each other at once cannot deadlock). With ``pieces`` > 1 each chunk goes
@@ -124,7 +124,8 @@ def explain(case, params) -> dict:
         "steps": f"{world - 1} reduce-scatter + {world - 1} all-gather, each one batch_isend_irecv of a chunk in "
                  f"{pieces} piece{'s' if pieces > 1 else ''} (--param pieces={params['pieces']}, "
                  f"min_piece={params['min_piece']:,} bytes)",
-        "bytes sent per rank": f"about {sent:,} = 2(N-1)/N x {case.bytes:,} (the seed's figure; busbw counts it)",
+        "bytes sent per rank": f"about {sent:,} = 2(N-1)/N x {case.bytes:,} "
+                               f"(the ring all-reduce's figure; busbw counts it)",
         "additions": f"{world - 1} chunk additions per rank (reduce-scatter), on the current stream",
     }
 

@@ -85,7 +85,7 @@ def _floor_sum(count: int, m: int, a: int, b: int) -> int:
 
 
 def explain(case, params) -> dict:
-    """The seed text's walkthrough for this case and configuration: launch geometry,
+    """The FlashAttention walkthrough's figures for this case and configuration: launch geometry,
     shared memory, mma.sync counts, registers and spills (ptxas), occupancy."""
     from kbench.kernel_resources import from_nvcc
     from kbench.occupancy import blocks_per_sm

@@ -1,4 +1,4 @@
-"""Standard attention as three separate kernels, as the first seed text describes:
+"""Standard attention as three separate kernels, as the FlashAttention walkthrough describes it:
 S = Q·Kᵀ·scale, P = softmax(S), O = P·V, with S and P (N x N) materialised in memory."""
 
 from kbench.registry import implementation

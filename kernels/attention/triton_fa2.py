@@ -45,8 +45,8 @@ utils = load_helper(Path(__file__).parent.parent / "_triton_utils.py")
 LOG2_E = 1.4426950408889634
 HEAD_DIMS = (16, 32, 64, 128, 256)  # tl.arange needs a power of two
 
-# What the autotuner chooses from: each entry was the fastest, or within 3 %, at some H200 case of
-# issue 10 (fp16, d 64 and 128, causal and not; docs/performance.md, fifth session), where
+# What the autotuner chooses from: each entry was the fastest, or within 3 %, at some H200 case
+# (fp16, d 64 and 128, causal and not; docs/performance.md), where
 # scripts/triton_fa2_resources.py shows what each costs an SM. One that does not fit a GPU is timed
 # as infinitely slow by the autotuner and never chosen.
 CONFIGS = (

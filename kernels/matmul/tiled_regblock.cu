@@ -1,4 +1,4 @@
-// fp32 matmul C = A B, shared-memory tiles plus register blocking (issue 4).
+// fp32 matmul C = A B, shared-memory tiles plus register blocking.
 //
 // A is M x K, B is K x N, C is M x N, all row-major and contiguous, fp32.
 //

@@ -1,4 +1,4 @@
-// fp32 matmul C = A B, the classic shared-memory tiled kernel (issue 4).
+// fp32 matmul C = A B, the classic shared-memory tiled kernel.
 //
 // A is M x K, B is K x N, C is M x N, all row-major and contiguous, fp32.
 // One thread block of TILE x TILE threads owns one TILE x TILE tile of C; each

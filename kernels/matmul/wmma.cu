@@ -1,4 +1,4 @@
-// fp16/bf16 matmul C = A B with the WMMA API, one warp per 16x16 tile of C (issue 4).
+// fp16/bf16 matmul C = A B with the WMMA API, one warp per 16x16 tile of C.
 //
 // A is M x K, B is K x N, C is M x N, all row-major and contiguous, 16-bit
 // (fp16 or bf16); products accumulate in fp32 and C is rounded to 16 bits.

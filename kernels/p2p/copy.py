@@ -1,4 +1,4 @@
-"""p2p: torch's copy_ between GPUs (the second seed text's cudaMemcpyPeer), and the matrix of every pair.
+"""p2p: torch's copy_ between GPUs (the classic cudaMemcpyPeer), and the matrix of every pair.
 
 The checked and timed closure copies the input on GPU 0 into the output on GPU 1. torch runs a copy
 between devices on the *source* device's current stream (the destination's stream waits for it), and

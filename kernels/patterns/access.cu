@@ -1,10 +1,10 @@
-// The access lesson (the second seed text's rowAccess / columnAccess): the same copy, out = in, of an
+// The access lesson (the classic rowAccess / columnAccess): the same copy, out = in, of an
 // n x n fp32 matrix with the warp laid along a row or down a column.
 //
 // Coalescing is about the lanes of one warp at one instruction: with the lanes on consecutive
 // columns a warp reads 128 consecutive bytes (4 sectors of 32 bytes); with the lanes on consecutive
 // rows its 32 addresses lie n * 4 bytes apart and touch 32 sectors, each for 4 useful bytes.
-// (The seed's listing has the labels the other way round: its "row access" kernel, one thread per
+// (The classic listing has the labels the other way round: its "row access" kernel, one thread per
 // row walking the columns, is the strided one, since neighbouring threads are a row apart.)
 //
 // Both kernels have the same geometry, a block of 32 x 8 threads copying one 32 x 32 tile, each

@@ -1,4 +1,4 @@
-// The constant-memory lesson (the second seed text's convKernel): out[i] = sum_j x[i + j] w[j], j < 256,
+// The constant-memory lesson (the classic convKernel): out[i] = sum_j x[i + j] w[j], j < 256,
 // with the 256 weights in __constant__ memory or in global memory; otherwise the same kernel.
 //
 // At every step j all 32 lanes of a warp read the same weight w[j]. From __constant__ memory that one
@@ -6,7 +6,7 @@
 // FMA itself (no load instruction). From global memory each thread issues a load of w[j] (one
 // address for the warp, served once from L1): a load instruction per weight per thread.
 //
-// x holds count + 255 elements (the seed's listing reads past its input's end: here the input is
+// x holds count + 255 elements (the classic listing reads past its input's end: here the input is
 // that long). kbench copies the weights into conv_weights before every launch, on the same stream,
 // so the kernel always sees the current input. Bounds-checked for any count.
 

@@ -38,7 +38,7 @@ def plan(case, variant: str) -> dict:
 
 def mechanism(case, variant: str) -> dict:
     if variant == "constant-cmem":
-        weights = (f"the seed's model: c[bank][j], one address a warp, broadcast; {TAPS} FMAs with a constant "
+        weights = (f"the textbook model: c[bank][j], one address a warp, broadcast; {TAPS} FMAs with a constant "
                    f"operand a thread. nvcc 13 for sm_90 instead reads each pair of weights with a ULDC.64 into "
                    f"uniform registers; on the H200 ncu measured the immediate-constant cache at a 56 % hit rate "
                    f"and imc_miss as the top stall (12.7 cycles per issue): 0.54x the global version "

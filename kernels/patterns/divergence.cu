@@ -1,4 +1,4 @@
-// The divergence lesson (the second seed text's badKernel / goodKernel), computing the same thing.
+// The divergence lesson (the classic badKernel / goodKernel), computing the same thing.
 //
 // out[i] = A(x[i]) for even i, B(x[i]) for odd i, where A is `rounds` steps of y = y (1 - 2^-10) + 2^-10
 // (one FMA) and B is `rounds` steps of y = y - y^2 2^-10 (a multiply and an FMA): two different paths,
@@ -8,9 +8,9 @@
 //                      even and odd lanes, so it runs path A with half its lanes masked, then path B.
 //   divergence<true>   each pair of warps shares 64 consecutive elements: the first warp takes the
 //                      even ones, the second the odd ones (element 64 g + 2 lane + warp parity), and
-//                      branches on the warp's parity: no warp is ever split. This is the seed's
+//                      branches on the warp's parity: no warp is ever split. This is the classic
 //                      goodKernel with its data rearranged so that it still computes the same output
-//                      (the seed's answer to Q2: put the threads that take one path in one warp).
+//                      (the lesson's answer: put the threads that take one path in one warp).
 //
 // Blocks must be a multiple of 64 threads (kbench launches 256). Bounds-checked for any count.
 

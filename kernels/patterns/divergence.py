@@ -17,8 +17,8 @@ _p = load_helper(Path(__file__).parent / "_patterns.py")
 KERNELS = {"divergence-lane": "divergence<false>", "divergence-warp": "divergence<true>"}
 PREDICTS = {
     "divergence-lane": _p.Prediction("a branch on lane parity: every warp runs both paths, half its lanes idle"),
-    "divergence-warp": _p.Prediction("each warp runs one path, not both (the seed: up to 2x)", versus="divergence-lane",
-                                     low=1.5, high=2.5),
+    "divergence-warp": _p.Prediction("each warp runs one path, not both (the lesson: up to 2x)",
+                                     versus="divergence-lane", low=1.5, high=2.5),
 }
 WHAT = {
     "divergence-lane": "two 128-step paths chosen by the element's (the lane's) parity",

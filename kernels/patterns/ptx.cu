@@ -1,4 +1,4 @@
-// The inline-PTX lesson (the second seed text's fastSqrt and ldgInt): out[i] = sum_{r < terms} sqrt(x[i] + r),
+// The inline-PTX lesson (the classic fastSqrt and ldgInt): out[i] = sum_{r < terms} sqrt(x[i] + r),
 // with the load and the square root written as plain C++ or as inline PTX.
 //
 //   CG      the load is `ld.global.cg.f32` (cache in L2, not L1) instead of a plain load. For data that

@@ -1,4 +1,4 @@
-// The transpose lesson (the second seed text's matTransposeNoBankConflict), three kernels side by side.
+// The transpose lesson (the classic matTransposeNoBankConflict), three kernels side by side.
 //
 // out = in^T for an n x n fp32 matrix, row-major and contiguous. Every kernel has the same geometry:
 // a block of TILE x ROWS = 32 x 8 threads moves one 32 x 32 tile, each thread four rows of it, so the

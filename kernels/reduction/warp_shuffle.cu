@@ -1,4 +1,4 @@
-// Sum of a vector: the second seed text's warp-shuffle block reduction, at memory speed (issue 5).
+// Sum of a vector: the classic warp-shuffle block reduction, at memory speed.
 //
 // Each thread sums a grid-stride share of x with 16-byte vector loads (VEC elements a
 // load, UNROLL loads in flight before the first add, so enough bytes are in flight per

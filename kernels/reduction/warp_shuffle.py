@@ -1,4 +1,4 @@
-"""The seed's warp-shuffle reduction as a CuPy RawKernel (``warp_shuffle.cu`` beside this file).
+"""The classic warp-shuffle reduction as a CuPy RawKernel (``warp_shuffle.cu`` beside this file).
 
 Grid: enough 256-thread blocks to fill every SM (``blocks_per_sm`` each), each
 thread summing a grid-stride share with 16-byte loads; one atomicAdd a block.

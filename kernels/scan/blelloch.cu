@@ -1,5 +1,5 @@
-// Prefix sum (inclusive or exclusive) in one pass: each block scans a tile with the second
-// seed text's work-efficient Blelloch scan, and the blocks are joined by decoupled look-back
+// Prefix sum (inclusive or exclusive) in one pass: each block scans a tile with the
+// classic work-efficient Blelloch scan, and the blocks are joined by decoupled look-back
 // (Merrill and Garland, "Single-pass Parallel Prefix Scan with Decoupled Look-back", 2016).
 //
 // Tile: THREADS threads x ITEMS consecutive elements each. Per block:

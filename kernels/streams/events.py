@@ -1,11 +1,11 @@
-"""streams: two streams ordered by an event (the second seed text's cudaStreamWaitEvent example).
+"""streams: two streams ordered by an event (the classic cudaStreamWaitEvent example).
 
 Stream 1 copies the buffer in and runs the first half of the work (``work // 2`` steps of the relax
 kernel) into an intermediate buffer, then records an event; stream 2 waits for that event, runs the
 other ``work - work // 2`` steps and copies the result out. The two halves compose to exactly the
 suite's answer, so the check fails if stream 2 ever reads the intermediate buffer early.
 
-The event is recorded *after* kernel 1. The seed records its event before kernel1 (it also times from
+The event is recorded *after* kernel 1. The classic example records its event before kernel1 (it also times from
 it) and says stream 2 then waits for kernel1 to finish; it does not: a wait on an event recorded before
 the kernel orders nothing after that kernel, and kernel2 may read data kernel1 has not written yet.
 scripts/streams_check.py runs that ordering to show it.

@@ -1,9 +1,9 @@
 """streams: the pipelined schedule. The buffer in ``--chunks`` pieces over ``--streams`` CUDA streams
-(chunk i on stream i % streams, as the second seed text's pipelinedProcessing), each chunk copied in
+(chunk i on stream i % streams, as the classic pipelinedProcessing), each chunk copied in
 from pinned host memory, through the relax kernel and back with async copies on its stream, so chunk
 i+1's copy-in overlaps chunk i's kernel and chunk i-1's copy-out.
 
-Unlike the seed's loop (``totalSize / chunkSize`` chunks), a size that the chunk count does not divide
+Unlike the classic example's loop (``totalSize / chunkSize`` chunks), a size that the chunk count does not divide
 loses nothing: the chunks differ by at most one element (kbench.pipeline.chunk_ranges).
 
 The timed closure makes its streams wait for the current stream and the current stream wait for

@@ -1,4 +1,4 @@
-// The streams suite's kernel (issue 6): y <- a*y + b, `work` times per element, one fp32 FMA each.
+// The streams suite's kernel: y <- a*y + b, `work` times per element, one fp32 FMA each.
 //
 // a = 1 - 2^-k and b = 2^-k (kbench/pipeline.py: relax_constants), so the answer is
 // 1 + (x - 1) a^work, with a^work between 0.5 and 0.78 for any work: it always depends on x.
