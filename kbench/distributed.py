@@ -4,7 +4,7 @@ How the ranks fit kbench's worker model
 ---------------------------------------
 kbench runs each implementation in its own worker process and times a zero-argument closure there
 (:mod:`kbench.worker`). For a collective that worker is **rank 0**. The first time an
-implementation's ``make()`` asks for N ranks, :func:`session` starts ranks 1..N-1 as child processes
+implementation's ``make()`` asks for N ranks, :func:`rank_group` starts ranks 1..N-1 as child processes
 (``python -m kbench.distributed``) with a torchrun-style environment: MASTER_ADDR, MASTER_PORT,
 RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE. Rank 0 holds the rendezvous store (a
 ``TCPStore`` listening on a port the OS picks: no race for a "free port"), and every rank joins the
@@ -38,7 +38,7 @@ reply), then runs rank 0's op; the op's work is ordered on rank 0's current stre
 joined back), so the events cover it, and the collective cannot finish before every rank took part.
 An op's ``alone`` variant (NCCL: the in-place all_reduce without the copy of the input into the
 output that torch's in-place API makes the closure do) is also timed after kbench's samples,
-nccl-tests' way: k calls back to back between two events (:meth:`Session.time_alone`).
+nccl-tests' way: k calls back to back between two events (:meth:`RankGroup.time_alone`).
 A follower reacts to "run" within tens of microseconds (a pipe and a Python loop). kbench queues its
 samples in batches, so at large sizes that delay hides behind the previous call on the GPU; at small
 sizes (a call of tens of microseconds) it may show in kbench's samples, and the op-alone figure
@@ -48,7 +48,7 @@ Failure, start-up and shutdown
 ------------------------------
 - A follower that exits (crash, kill) is named: "rank 2 (pid 123) exited with code -9 (SIGKILL): <the
   last line of its log>". Rank 0 checks the followers on every call, and waits for every reply with a
-  deadline; a gloo collective whose peer died fails at once (the connection closes). The session then
+  deadline; a gloo collective whose peer died fails at once (the connection closes). The group then
   kills the other followers and ends the process group; with gloo the closure raises (the row is a
   CRASH with that reason, the worker goes on); with NCCL, whose communicator cannot outlive a dead
   peer (rank 0's kernel would spin until the timeout), rank 0 writes the reason to its log and exits
@@ -57,7 +57,7 @@ Failure, start-up and shutdown
 - Followers end when rank 0 ends or dies: EOF on their stdin, a parent watch (1 s), and they live in
   rank 0's process group, which kbench kills on a timeout. The process group has a timeout
   (``KBENCH_DIST_TIMEOUT``, default 120 s); start-up, replies and joins have deadlines.
-- :meth:`Session.close` (a new session, the end of the worker via atexit) sends "stop", joins each
+- :meth:`RankGroup.close` (a new group, the end of the worker via atexit) sends "stop", joins each
   follower for up to 10 s, kills what is left, destroys the process group and closes the store: a
   second run leaks no process and no port.
 
@@ -89,7 +89,7 @@ STARTUP_TIMEOUT = 300.0  # seconds for a follower to import torch
 REPLY_TIMEOUT = 600.0  # seconds for a reply (set-up or a check of a large buffer)
 JOIN_TIMEOUT = 10.0  # seconds a stopping follower gets before it is killed
 GRACE = 10.0  # seconds rank 0 gets to notice a dead follower itself before the watcher ends it
-NVLS_OFF = {"NCCL_NVLS_ENABLE": "0"}  # NVLink multicast stays off (the lent machines' rule)
+NVLS_OFF = {"NCCL_NVLS_ENABLE": "0"}  # NVLink multicast stays off: a program using it can take a shared host's GPUs out of service
 
 
 def timeout_seconds() -> float:
@@ -245,7 +245,7 @@ class _Rank:
     def __init__(self, rank: int, env: dict):
         self.rank = rank
         self.log = tempfile.NamedTemporaryFile(prefix=f"kbench-rank{rank}-", suffix=".log", delete=False)
-        # Same process group as rank 0 (no new session): kbench's kill of a hung worker takes the ranks too.
+        # Same process group as rank 0 (start_new_session off): kbench's kill of a hung worker takes the ranks too.
         self.process = subprocess.Popen([sys.executable, "-m", "kbench.distributed"], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, stderr=self.log, env=env)
         self.log.close()  # the follower writes it; rank 0 reads it back by name
@@ -313,7 +313,7 @@ def _line(command: dict) -> bytes:
 RUN = _line({"op": "run"})
 
 
-class Session:
+class RankGroup:
     """Rank 0 and its followers, in one process group: started once per worker and reused by every
     make() that asks for the same world size, backend and environment."""
 
@@ -324,7 +324,7 @@ class Session:
         import torch.distributed as dist
 
         if world_size < 2:
-            raise ValueError(f"a session needs at least 2 ranks (got {world_size})")
+            raise ValueError(f"a rank group needs at least 2 ranks (got {world_size})")
         if dist.is_initialized():
             raise RuntimeError("torch.distributed is already initialised in this process (not by kbench)")
         self.world_size, self.backend = world_size, backend
@@ -445,7 +445,7 @@ class Session:
         return self._replies(during)
 
     def _send_all(self, line: bytes, during: str) -> None:
-        """Write ``line`` to every follower, in rank order; a follower that is gone fails the session."""
+        """Write ``line`` to every follower, in rank order; a follower that is gone fails the group."""
         for follower in self.followers:
             if not follower.send(line):
                 self._fail(during, who=follower)
@@ -464,7 +464,7 @@ class Session:
     # --- failure and shutdown -----------------------------------------------------------------
 
     def _fail(self, during: str, cause: BaseException | None = None, who: _Rank | None = None):
-        """Name the dead (or silent) follower, end the session, and raise (gloo) or exit (NCCL)."""
+        """Name the dead (or silent) follower, end the group, and raise (gloo) or exit (NCCL)."""
         wait_until = time.monotonic() + 3.0  # a peer's death closes rank 0's connections before it is reaped
         while True:
             dead = [f for f in self.followers if not f.alive]
@@ -550,11 +550,11 @@ def _die(message: str) -> None:
     os._exit(70)
 
 
-_current: Session | None = None
+_current: RankGroup | None = None
 
 
-def session(world_size: int, backend: str, env: dict | None = None) -> Session:
-    """The process's session for this world size, backend and environment: the current one if it matches
+def rank_group(world_size: int, backend: str, env: dict | None = None) -> RankGroup:
+    """The process's rank group for this world size, backend and environment: the current one if it matches
     (and is healthy), else a new one (the old one is closed first)."""
     global _current
     wanted = {**NVLS_OFF, **(env or {})}
@@ -565,18 +565,18 @@ def session(world_size: int, backend: str, env: dict | None = None) -> Session:
         _current.close()
         _current = None
     if _current is None:
-        _current = Session(world_size, backend, env)
+        _current = RankGroup(world_size, backend, env)
     return _current
 
 
-def close_session() -> None:
+def close_rank_group() -> None:
     global _current
     if _current is not None:
         _current.close()
         _current = None
 
 
-atexit.register(close_session)
+atexit.register(close_rank_group)
 
 
 def collective(case, inputs, out, build, *, env: dict | None = None, params: dict | None = None):
@@ -598,7 +598,7 @@ def collective(case, inputs, out, build, *, env: dict | None = None, params: dic
         if found < world:
             raise Unsupported(f"needs {world} GPUs, found {found}")
     backend = "nccl" if on_cuda else "gloo"
-    ranks = session(world, backend, env)
+    ranks = rank_group(world, backend, env)
     seed = int(seed_tensor)
     op = build(x, out, **params)  # rank 0's first: a case the op refuses (Unsupported) is refused here
     ranks.setup(build, x.numel(), case.dtype, seed, params)

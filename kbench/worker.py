@@ -260,7 +260,7 @@ def main() -> None:
     if "jobs" in spec:
         # Batch mode (under a profiler): the SPEC's jobs, answered into the SPEC's answers file. No
         # parent watch: the parent is the profiler, which may start the worker through a launcher of
-        # its own; kbench kills the profiler's whole session (and this pid) on a timeout.
+        # its own; kbench kills the profiler's whole process group (and this pid) on a timeout.
         with open(spec["answers"], "a", encoding="utf-8") as answers:
             def send_to_file(message: dict) -> None:
                 answers.write(dumps(message) + "\n")

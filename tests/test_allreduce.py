@@ -45,7 +45,7 @@ def no_hang(monkeypatch, tmp_path):
 @pytest.fixture(scope="module", autouse=True)
 def close_ranks_at_the_end():
     yield
-    distributed.close_session()
+    distributed.close_rank_group()
 
 
 @pytest.fixture(scope="module")
@@ -234,7 +234,7 @@ def test_a_killed_rank_is_named_and_the_rest_end(allreduce):
     gc.collect()
     with pytest.raises(OSError):  # the rendezvous port is closed
         socket.create_connection(("127.0.0.1", port), timeout=2).close()
-    fn = distributed.collective(case(4000, 3), inputs, out, builders().right)  # a new session works
+    fn = distributed.collective(case(4000, 3), inputs, out, builders().right)  # a new rank group works
     fn()
     assert distributed._current is not ranks
 
@@ -259,10 +259,10 @@ def test_a_rank_that_cannot_set_up_is_named(allreduce):
 
 
 def test_closing_leaves_no_process_and_no_port():
-    ranks = distributed.session(2, "gloo")
+    ranks = distributed.rank_group(2, "gloo")
     pids, port = [f.pid for f in ranks.followers], ranks.port
     assert all(alive(p) for p in pids)
-    distributed.close_session()
+    distributed.close_rank_group()
     assert not any(alive(p) for p in pids)
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", port), timeout=2).close()
@@ -272,7 +272,7 @@ def test_closing_leaves_no_process_and_no_port():
 RANK0_DIES = """
 import os, signal
 from kbench import busbw, distributed, exact_sums
-ranks = distributed.session(3, "gloo")
+ranks = distributed.rank_group(3, "gloo")
 print(" ".join(str(f.pid) for f in ranks.followers), flush=True)
 os.kill(os.getpid(), signal.SIGKILL)
 """

@@ -2,7 +2,7 @@
 
 The profiled process is kbench's own worker in batch mode (``python -m kbench.worker SPEC``,
 SPEC with ``jobs`` and an ``answers`` file: see :mod:`kbench.worker`), started with an argument
-list (never through a shell) in its own session, so a timeout kills the profiler and the worker
+list (never through a shell) in its own process group, so a timeout kills the profiler and the worker
 together. Output goes to ``results/profiles/NAME-LABEL.*``; NAME is a plain name and LABEL is
 made file-safe, so nothing can be written outside ``results/profiles/``.
 
@@ -196,10 +196,10 @@ def _kill_worker(answers: Path) -> None:
 
 def _kill(process: subprocess.Popen, answers: Path) -> None:
     try:
-        os.killpg(process.pid, signal.SIGKILL)  # the profiler and everything it started in its session
+        os.killpg(process.pid, signal.SIGKILL)  # the profiler and everything it started in its process group
     except (ProcessLookupError, PermissionError):
         process.kill()
-    _kill_worker(answers)  # in case the profiler moved it to a session of its own
+    _kill_worker(answers)  # in case the profiler moved it to a process group of its own
     process.wait()
 
 
