@@ -82,17 +82,16 @@ def run(
     else:
         static_device = request.device
     done = done or {}
-    host_env = None
     baseline_of = baselines(suite, request.cases, request.baseline)
     baseline_timing: dict[str, dict] = {}  # case key -> the baseline's timing (its median and samples)
     for record in done.values():  # a resumed run's speedups are relative to the baseline it recorded
         if (record.get("impl") == baseline_of.get(record.get("case_key")) and record.get("status") == "OK"
                 and record.get("timing")):
             baseline_timing.setdefault(record["case_key"], record["timing"])
+    recorder = _Recorder(suite, request, out, on_record, baseline_timing, baseline_of)
     if request.interleave:
-        return _run_interleaved(suite, request, out, on_start, on_record, done, baseline_of, baseline_timing,
-                                static_device)
-    records = []
+        _run_interleaved(suite, request, recorder, on_start, done, baseline_of, static_device)
+        return recorder.records
     for group in _by_implementation(request.variants, set(baseline_of.values())):
         jobs = _ImplJobs(group[0].impl, request, static_device)
         try:
@@ -101,26 +100,38 @@ def run(
                     if (suite.name, variant.label, case.key) in done:
                         continue
                     on_start(variant, case)
-                    result, env = jobs.measure(variant, case)
-                    if env is None:  # nothing ran: describe the host without starting CUDA
-                        host_env = host_env or envinfo.collect("cpu")
-                        env = host_env
-                    record = _record(suite, variant, case, request, result, env, baseline_timing,
-                                     baseline_of[case.key])
-                    out.append(record)
-                    records.append(record)
-                    on_record(record)
+                    recorder.write(variant, case, *jobs.measure(variant, case))
         finally:
             jobs.close()
-    return records
+    return recorder.records
+
+
+class _Recorder:
+    """Turns each job's result into a record, appends it to the results file at once and keeps it."""
+
+    def __init__(self, suite, request, out, on_record, baseline_timing, baseline_of):
+        self.suite, self.request, self.out, self.on_record = suite, request, out, on_record
+        self.baseline_timing, self.baseline_of = baseline_timing, baseline_of
+        self.records: list[dict] = []
+        self._host_env = None
+
+    def write(self, variant: Variant, case: Case, result: dict, env: dict | None) -> None:
+        if env is None:  # nothing ran: describe the host without starting CUDA
+            self._host_env = self._host_env or envinfo.collect("cpu")
+            env = self._host_env
+        record = _record(self.suite, variant, case, self.request, result, env, self.baseline_timing,
+                         self.baseline_of[case.key])
+        self.out.append(record)
+        self.records.append(record)
+        self.on_record(record)
 
 
 # Seconds of sampling each implementation takes in its turn, in interleaved mode.
 BURST_SECONDS = 0.05
 
 
-def _run_interleaved(suite, request, out, on_start, on_record, done, baseline_of, baseline_timing,
-                     static_device) -> list[dict]:
+def _run_interleaved(suite, request, recorder: _Recorder, on_start, done, baseline_of,
+                     static_device) -> None:
     """Case by case: every implementation is checked and warmed up in its own worker, then they take
     turns of BURST_SECONDS of sampling until each one's stop rule is met, so the rows of one table
     are sampled under the same clock and temperature. Records are written baselines first, as they
@@ -128,31 +139,17 @@ def _run_interleaved(suite, request, out, on_start, on_record, done, baseline_of
     baselines_set = set(baseline_of.values())
     order = sorted(request.variants, key=lambda variant: variant.impl.name not in baselines_set)
     workers = {variant.label: _ImplJobs(variant.impl, request, static_device) for variant in order}
-    records: list[dict] = []
-    host_env = None
-
-    def write(variant, case, result, env) -> None:
-        nonlocal host_env
-        if env is None:
-            host_env = host_env or envinfo.collect("cpu")
-            env = host_env
-        record = _record(suite, variant, case, request, result, env, baseline_timing, baseline_of[case.key])
-        out.append(record)
-        records.append(record)
-        on_record(record)
-
     try:
         for case in request.cases:
             pending = [v for v in order if (suite.name, v.label, case.key) not in done]
-            ready, finished = [], {}
+            sampling, finished = [], {}
             for variant in pending:  # check and warm up each; the ones with nothing to time end here
                 on_start(variant, case)
                 reply, env = workers[variant.label].start(variant, case)
                 if reply is None:
-                    ready.append(variant)
+                    sampling.append(variant)
                 else:
                     finished[variant.label] = (reply, env)
-            sampling = list(ready)
             while sampling:  # turns of sampling, in the same order every round
                 for variant in list(sampling):
                     over, failure = workers[variant.label].burst(BURST_SECONDS)
@@ -163,11 +160,10 @@ def _run_interleaved(suite, request, out, on_start, on_record, done, baseline_of
             for variant in pending:  # baselines first
                 if variant.label not in finished:
                     finished[variant.label] = workers[variant.label].finish()
-                write(variant, case, *finished[variant.label])
+                recorder.write(variant, case, *finished[variant.label])
     finally:
         for jobs in workers.values():
             jobs.close()
-    return records
 
 
 class _ImplJobs:

@@ -121,26 +121,36 @@ class _Unguarded:
         pass
 
 
-def _guarded(guard, result: dict) -> dict:
-    if guard is not None and hasattr(guard, "summary"):
-        result["checked_calls"] = guard.summary()
-    return result
+class _Sampler:
+    """What both samplers share: the guard of the timed calls, the samples, the stop rule's clock
+    (seconds spent sampling, over every burst) and a timed call judged wrong."""
+
+    def __init__(self, settings: Settings, guard):
+        self.settings, self.guard = settings, guard
+        self.checks = guard or _Unguarded()
+        self.samples: list[float] = []
+        self.sampling_s = 0.0
+        self.stop_reason: str | None = None
+        self.wrong = ""
+
+    def _checked(self, result: dict) -> dict:
+        """The result with the timed calls' checks: how many were judged, and the wrong one if any."""
+        if self.wrong:
+            result["wrong_call"] = self.wrong
+        if self.guard is not None and hasattr(self.guard, "summary"):
+            result["checked_calls"] = self.guard.summary()
+        return result
 
 
-class CpuSampler:
+class CpuSampler(_Sampler):
     """Wall-clock samples of a CPU closure, taken in bursts (:meth:`burst`) until the stop rule says
     stop; :func:`measure_cpu` takes them in one go, ``kbench run --interleave`` a burst at a time."""
 
     method = "cpu-wall-clock"
 
     def __init__(self, fn, settings: Settings, guard=None):
-        self.fn, self.settings = fn, settings
-        self.guard = guard
-        self.checks = guard or _Unguarded()
-        self.samples: list[float] = []
-        self.sampling_s = 0.0  # seconds spent sampling, over every burst: the stop rule's clock
-        self.stop_reason: str | None = None
-        self.wrong = ""
+        super().__init__(settings, guard)
+        self.fn = fn
         _warm_up(fn, lambda: None, settings)
         self.ranges = settings.ranges()
 
@@ -173,10 +183,7 @@ class CpuSampler:
         return self.stop_reason
 
     def result(self) -> dict:
-        result = _finish(self.samples, self.stop_reason or "stopped", self.method, self.settings)
-        if self.wrong:
-            result["wrong_call"] = self.wrong
-        return _guarded(self.guard, result)
+        return self._checked(_finish(self.samples, self.stop_reason or "stopped", self.method, self.settings))
 
 
 def measure_cpu(fn, settings: Settings, guard=None) -> dict:
@@ -248,7 +255,7 @@ class TorchCuda:
         return replay
 
 
-class CudaSampler:
+class CudaSampler(_Sampler):
     """CUDA-event samples of a closure, taken in bursts like :class:`CpuSampler`'s.
 
     Per sample, outside the timed region: the guard poisons the output, the L2 flush runs, and,
@@ -258,10 +265,8 @@ class CudaSampler:
     """
 
     def __init__(self, fn, settings: Settings, device_uuid: str | None = None, cuda=None, guard=None):
+        super().__init__(settings, guard)
         self.cuda = cuda or TorchCuda()
-        self.settings = settings
-        self.guard = guard
-        self.checks = guard or _Unguarded()
         self.call = fn
         self.method = "cuda-events"
         if settings.cuda_graph:
@@ -276,11 +281,7 @@ class CudaSampler:
         self.clocks = ClockMonitor(device_uuid)
         stamps = getattr(self.cuda, "sample_clocks", None)
         self.stamps = stamps(MAX_BATCH) if stamps else None
-        self.samples: list[float] = []
         self.sample_mhz: list[float] = []
-        self.sampling_s = 0.0
-        self.stop_reason: str | None = None
-        self.wrong = ""
 
     def burst(self, seconds: float | None = None) -> str | None:
         """Sample in batches until the stop rule says stop (returns why) or, given ``seconds``, until
@@ -324,9 +325,8 @@ class CudaSampler:
         return self.stop_reason
 
     def result(self) -> dict:
-        if self.wrong:
-            result = _finish(self.samples, self.stop_reason, self.method, self.settings)
-            return _guarded(self.guard, {**result, "wrong_call": self.wrong})
+        if self.wrong:  # no clock or side-stream check for a row that fails anyway
+            return self._checked(_finish(self.samples, self.stop_reason, self.method, self.settings))
         warnings = [w for w in (self.clocks.warning(),) if w]
         clock = self.clocks.summary(self.sample_mhz)
         if clock and clock.get("throttled"):
@@ -340,7 +340,7 @@ class CudaSampler:
         uncovered = uncovered_work(result["stats"]["median"], result["synced_wall_ms"])
         if uncovered:
             result["uncovered"] = uncovered
-        return _guarded(self.guard, result)
+        return self._checked(result)
 
 
 def measure_cuda(fn, settings: Settings, device_uuid: str | None = None, cuda=None, guard=None) -> dict:
