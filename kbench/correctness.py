@@ -83,6 +83,7 @@ class Expected:
     bound: Bound | None = None
     dtype: str = ""
     harness: dict = field(default_factory=dict)  # tensors the implementation must never hand back
+    originals: dict = field(default_factory=dict)  # the harness's copies of the inputs, name -> tensor
 
     def judge(self, result) -> tuple[str, float | None, float | None]:
         return compare(result, self.like, self.ref, self.atol, self.rtol, self.harness, self.bound, self.dtype)
@@ -221,7 +222,7 @@ def expect(suite, case, originals: dict, out, stale_ref=None) -> Expected:
         out_dtype = str(out.dtype).removeprefix("torch.")
         bound = Bound(plain_err=plain_err, floor=_ulp_floor(ref, out_dtype), factor=PLAIN_FACTOR.get(out_dtype, 2.0))
     return Expected(ref=ref, like=out, atol=atol, rtol=rtol, bound=bound, dtype=dtype,
-                    harness=_harness(originals, stale_ref))
+                    harness=_harness(originals, stale_ref), originals=originals)
 
 
 def _max_abs_diff(a, b) -> float:
@@ -298,11 +299,16 @@ def _harness(originals: dict, stale_ref) -> dict:
     return named
 
 
-def _with_modified_inputs(inputs: dict, originals: dict, reason: str) -> str:
-    """A closure that changed its inputs is named first (whatever its output), then any wrong output."""
+def _changed(inputs: dict, originals: dict) -> list[str]:
+    """The names of the inputs that differ from the harness's copies of them."""
     import torch
 
-    changed = [name for name, t in inputs.items() if not torch.equal(t, originals[name])]
+    return [name for name, t in inputs.items() if not torch.equal(t, originals[name])]
+
+
+def _with_modified_inputs(inputs: dict, originals: dict, reason: str) -> str:
+    """A closure that changed its inputs is named first (whatever its output), then any wrong output."""
+    changed = _changed(inputs, originals)
     if not changed:
         return reason
     modified = f"modified its input(s) {', '.join(changed)}"
@@ -322,6 +328,9 @@ class TimedCalls:
 
     def __init__(self, verdict: Verdict, device: str, per_batch: int = CHECKED_PER_BATCH):
         _, self.inputs, self.out, self.expected = verdict.last
+        # What a returned tensor must not be poisoned as: the inputs and the harness's own tensors (a
+        # closure handing one back is judged wrong when its call is judged, but must not corrupt them).
+        self._never_spoiled = (*self.inputs.values(), *self.expected.harness.values(), self.expected.ref)
         self.device = device
         self.per_batch = per_batch
         self.checked = 0
@@ -362,17 +371,12 @@ class TimedCalls:
 
     def after(self, returned) -> None:
         self.calls += 1
-        if returned is not None and not any(same_memory(returned, t) for t in (*self.inputs.values(),
-                                                                                   *self.expected.harness.values())):
+        if returned is not None and not any(same_memory(returned, t) for t in self._never_spoiled):
             _spoil(returned, self.out)
 
     def unchanged_inputs(self) -> str:
         """After timing: did the timed calls leave the inputs as they were?"""
-        import torch
-
-        originals = {name.removeprefix("the harness's copy of input "): t
-                     for name, t in self.expected.harness.items() if name.startswith("the harness's copy")}
-        changed = [name for name, t in self.inputs.items() if name in originals and not torch.equal(t, originals[name])]
+        changed = _changed(self.inputs, self.expected.originals)
         return f"the timed calls modified input(s) {', '.join(changed)}" if changed else ""
 
     def summary(self) -> dict:
