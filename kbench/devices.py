@@ -46,7 +46,7 @@ def _units(fp16: float, tf32: float, fp32: float, fp64: float) -> dict:
 
 
 PEAKS = (
-    # L2: the datasheet gives none; CUDA reports 62,914,560 bytes (60 MiB) on the lent H200 (its records'
+    # L2: the datasheet gives none; CUDA reports 62,914,560 bytes (60 MiB) on an H200 (its records'
     # env.gpu.l2_bytes), where an H100 SXM5 reports 50 MiB.
     DevicePeaks("h200", "H200 SXM", _units(989, 495, 67, 34), 4.8, 60, 132, 1980,
                 "NVIDIA H200 datasheet; L2 as CUDA reports it", ("H200",)),

@@ -245,7 +245,7 @@ class _Rank:
     def __init__(self, rank: int, env: dict):
         self.rank = rank
         self.log = tempfile.NamedTemporaryFile(prefix=f"kbench-rank{rank}-", suffix=".log", delete=False)
-        # Same process group as rank 0 (start_new_session off): kbench's kill of a hung worker takes the ranks too.
+        # Same process group as rank 0 (no process group of their own): kbench's kill of a hung worker takes the ranks too.
         self.process = subprocess.Popen([sys.executable, "-m", "kbench.distributed"], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, stderr=self.log, env=env)
         self.log.close()  # the follower writes it; rank 0 reads it back by name

@@ -25,7 +25,7 @@ def package_versions() -> dict:
 
 def git_state() -> dict:
     """The project's commit. $KBENCH_GIT_COMMIT, where set, names it instead: a copy of the
-    working tree on a remote machine may carry no .git, or a stale one (seen on the lent H200)."""
+    working tree on a remote machine may carry no .git, or a stale one."""
     if os.environ.get("KBENCH_GIT_COMMIT"):
         return {"commit": os.environ["KBENCH_GIT_COMMIT"], "dirty": None}
 

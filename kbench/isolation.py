@@ -16,6 +16,10 @@ import sys
 import tempfile
 import time
 
+# Popen arguments that start a child in a process group of its own (Python 3.11's process_group=0;
+# setpgid through preexec_fn before that).
+OWN_PROCESS_GROUP = {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
+
 STARTUP_TIMEOUT = 300.0  # seconds to import torch, create the CUDA context, load kernels
 
 
@@ -79,7 +83,7 @@ class Worker:
             stdout=subprocess.PIPE,
             stderr=self.log,
             env=env if env is not None else os.environ.copy(),
-            start_new_session=True,  # its own process group: a kill takes its children too
+            **OWN_PROCESS_GROUP,  # a kill takes its children too, and a terminal's Ctrl-C reaches kbench alone
         )
         self._buffer = b""
         self.keep_log = False

@@ -3,11 +3,11 @@
     python3 scripts/matmul_smoke.py [IMPL,...]      (default: all; e.g. wmma,wmma-smem)
 
 Checks every implementation, each dtype it supports and each tile configuration
-the device scripts time, against the float64 reference on odd and even shapes
+the benchmarks time, against the float64 reference on odd and even shapes
 (two trials of fresh inputs each, outputs poisoned: kbench.correctness.check),
 then times a handful of large products with CUDA events (a few calls after 3
 warm-ups) beside cuBLAS. Exit status 1 if any check failed. For the
-measurements that count, use scripts/device_matmul.sh (kbench's timing, L2
+measurements that count, use `kbench run matmul` (kbench's timing, L2
 flushed, adaptive stop).
 """
 

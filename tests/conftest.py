@@ -13,6 +13,7 @@ os.environ["TRITON_INTERPRET"] = "1"
 # Tests must not pick up a developer's extra kernel folders.
 os.environ.pop("KBENCH_KERNELS", None)
 
+import functools  # noqa: E402
 import json  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
@@ -39,15 +40,20 @@ def flat(text: str) -> str:
     return " ".join(text.split())
 
 
-@pytest.fixture(scope="session")
-def registry():
-    """The built-in suites and kernels, loaded once per session."""
+@functools.cache
+def _builtin_registry():
     from kbench import loader
 
     return loader.load()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
+def registry():
+    """The built-in suites and kernels, loaded once per test run."""
+    return _builtin_registry()
+
+
+@pytest.fixture
 def attention(registry):
     return registry.suite("attention")
 

@@ -1,7 +1,7 @@
 """The CuPy matmul kernels' host-side logic, on the CPU: configuration checks, launch plans
 (kernel name, grid, block, shared memory, which load path), and the reasons a case is refused.
 
-Nothing here runs a kernel (that needs the GPU: scripts/device_matmul.sh)."""
+Nothing here runs a kernel (that needs a GPU: the `gpu` tests and `kbench run matmul`)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
 """Profiler command lines and output parsers, without running any profiler.
 
 The ncu CSVs under tests/fixtures/profile/synthetic/ are SYNTHETIC (written by make_synthetic.py from
-the documented raw-page format, not recorded from a real run): scripts/device_profile.sh records real
-ones on the H200, to be committed as tests/fixtures/profile/ncu_raw_<date>_<impl>.csv, which the
-`recorded` test below then reads. The nsys CSVs are synthetic too and stay so: the lent H200 has no nsys.
+the documented raw-page format, not recorded from a real run). Real ones, read from H200 reports
+with `ncu --import R.ncu-rep --csv --page raw`, are tests/fixtures/profile/ncu_raw_<date>_<impl>.csv, which the
+`recorded` test below reads. The nsys CSVs are synthetic too: that H200 had no nsys.
 """
 
 from __future__ import annotations
@@ -159,7 +159,7 @@ def test_short_names():
 RECORDED = sorted(FIXTURES.glob("ncu_raw_*_*.csv"))
 
 
-@pytest.mark.skipif(not RECORDED, reason="no ncu CSV recorded on the H200 yet (scripts/device_profile.sh)")
+@pytest.mark.skipif(not RECORDED, reason="no ncu CSV recorded on an H200")
 @pytest.mark.parametrize("path", RECORDED, ids=lambda p: p.name)
 def test_recorded_on_the_device(path):
     """Real `ncu --import --csv --page raw` output: every kernel has a duration, and DRAM bytes when collected."""
@@ -428,7 +428,7 @@ def test_agreement_at_the_runs_sm_clock():
 
 
 def test_recorded_agreement_with_the_tile_shape_pinned():
-    """The H200 check that profile and run agree (scripts/device_profile.sh, STEPS="run ncu agree", 3351a2a):
+    """The H200 check that profile and run agree (at commit 3351a2a):
     triton-fa2 pinned to config=1 in both processes. The profile summary and the `kbench run` records as they
     came back."""
     from kbench import results

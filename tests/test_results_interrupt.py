@@ -219,7 +219,7 @@ def test_sigint_keeps_complete_records_and_exits_130(interrupted_run, tmp_path):
 
 def test_second_sigint_while_ending_workers_leaves_no_orphan(interrupted_run, tmp_path):
     """Ctrl-C twice (the first one seems slow: kbench waits up to 10 s for the hung worker to exit).
-    The second must not skip killing the worker: it runs in its own session, so no terminal signal
+    The second must not skip killing the worker: it runs in its own process group, so no terminal signal
     reaches it, and it would hang (or hold a GPU) forever."""
     proc, out, markers, worker_pids = interrupted_run
     _wait_for(lambda: (markers / "hang.started").exists(), proc, what="the hanging job")
@@ -243,7 +243,7 @@ def test_second_sigint_while_ending_workers_leaves_no_orphan(interrupted_run, tm
 
 def test_sigterm_does_not_leave_the_worker_running(interrupted_run, tmp_path):
     """SIGTERM is how `timeout`, CI cancellation, `docker stop` and systemd end a program. Workers run
-    in their own session (start_new_session), so nothing reaches them unless kbench passes it on:
+    in their own process group, so nothing reaches them unless kbench passes it on:
     a worker stuck in a kernel must not outlive kbench."""
     proc, out, markers, worker_pids = interrupted_run
     _wait_for(lambda: (markers / "hang.started").exists(), proc, what="the hanging job")

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kbench.errors import UserError
+from kbench.isolation import OWN_PROCESS_GROUP
 
 PROFILES_DIR = Path("results") / "profiles"
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")
@@ -216,7 +217,7 @@ def run_child(argv: list[str], log_path: Path, answers: Path, timeout: float, to
         log.flush()
         try:
             process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                       env=env if env is not None else os.environ.copy(), start_new_session=True)
+                                       env=env if env is not None else os.environ.copy(), **OWN_PROCESS_GROUP)
         except OSError as exc:
             raise ProfileError(f"cannot start {argv[0]}: {exc.strerror or exc}") from None
         try:
