@@ -48,9 +48,26 @@ def python_files(folder: Path) -> list[Path]:
     return files
 
 
+def suite_files(folder: Path) -> list[Path]:
+    """The suite definitions in ``folder``: each subfolder's ``suite.py`` (a suite folder holds its
+    definition and everything that is the suite's own beside it: helpers, plots, explain commands,
+    loaded by the definition with :func:`load_helper`), and any top-level .py file (a suite in one
+    file). Private (_name) and hidden entries are skipped: ``_common/`` holds helpers suites share."""
+    files = []
+    for path in sorted(folder.iterdir()):
+        if path.name.startswith((".", "_")):
+            continue
+        if path.is_dir() and (path / "suite.py").is_file():
+            files.append(path / "suite.py")
+        elif path.is_file() and path.suffix == ".py":
+            files.append(path)
+    return files
+
+
 def _module_name(path: Path) -> str:
     digest = hashlib.sha1(str(path).encode()).hexdigest()[:10]
-    return f"kbench_loaded.{path.stem}_{digest}"
+    stem = path.parent.name if path.name == "suite.py" else path.stem  # a suite folder's definition: its name
+    return f"kbench_loaded.{stem}_{digest}"
 
 
 def load_file(path: Path, registry: Registry) -> None:
@@ -101,7 +118,7 @@ def kernel_dirs_from_env() -> list[Path]:
 def load(kernel_dirs: list[Path] | tuple = (), with_kernels: bool = True) -> Registry:
     """Build a registry from the built-in suites and kernels plus user kernel folders (or single files)."""
     registry = Registry()
-    for path in python_files(BUILTIN_SUITES):
+    for path in suite_files(BUILTIN_SUITES):
         load_file(path, registry)
     if not with_kernels:
         return registry

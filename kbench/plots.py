@@ -11,7 +11,8 @@ from pathlib import Path
 from kbench.errors import UserError
 
 
-def _pyplot():
+def pyplot():
+    """matplotlib's pyplot, drawing to files only; UserError when matplotlib is missing (suites' plots use it too)."""
     try:
         import matplotlib
     except ImportError:
@@ -22,7 +23,8 @@ def _pyplot():
     return plt
 
 
-def _save(fig, path: Path) -> list[Path]:
+def save(fig, path: Path) -> list[Path]:
+    """Write ``fig`` as PATH.png and PATH.svg; UserError when a file cannot be written."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     written = []
@@ -44,7 +46,7 @@ def roofline_plot(points, peaks, path: Path, title: str = "", calibration: dict 
     coloured by implementation. Points above their roof are red crosses marked invalid."""
     import numpy as np
 
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(10, 6.5))
     intensities = [p.intensity for p in points] or [1.0]
     ceilings = sorted({(p.roof_label, p.compute_tflops) for p in points if p.compute_tflops},
@@ -89,7 +91,7 @@ def roofline_plot(points, peaks, path: Path, title: str = "", calibration: dict 
     ax.set_title(title or f"roofline: {peaks.name} ({peaks.source})")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(loc="upper left", fontsize=7, ncol=2 if len(labels) > 8 else 1)
-    written = _save(fig, path)
+    written = save(fig, path)
     plt.close(fig)
     return written
 
@@ -109,7 +111,7 @@ def sweep_axis(records: list[dict]) -> str:
 def throughput_plot(records: list[dict], path: Path, metric: str = "tflops") -> list[Path]:
     """One line per implementation (and per value of any other varying axis): `metric` against the
     swept axis. The suite's baseline (the peer) is dashed."""
-    plt = _pyplot()
+    plt = pyplot()
     ok = [r for r in records if r.get("status") == "OK" and (r.get("metrics") or {}).get(metric) is not None]
     if not ok:
         raise UserError("no OK records with a measured throughput to plot")
@@ -139,105 +141,6 @@ def throughput_plot(records: list[dict], path: Path, metric: str = "tflops") -> 
     ax.set_title(f"{suite}: {metric} against {axis}")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
-    written = _save(fig, path)
-    plt.close(fig)
-    return written
-
-
-TIMELINES_DIR = Path("results") / "timelines"
-
-
-def timeline_path(name: str, folder: Path = TIMELINES_DIR) -> Path:
-    """results/timelines/NAME.png, NAME reduced to letters, digits, '.', '_' and '-'; a path that
-    would land outside the folder is refused (UserError)."""
-    from kbench.profilers.common import inside, safe_label
-
-    path = Path(folder) / f"{safe_label(name)}.png"
-    if not inside(path, folder):
-        raise UserError(f"{str(path)!r} would be written outside {folder}/")
-    return path
-
-
-def timeline_plot(lanes: list[str], bars: list[tuple], path: Path, title: str = "",
-                  lines: dict[str, float] | None = None, unit: str = "ms") -> list[Path]:
-    """A timeline: one row per lane (a stream), one bar per (lane, kind, start, end, label),
-    coloured by kind, the label written inside bars wide enough to hold it; ``lines`` adds labelled
-    vertical lines (e.g. the ideal end). Written as PNG and SVG."""
-    plt = _pyplot()
-    if not bars:
-        raise UserError("a timeline needs at least one bar")
-    kinds = list(dict.fromkeys(bar[1] for bar in bars))
-    colours = plt.get_cmap("tab10")
-    colour = {kind: colours(i % 10) for i, kind in enumerate(kinds)}
-    end = max(bar[3] for bar in bars)
-    start = min(bar[2] for bar in bars)
-    span = max(end - start, 1e-12)
-    fig, ax = plt.subplots(figsize=(12, 1.2 + 0.55 * len(lanes)))
-    seen = set()
-    for lane, kind, begin, finish, *label in bars:
-        ax.barh(lane, finish - begin, left=begin, height=0.6, color=colour[kind], edgecolor="black", linewidth=0.3,
-                label=None if kind in seen else kind)
-        seen.add(kind)
-        if label and label[0] and (finish - begin) > 0.025 * span:
-            ax.text((begin + finish) / 2, lane, label[0], ha="center", va="center", fontsize=6)
-    for i, (name, at) in enumerate((lines or {}).items()):
-        ax.axvline(at, color="black", ls="--" if i == 0 else ":", lw=1)
-        # The first label left of its line, the others right of theirs: close lines stay readable.
-        ax.text(at, len(lanes) - 0.45, f" {name} ", fontsize=7, va="bottom", ha="right" if i == 0 else "left")
-    ax.set_yticks(range(len(lanes)))
-    ax.set_yticklabels(lanes)
-    ax.set_ylim(len(lanes) - 0.4, -0.6)  # the first lane on top
-    ax.set_xlim(min(start, 0.0), max([end] + list((lines or {}).values())) + 0.02 * span)
-    ax.set_xlabel(unit)
-    ax.set_title(title)
-    ax.grid(True, axis="x", alpha=0.3)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=8, frameon=False)
-    written = _save(fig, path)
-    plt.close(fig)
-    return written
-
-
-def bandwidth_plot(records: list[dict], path: Path, metric: str = "busbw") -> list[Path]:
-    """busbw (or algbw) against the message size, one colour per implementation (and per number of ranks
-    when that varies): solid the op alone (nccl-tests' method), dotted kbench's median of the closure."""
-    from kbench.suite import format_size
-
-    key = f"{metric}_gbps"
-    ok = [r for r in records if r.get("status") == "OK" and (r.get("figures") or {}).get(key) is not None]
-    if not ok:
-        raise UserError(f"no OK records with a measured {metric} to plot (an allreduce run's results file)")
-    plt = _pyplot()
-    from matplotlib.ticker import FuncFormatter
-
-    ranks_vary = len({r["figures"].get("world_size") for r in ok}) > 1
-    lines: dict[str, dict[str, list]] = {}
-    for r in ok:
-        name = r.get("label", r["impl"])
-        if ranks_vary:
-            name += f" ({r['figures'].get('world_size')} ranks)"
-        line = lines.setdefault(name, {"alone": [], "closure": []})
-        size = r["figures"].get("bytes") or (r.get("case") or {}).get("bytes")
-        line["closure"].append((size, r["figures"][key]))
-        if r["figures"].get(f"alone_{key}") is not None:
-            line["alone"].append((size, r["figures"][f"alone_{key}"]))
-    fig, ax = plt.subplots(figsize=(9, 6))
-    colours = plt.get_cmap("tab10")
-    for i, (name, line) in enumerate(sorted(lines.items())):
-        colour = colours(i % 10)
-        for kind, style, label in (("alone", "-", f"{name}: op alone"), ("closure", ":", f"{name}: kbench closure")):
-            xy = sorted(line[kind])
-            if xy:
-                ax.plot([a for a, _ in xy], [b for _, b in xy], marker="o", ls=style, color=colour, label=label)
-    ax.set_xscale("log", base=2)
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: format_size(int(v)) if v >= 1 and float(v).is_integer()
-                                               else f"{v:g}"))
-    ax.set_xlabel("message size")
-    ax.set_ylabel(f"{metric} (GB/s)")
-    suite = ok[0]["suite"]
-    ax.set_title(f"{suite}: {metric} against message size ({metric} = "
-                 + ("bytes / time x 2(N-1)/N" if metric == "busbw" else "bytes / time") + ")")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    written = _save(fig, path)
+    written = save(fig, path)
     plt.close(fig)
     return written

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, Callable
 
 from kbench.errors import UserError
 
@@ -138,9 +139,22 @@ class Case:
         return hash(self.key)
 
 
+@dataclass(frozen=True)
+class Column:
+    """A column a suite adds to a case's results table: its header and one cell per record, in the
+    records' order (rich markup; an empty cell shows as '-')."""
+
+    header: str
+    cells: tuple[str, ...]
+
+
 class Suite:
     """Base class of a problem definition. Subclasses fill in the attributes and
-    implement the methods that raise NotImplementedError."""
+    implement the methods that raise NotImplementedError.
+
+    Besides the problem, a suite may add to kbench's output what is its own (the methods under
+    "output" below): table columns, lines under a case's table, plots of its own metrics and
+    `kbench explain` commands. The engine calls them; it knows no suite by name."""
 
     name: str = ""
     description: str = ""
@@ -222,3 +236,23 @@ class Suite:
             "fewest bytes (inputs read once, outputs written once)": f"{nbytes:,.0f}",
             "arithmetic intensity at the fewest bytes": f"{flops / nbytes:,.1f} FLOP/byte",
         }
+
+    # --- output: what the suite adds to kbench's tables, plots and explain -------------------
+    # Metrics `kbench plot --metric` accepts for this suite besides tflops and gbps (drawn by plot()).
+    plot_metrics: tuple[str, ...] = ()
+
+    def columns(self, records: list) -> list[Column]:
+        """Extra columns of one case's table (records: that case's rows, in table order)."""
+        return []
+
+    def summary_lines(self, records: list) -> list[str]:
+        """Lines printed under one case's table (after the footnotes)."""
+        return []
+
+    def plot(self, records: list, path: Path, metric: str) -> list[Path]:
+        """Draw ``metric`` (one of plot_metrics) for this suite's records; the files written."""
+        raise NotImplementedError(f"suite {self.name!r} draws no {metric!r} plot")
+
+    def explain_commands(self) -> dict[str, Callable]:
+        """Extra `kbench explain NAME` commands (typer command functions) this suite provides."""
+        return {}

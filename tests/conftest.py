@@ -47,13 +47,13 @@ def _builtin_registry():
     return loader.load()
 
 
-@pytest.fixture
+@pytest.fixture(scope="package")
 def registry():
     """The built-in suites and kernels, loaded once per test run."""
     return _builtin_registry()
 
 
-@pytest.fixture
+@pytest.fixture(scope="package")
 def attention(registry):
     return registry.suite("attention")
 

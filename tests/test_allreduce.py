@@ -18,14 +18,16 @@ from types import SimpleNamespace
 
 import pytest
 
-from kbench import busbw, distributed, exact_sums
 from kbench.correctness import check, recheck
-from kbench.loader import load_helper
+from kbench.loader import BUILTIN_SUITES, load_helper
 from kbench.registry import Implementation, Needs, Unsupported
 from kbench.suite import Case
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BUILDERS = Path(__file__).resolve().parent / "fixtures" / "allreduce" / "builders.py"
+busbw = load_helper(BUILTIN_SUITES / "_common" / "bandwidth.py")
+distributed = load_helper(BUILTIN_SUITES / "allreduce" / "rank_group.py")
+exact_sums = load_helper(BUILTIN_SUITES / "_common" / "exact_sums.py")
 
 
 @pytest.fixture(autouse=True)
@@ -271,7 +273,8 @@ def test_closing_leaves_no_process_and_no_port():
 
 RANK0_DIES = """
 import os, signal
-from kbench import busbw, distributed, exact_sums
+from kbench.loader import BUILTIN_SUITES, load_helper
+distributed = load_helper(BUILTIN_SUITES / "allreduce" / "rank_group.py")
 ranks = distributed.rank_group(3, "gloo")
 print(" ".join(str(f.pid) for f in ranks.followers), flush=True)
 os.kill(os.getpid(), signal.SIGKILL)

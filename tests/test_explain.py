@@ -9,10 +9,14 @@ import pytest
 from typer.testing import CliRunner
 
 from kbench.cli.explain_cmd import build
-from kbench.mma_layout import a_elements, b_elements, d_elements
+from kbench.loader import BUILTIN_SUITES, load_helper
 from kbench.occupancy import blocks_per_sm
-from kbench.online_softmax import softmax_weighted_sum, steps
 from kbench.suite import Case
+
+_layout = load_helper(BUILTIN_SUITES / "attention" / "mma_layout.py")
+a_elements, b_elements, d_elements = _layout.a_elements, _layout.b_elements, _layout.d_elements
+_softmax = load_helper(BUILTIN_SUITES / "attention" / "online_softmax.py")
+softmax_weighted_sum, steps = _softmax.softmax_weighted_sum, _softmax.steps
 
 
 def attention_case(n=256, d=128, causal=False):

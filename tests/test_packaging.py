@@ -23,7 +23,8 @@ def wheel(tmp_path_factory):
 
 
 def test_wheel_carries_the_builtins_inside_kbench(wheel):
-    for name in ("kbench/builtin_suites/attention.py", "kbench/builtin_suites/matmul.py",
+    for name in ("kbench/builtin_suites/attention/suite.py", "kbench/builtin_suites/matmul/suite.py",
+                 "kbench/builtin_suites/streams/pipeline.py", "kbench/builtin_suites/_common/exact_sums.py",
                  "kbench/builtin_kernels/attention/cupy_fa2.py", "kbench/builtin_kernels/attention/cupy_fa2.cu",
                  "kbench/builtin_kernels/_cuda/kbench_ptx.cuh", "kbench/builtin_kernels/_triton_utils.py",
                  "kbench/builtin_kernels/matmul/wmma_smem.cu"):

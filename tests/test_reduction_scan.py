@@ -63,7 +63,10 @@ def test_distributions_have_their_shapes(reduction, scan):
     """runs: long stretches of one sign; cancellation: pairs of large values that nearly cancel."""
     import torch
 
-    from kbench.exact_sums import INT_RANGE, RUN_MIN
+    from kbench.loader import BUILTIN_SUITES, load_helper
+
+    exact_sums = load_helper(BUILTIN_SUITES / "_common" / "exact_sums.py")
+    INT_RANGE, RUN_MIN = exact_sums.INT_RANGE, exact_sums.RUN_MIN
 
     assert reduction.distributions == scan.distributions == ("uniform", "runs", "cancellation")
     runs = reduction.make_inputs(red(200_000, "fp32"), seed=1, device="cpu", distribution="runs")["x"]

@@ -8,8 +8,8 @@ import typer
 from typer.core import TyperGroup
 
 from kbench import __version__
-from kbench.cli import (calibrate_cmd, compare_cmd, env_cmd, explain_cmd, list_cmd, profile_cmd, roofline_cmd,
-                        run_cmd, show_cmd)
+from kbench.cli import (calibrate_cmd, compare_cmd, env_cmd, explain_cmd, list_cmd, plot_cmd, profile_cmd,
+                        roofline_cmd, run_cmd, show_cmd)
 from kbench.cli.common import print_error, stderr
 
 try:  # Typer 0.22 and later carry their own copy of Click
@@ -84,7 +84,7 @@ app.command("compare")(compare_cmd.compare_command)
 app.add_typer(explain_cmd.build(), name="explain")
 app.add_typer(profile_cmd.build(), name="profile")
 app.command("roofline")(roofline_cmd.roofline_command)
-app.command("plot")(roofline_cmd.plot_command)
+app.command("plot")(plot_cmd.plot_command)
 app.command("calibrate")(calibrate_cmd.calibrate_command)
 
 

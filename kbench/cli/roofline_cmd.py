@@ -128,30 +128,3 @@ def roofline_command(
                 written = plots.roofline_plot([p for pk, p in points if pk.key == key], peaks, target,
                                               calibration=calibrations.get(key))
                 stderr.print(f"plot: {', '.join(map(str, written))}")
-
-
-def plot_command(
-    source: Path = typer.Argument(..., help="A results file (or folder) of a sweep, e.g. kbench run ... --n 256,1024,4096."),
-    out: Optional[Path] = typer.Option(None, "--out", help="PNG to write (an SVG is written beside it); "
-                                                           "default: the results file's name with .png."),
-    metric: str = typer.Option("tflops", "--metric", help="tflops or gbps; busbw or algbw for an allreduce "
-                                                          "sweep (nccl-tests' bandwidths, against the message size)."),
-) -> None:
-    """Throughput against size for each implementation of a sweep, with the peer dashed."""
-    from kbench import plots
-
-    with user_errors():
-        if metric not in ("tflops", "gbps", "busbw", "algbw"):
-            raise UserError(f"--metric: {metric!r} is not tflops, gbps, busbw or algbw")
-        records = _records([source], [])
-        by_suite: dict[str, list[dict]] = {}
-        for r in records:
-            by_suite.setdefault(r["suite"], []).append(r)
-        base = out or Path(source).with_suffix(".png")
-        for suite, rows in by_suite.items():
-            target = base if len(by_suite) == 1 else base.with_name(f"{base.stem}-{suite}{base.suffix}")
-            if metric in ("busbw", "algbw"):
-                written = plots.bandwidth_plot(rows, target, metric)
-            else:
-                written = plots.throughput_plot(rows, target, metric)
-            stderr.print(f"plot: {', '.join(map(str, written))}")

@@ -4,7 +4,7 @@
 - ``nccl-ring``: NCCL_ALGO=Ring in every rank's environment, set before the communicator is made
   (each implementation runs in its own kbench worker, so the setting never leaks into ``nccl``).
 
-NVLink multicast (NVLS) is off in both (kbench.distributed sets NCCL_NVLS_ENABLE=0).
+NVLink multicast (NVLS) is off in both (the suite's rank group sets NCCL_NVLS_ENABLE=0).
 
 torch's all_reduce works in place, and the harness hands the closure an input it must not change and
 an output it poisons before each check, so the closure copies the input into the output and then
@@ -13,8 +13,10 @@ in-place all_reduce without the copy, timed back to back after kbench's samples 
 the figures report both.
 """
 
-from kbench import distributed
+from kbench.loader import BUILTIN_SUITES, load_helper
 from kbench.registry import implementation
+
+distributed = load_helper(BUILTIN_SUITES / "allreduce" / "rank_group.py")
 
 
 def build(x, out):

@@ -18,7 +18,7 @@ timed the closure and before it checks the closure again on new inputs):
 - the timeline: one more pipelined run with an event before and after each stage of each chunk,
   recorded on the chunk's stream, read relative to an event recorded before the run.
 
-ideal = the slowest stage's total plus one chunk of each other stage (kbench.pipeline.ideal_ms, with
+ideal = the slowest stage's total plus one chunk of each other stage (the suite's pipeline.ideal_ms, with
 the both-ways copy time as a candidate bottleneck); overlap efficiency = ideal / pipelined; speedup
 = serial / pipelined.
 """
@@ -29,8 +29,7 @@ import datetime as dt
 import statistics
 from pathlib import Path
 
-from kbench import pipeline
-from kbench.loader import load_helper
+from kbench.loader import BUILTIN_SUITES, load_helper
 from kbench.registry import Unsupported
 from kbench.suite import format_size
 
@@ -41,6 +40,7 @@ KERNEL = f"streams_relax<{UNROLL}>"
 MAX_BLOCKS = 2**31 - 1
 REPS = 5  # event-timed runs per figure (the median is kept)
 
+pipeline = load_helper(BUILTIN_SUITES / "streams" / "pipeline.py")
 _cupy = load_helper(Path(__file__).parent.parent / "_cupy_common.py")
 
 
@@ -275,7 +275,7 @@ class Pipeline:
 
     def draw(self, fig: dict) -> dict:
         """The timeline picture under results/timelines/ (its path), or why there is none."""
-        from kbench import plots
+        plots = load_helper(BUILTIN_SUITES / "streams" / "timeline.py")
         from kbench.errors import UserError
 
         case = self.case

@@ -4,7 +4,7 @@ from pinned host memory, through the relax kernel and back with async copies on 
 i+1's copy-in overlaps chunk i's kernel and chunk i-1's copy-out.
 
 Unlike the classic example's loop (``totalSize / chunkSize`` chunks), a size that the chunk count does not divide
-loses nothing: the chunks differ by at most one element (kbench.pipeline.chunk_ranges).
+loses nothing: the chunks differ by at most one element (the streams suite's pipeline.chunk_ranges).
 
 The timed closure makes its streams wait for the current stream and the current stream wait for
 them, so kbench's start and end events cover all of it. After timing, the worker calls
@@ -22,7 +22,7 @@ _streams = load_helper(Path(__file__).parent / "_streams.py")
 
 def explain(case, params) -> dict:
     """`kbench explain streams --impl pipelined`: the chunks, the streams and each chunk's kernel."""
-    from kbench import pipeline
+    pipeline = _streams.pipeline
 
     n = case.bytes // 4
     ranges = pipeline.chunk_ranges(n, case.chunks)

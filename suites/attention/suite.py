@@ -21,8 +21,11 @@ computation is the three-kernel one in the case's type (S = QKᵀ·scale rounded
 in fp32, P rounded to it, fp32 accumulation in both products).
 """
 
+from pathlib import Path
+
 from kbench.dtypes import ELEMENT_BYTES, NAMES, torch_dtype
 from kbench.errors import UserError
+from kbench.loader import load_helper
 from kbench.precision import strict_matmul
 from kbench.registry import suite
 from kbench.suite import Axis, Suite
@@ -113,6 +116,11 @@ class Attention(Suite):
                                                 f"({naive / self.min_bytes(case):,.1f}x fewer)",
         })
         return figures
+
+    def explain_commands(self):
+        """`kbench explain mma` and `kbench explain softmax` (typer is loaded only by the CLI)."""
+        commands = load_helper(Path(__file__).resolve().parent / "explain_commands.py")
+        return {"mma": commands.mma_command, "softmax": commands.softmax_command}
 
 
 def _attention(q, k, v, causal: bool, softmax_dtype):

@@ -1,11 +1,11 @@
-"""Collectives over several processes, one per GPU, started by kbench itself (the allreduce suite).
+"""The ranks of the allreduce suite: collectives over several processes, one per GPU, started by kbench itself.
 
 How the ranks fit kbench's worker model
 ---------------------------------------
 kbench runs each implementation in its own worker process and times a zero-argument closure there
 (:mod:`kbench.worker`). For a collective that worker is **rank 0**. The first time an
 implementation's ``make()`` asks for N ranks, :func:`rank_group` starts ranks 1..N-1 as child processes
-(``python -m kbench.distributed``) with a torchrun-style environment: MASTER_ADDR, MASTER_PORT,
+(this file, run as a script) with a torchrun-style environment: MASTER_ADDR, MASTER_PORT,
 RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE. Rank 0 holds the rendezvous store (a
 ``TCPStore`` listening on a port the OS picks: no race for a "free port"), and every rank joins the
 default process group, NCCL on GPUs and gloo on the CPU, with a timeout. The ranks' environment keeps
@@ -77,8 +77,15 @@ import threading
 import time
 from pathlib import Path
 
-from kbench.busbw import algbw_gbps, bus_factor, busbw_gbps, gbps_text
-from kbench.exact_sums import fill_rank_values, mismatch
+import kbench
+from kbench.loader import load_helper
+
+_COMMON = Path(__file__).resolve().parent.parent / "_common"
+_bandwidth = load_helper(_COMMON / "bandwidth.py")
+algbw_gbps, bus_factor, busbw_gbps, gbps_text = (_bandwidth.algbw_gbps, _bandwidth.bus_factor, _bandwidth.busbw_gbps,
+                                                 _bandwidth.gbps_text)
+_exact_sums = load_helper(_COMMON / "exact_sums.py")
+fill_rank_values, mismatch = _exact_sums.fill_rank_values, _exact_sums.mismatch
 
 # --- the follower (ranks 1..N-1) --------------------------------------------------------------
 
@@ -101,7 +108,6 @@ def timeout_seconds() -> float:
 
 def load_builder(path: str, name: str):
     """The op builder ``name`` of the kernel file ``path`` (its registrations go to a throwaway registry)."""
-    from kbench.loader import load_helper
     from kbench.registry import Registry, collecting
 
     with collecting(Registry(), path):
@@ -246,7 +252,7 @@ class _Rank:
         self.rank = rank
         self.log = tempfile.NamedTemporaryFile(prefix=f"kbench-rank{rank}-", suffix=".log", delete=False)
         # Same process group as rank 0 (no process group of their own): kbench's kill of a hung worker takes the ranks too.
-        self.process = subprocess.Popen([sys.executable, "-m", "kbench.distributed"], stdin=subprocess.PIPE,
+        self.process = subprocess.Popen([sys.executable, str(Path(__file__).resolve())], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, stderr=self.log, env=env)
         self.log.close()  # the follower writes it; rank 0 reads it back by name
         self.pid = self.process.pid
@@ -348,7 +354,7 @@ class RankGroup:
         self.store = dist.TCPStore("127.0.0.1", 0, world_size, True, timeout=td, wait_for_workers=False)
         self.port = self.store.port
         try:
-            package_parent = str(Path(__file__).resolve().parent.parent)
+            package_parent = str(Path(kbench.__file__).resolve().parent.parent)  # kbench importable in the ranks
             base = {name: value for name, value in os.environ.items()}
             base["PYTHONPATH"] = os.pathsep.join(filter(None, [package_parent, base.get("PYTHONPATH")]))
             base.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(self.port), "WORLD_SIZE": str(world_size),
@@ -371,7 +377,7 @@ class RankGroup:
                 raise
             dead = [f.describe() for f in self.followers if not f.alive]
             if dead and not isinstance(exc, KeyboardInterrupt):
-                raise RankFailure(f"kbench.distributed: {'; '.join(dead)} (while joining the process group); "
+                raise RankFailure(f"rank group: {'; '.join(dead)} (while joining the process group); "
                                   f"rank 0: {_first_line(exc)}") from exc
             raise
         self._watcher = None
@@ -475,7 +481,7 @@ class RankGroup:
         if not named and cause is not None:  # rank 0's own error, every follower alive: it is the news
             self.close(kill=True)
             raise cause
-        message = f"kbench.distributed: {'; '.join(f.describe() for f in named)} ({during})"
+        message = f"rank group: {'; '.join(f.describe() for f in named)} ({during})"
         running = [f"rank {f.rank}" for f in self.followers if f.alive and f not in named]
         if running:
             message += f"; still running: {', '.join(running)}"
@@ -501,7 +507,7 @@ class RankGroup:
             while time.monotonic() < deadline and not self.closed:
                 time.sleep(0.2)
             if not self.closed:
-                message = (f"kbench.distributed: {'; '.join(f.describe() for f in dead)} while rank 0 waited on "
+                message = (f"rank group: {'; '.join(f.describe() for f in dead)} while rank 0 waited on "
                            "a collective")
                 for follower in self.followers:
                     follower.kill()
@@ -530,7 +536,7 @@ class RankGroup:
             if dist.is_initialized():
                 dist.destroy_process_group()
         except Exception as exc:  # noqa: BLE001 - ending a broken group must not hide why it broke
-            print(f"kbench.distributed: destroying the process group: {_first_line(exc)}", file=sys.stderr)
+            print(f"rank group: destroying the process group: {_first_line(exc)}", file=sys.stderr)
         self.store = None
         for name, value in self._saved.items():
             if value is None:
@@ -644,7 +650,7 @@ def collective(case, inputs, out, build, *, env: dict | None = None, params: dic
     run.config = {
         "world_size": world,
         "backend": backend,
-        "ranks": "rank 0 in kbench's worker, ranks 1..N-1 started by kbench.distributed",
+        "ranks": "rank 0 in kbench's worker, ranks 1..N-1 started by the allreduce suite's rank group",
         **{name: ("unset" if value is None else value) for name, value in ranks.env.items()},
         **dict(getattr(op, "config", {})),
     }

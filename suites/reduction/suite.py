@@ -12,10 +12,16 @@ equal the float64 reference to within a quarter of the input step. Dropping,
 repeating or half-precision-accumulating elements all fail.
 """
 
+from pathlib import Path
+
 from kbench.dtypes import ELEMENT_BYTES, torch_dtype
-from kbench.exact_sums import DISTRIBUTIONS, INPUT_STEP, check_length, step_multiples
+from kbench.loader import load_helper
 from kbench.registry import suite
 from kbench.suite import Axis, Suite
+
+exact_sums = load_helper(Path(__file__).resolve().parent.parent / "_common" / "exact_sums.py")
+DISTRIBUTIONS, INPUT_STEP = exact_sums.DISTRIBUTIONS, exact_sums.INPUT_STEP
+check_length, step_multiples = exact_sums.check_length, exact_sums.step_multiples
 
 DTYPES = ("fp32", "fp16", "int32")
 
@@ -34,7 +40,7 @@ class Reduction(Suite):
         Axis("dtype", str, ("fp32",), "element type of x", choices=DTYPES),
     )
     baseline = "cupy-sum"
-    distributions = DISTRIBUTIONS  # uniform, long runs of one sign, cancellation (kbench.exact_sums)
+    distributions = DISTRIBUTIONS  # uniform, long runs of one sign, cancellation (../_common/exact_sums.py)
     trials = 3
 
     def validate(self, case):

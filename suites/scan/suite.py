@@ -11,10 +11,16 @@ of the input step for every n kbench runs, so a dropped or repeated element fail
 
 import math
 
+from pathlib import Path
+
 from kbench.dtypes import ELEMENT_BYTES, UNIT_ROUNDOFF
-from kbench.exact_sums import DISTRIBUTIONS, INPUT_STEP, check_length, step_multiples
+from kbench.loader import load_helper
 from kbench.registry import suite
 from kbench.suite import Axis, Suite
+
+exact_sums = load_helper(Path(__file__).resolve().parent.parent / "_common" / "exact_sums.py")
+DISTRIBUTIONS, INPUT_STEP = exact_sums.DISTRIBUTIONS, exact_sums.INPUT_STEP
+check_length, step_multiples = exact_sums.check_length, exact_sums.step_multiples
 
 DTYPES = ("int32", "int64", "fp32")
 
@@ -29,7 +35,7 @@ class Scan(Suite):
         Axis("exclusive", bool, (False,), "y[i] sums x[0..i-1] (y[0] = 0) instead of x[0..i]"),
     )
     baseline = "torch-cumsum"
-    distributions = DISTRIBUTIONS  # uniform, long runs of one sign, cancellation (kbench.exact_sums)
+    distributions = DISTRIBUTIONS  # uniform, long runs of one sign, cancellation (../_common/exact_sums.py)
     trials = 3
 
     def validate(self, case):

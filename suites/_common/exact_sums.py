@@ -4,7 +4,7 @@
   :func:`check_length`).
 - allreduce: rank r's input for a seed is a hash of (seed, r, element index) reduced to small
   integers [-A, A], the same on any device, so the float64 reference (and each rank's own check)
-  can regenerate every rank's input without moving it (kbench.distributed).
+  can regenerate every rank's input without moving it (the allreduce suite's rank group).
 """
 
 from __future__ import annotations

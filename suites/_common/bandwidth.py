@@ -1,7 +1,23 @@
-"""nccl-tests' bandwidth figures of an all-reduce: algorithm bandwidth (bytes / time) and bus
-bandwidth (algbw x 2(N-1)/N, comparable with a link's speed whatever the number of ranks)."""
+"""Message sizes and nccl-tests' bandwidth figures of the multi-GPU suites: algorithm bandwidth
+(bytes / time) and an all-reduce's bus bandwidth (algbw x 2(N-1)/N, comparable with a link's speed
+whatever the number of ranks)."""
 
 from __future__ import annotations
+
+from kbench.errors import UserError
+from kbench.suite import format_size
+
+MAX_BYTES = 1 << 40
+
+
+def check_message_bytes(case, element: int) -> None:
+    if case.bytes <= 0:
+        raise UserError(f"--bytes must be positive (got {case.bytes})")
+    if case.bytes > MAX_BYTES:
+        raise UserError(f"--bytes must be at most 1TiB (got {format_size(case.bytes)})")
+    if case.bytes % element:
+        raise UserError(f"--bytes {format_size(case.bytes)} is not a whole number of {element}-byte elements")
+
 
 def bus_factor(world_size: int) -> float:
     """nccl-tests' all-reduce bus factor 2(N-1)/N: the bytes each rank sends (and receives) in a ring
