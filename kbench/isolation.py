@@ -73,7 +73,11 @@ def describe_death(lines: list[str]) -> str:
     return f"{lines[fatal]} ({frame})" if frame else lines[fatal]
 
 
-class Worker:
+class WorkerProcess:
+    """kbench's side of one worker (kbench.worker runs in it): started with the kernel folders and
+    device, it takes jobs one JSON line at a time and answers with records, and is killed with
+    everything it started when it hangs or dies."""
+
     def __init__(self, kernel_dirs=(), device: str = "auto", env: dict | None = None):
         spec = json.dumps({"kernel_dirs": [str(p) for p in kernel_dirs], "device": device})
         self.log = tempfile.NamedTemporaryFile(prefix="kbench-worker-", suffix=".log", delete=False)

@@ -17,7 +17,7 @@ from typing import Callable
 from kbench import envinfo, metrics, results, roofline
 from kbench.devices import peaks_for
 from kbench.stats import speedup_interval
-from kbench.isolation import Worker, WorkerGone
+from kbench.isolation import WorkerGone, WorkerProcess
 from kbench.registry import Implementation, Registry, Variant, skip_reason
 from kbench.suite import Case
 
@@ -173,7 +173,7 @@ class _ImplJobs:
         self.impl = impl
         self.request = request
         self.static_device = static_device
-        self.worker: Worker | None = None
+        self.worker: WorkerProcess | None = None
         self.env: dict | None = None
 
     def measure(self, variant: Variant, case: Case) -> tuple[dict, dict | None]:
@@ -220,7 +220,7 @@ class _ImplJobs:
         """Send one message to the worker (started if need be) and return its answer and environment."""
         try:
             if self.worker is None:
-                self.worker = Worker(self.request.kernel_dirs, self.request.device)
+                self.worker = WorkerProcess(self.request.kernel_dirs, self.request.device)
                 self.env = self.worker.env
             result = self.worker.run(message, self.request.timeout)
         except WorkerGone as gone:

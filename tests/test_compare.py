@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kbench import compare, config, results
+from kbench import compare, compare_thresholds, results
 from kbench.errors import UserError
 
 ENV = {"kbench": "0.1.0", "device": "cuda",
@@ -365,7 +365,7 @@ def test_json_array_from_format_json_is_read(cli, tmp_path, flat_text, wide_cons
 
 @pytest.mark.parametrize("text,value", [("5%", 0.05), ("0.05", 0.05), ("12.5%", 0.125), (0.03, 0.03)])
 def test_parse_fraction(text, value):
-    assert config.parse_fraction(text, "--threshold") == pytest.approx(value)
+    assert compare_thresholds.parse_fraction(text, "--threshold") == pytest.approx(value)
 
 
 @pytest.mark.parametrize("text,fragment", [("5", "ambiguous"), ("abc", "not a fraction"), ("0", "more than 0"),
@@ -373,7 +373,7 @@ def test_parse_fraction(text, value):
                                            (True, "not a fraction")])
 def test_bad_threshold(text, fragment):
     with pytest.raises(UserError, match=fragment):
-        config.parse_fraction(text, "--threshold")
+        compare_thresholds.parse_fraction(text, "--threshold")
 
 
 def test_bad_threshold_option_is_exit_2(cli, tmp_path, base_file, flat_text):
@@ -408,7 +408,7 @@ def test_pyproject_threshold_and_per_suite_override(cli, tmp_path, monkeypatch, 
     result = run_compare(cli, base, cur, "--threshold", "15%")
     assert result.exit_code == 1, result.output  # the suite's own threshold wins
     assert "thresholds: attention 0.03 ([tool.kbench.thresholds] attention)" in flat_text(result.stdout)
-    assert config.load().thresholds == {"attention": 0.03, "matmul": 0.2}
+    assert compare_thresholds.load().thresholds == {"attention": 0.03, "matmul": 0.2}
 
 
 def test_threshold_option_over_pyproject_default(cli, tmp_path, monkeypatch):
@@ -435,22 +435,22 @@ def test_bad_pyproject_is_exit_2_naming_the_file(cli, tmp_path, monkeypatch, bas
 
 def test_pyproject_without_a_toml_parser_is_a_note(tmp_path, monkeypatch):
     (tmp_path / "pyproject.toml").write_text("[tool.kbench]\nthreshold = 0.10\n")
-    monkeypatch.setattr(config, "_toml_loads", lambda: (None, None))
-    loaded = config.load(tmp_path)
+    monkeypatch.setattr(compare_thresholds, "_toml_loads", lambda: (None, None))
+    loaded = compare_thresholds.load(tmp_path)
     assert loaded.threshold is None and "not read" in loaded.note
 
 
 def test_pyproject_is_looked_for_upward_and_defaults_without_one(tmp_path):
     deep = tmp_path / "proj" / "a" / "b"
     deep.mkdir(parents=True)
-    if config.find_pyproject(tmp_path) is None:  # no pyproject.toml above the temporary folder
-        assert config.load(deep) == config.Config()
+    if compare_thresholds.find_pyproject(tmp_path) is None:  # no pyproject.toml above the temporary folder
+        assert compare_thresholds.load(deep) == compare_thresholds.Config()
     (tmp_path / "proj" / "pyproject.toml").write_text("[project]\nname = 'x'\n")
-    assert config.find_pyproject(deep) == tmp_path / "proj" / "pyproject.toml"
-    loaded = config.load(deep)  # found, but no [tool.kbench]: the defaults
+    assert compare_thresholds.find_pyproject(deep) == tmp_path / "proj" / "pyproject.toml"
+    loaded = compare_thresholds.load(deep)  # found, but no [tool.kbench]: the defaults
     assert loaded.threshold is None and loaded.thresholds == {} and loaded.source == tmp_path / "proj" / "pyproject.toml"
-    assert config.threshold_for("attention", loaded, None) == (0.05, "default")
-    assert config.threshold_for("attention", loaded, 0.1) == (0.1, "--threshold")
+    assert compare_thresholds.threshold_for("attention", loaded, None) == (0.05, "default")
+    assert compare_thresholds.threshold_for("attention", loaded, 0.1) == (0.1, "--threshold")
 
 
 # --- markdown -----------------------------------------------------------------------------------

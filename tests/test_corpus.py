@@ -11,7 +11,7 @@ import pytest
 
 from kbench import metrics, results, runner, timing, worker
 from kbench.devices import peaks_for
-from kbench.isolation import Worker
+from kbench.isolation import WorkerProcess
 from kbench.registry import Variant
 from kbench.suite import Case
 
@@ -51,7 +51,7 @@ MATMUL_FP32 = {"m": 64, "n": 64, "k": 256, "dtype": "fp32", "tf32": False}
 @pytest.fixture(scope="module")
 def corpus_worker():
     """One real worker process (python -m kbench.worker) with the corpus loaded, as --kernels loads it."""
-    w = Worker([CORPUS], device="cpu")
+    w = WorkerProcess([CORPUS], device="cpu")
     yield w
     w.close()
 

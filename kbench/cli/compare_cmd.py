@@ -63,13 +63,13 @@ def _listed(keys: list, describe) -> str:
 
 def run_compare(base: Path, current: Path, threshold: str | None, allow_missing: bool, force: bool,
                 markdown: Path | None) -> int:
-    from kbench import compare, config, report
+    from kbench import compare, compare_thresholds, report
 
-    cli_threshold = config.parse_fraction(threshold, "--threshold") if threshold is not None else None
-    settings = config.load()
+    cli_threshold = compare_thresholds.parse_fraction(threshold, "--threshold") if threshold is not None else None
+    settings = compare_thresholds.load()
     if settings.note:
         stderr.print(f"note: {settings.note}", highlight=False, markup=False)
-    alpha = settings.alpha or config.DEFAULT_ALPHA
+    alpha = settings.alpha or compare_thresholds.DEFAULT_ALPHA
 
     current_records = compare.load(current)
     if allow_missing and not Path(base).exists():  # no baseline yet (a first run): every case is new
@@ -82,7 +82,7 @@ def run_compare(base: Path, current: Path, threshold: str | None, allow_missing:
     sources: dict[str, str] = {}
 
     def threshold_of(suite: str) -> float:
-        value, source = config.threshold_for(suite, settings, cli_threshold)
+        value, source = compare_thresholds.threshold_for(suite, settings, cli_threshold)
         sources[suite] = f"{suite} {value:.3g} ({source})"
         return value
 

@@ -1,4 +1,4 @@
-"""Project settings from ``pyproject.toml`` ``[tool.kbench]``: today, compare's thresholds.
+"""`kbench compare`'s thresholds, from ``pyproject.toml`` ``[tool.kbench]``.
 
     [tool.kbench]
     threshold = 0.05          # or "5%": the smallest change of a median that counts
