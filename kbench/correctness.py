@@ -20,7 +20,7 @@ How far from the reference a result may be:
   sees precision: a kernel that computes an fp16 case in bf16, or an fp32 product on TF32, is
   several times over it.
 - Otherwise ``|out - ref| <= atol + rtol·|ref|`` element by element (:meth:`Suite.tolerance`):
-  the exact suites (reduction, scan, all-reduce) and those whose error is bounded analytically.
+  suites whose answer is exact (integer sums: tolerance 0) and those whose error is bounded analytically.
 
 The timed calls are checked too (:class:`TimedCalls`): the output is poisoned before every timed
 call (outside the timed region, like the L2 flush), and the last call of every batch of samples
@@ -345,7 +345,7 @@ class TimedCalls:
 
     def before(self) -> None:
         if self.device == "cuda" and not self.out.is_cuda:
-            # An output in host memory (the streams suite's pinned buffer) may still be the target of the
+            # An output in host memory (a pinned buffer a copy back writes) may still be the target of the
             # previous call's copy back: let it land first, or it could overwrite the poison.
             import torch
 

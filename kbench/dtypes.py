@@ -6,7 +6,7 @@ from __future__ import annotations
 TORCH_NAMES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
 NAMES = tuple(TORCH_NAMES)
 UNIT_ROUNDOFF = {"fp16": 2.0**-11, "bf16": 2.0**-8, "fp32": 2.0**-24}  # half an ulp at 1.0
-# Integer types (reduction and scan), checked exactly.
+# Integer types, checked exactly.
 INTEGER_TORCH_NAMES = {"int32": "int32", "int64": "int64"}
 ELEMENT_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4, "int32": 4, "int64": 8}
 

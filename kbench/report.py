@@ -49,72 +49,11 @@ def _median(record: dict) -> float | None:
     return ((record.get("timing") or {}).get("stats") or {}).get("median") if record["status"] == "OK" else None
 
 
-def _span(check: dict) -> str:
-    low, high = check.get("low"), check.get("high")
-    if high is None:
-        return f">= {low:g}x"
-    if low is None:
-        return f"<= {high:g}x"
-    return f"{low:g}-{high:g}x"
-
-
-def lesson_verdict(record: dict, records: list[dict]) -> tuple[float, bool] | None:
-    """(measured ratio, whether it is what the lesson predicts) for a row whose run.config carries
-    ``lesson_check`` ({"versus": IMPL, "low": x or None, "high": y or None}): the lesson holds when
-    median(versus) / median(this) lies in [low, high]. None: no prediction, or not both measured."""
-    check = (record.get("config") or {}).get("lesson_check")
-    mine = _median(record)
-    if not check or not mine:
-        return None
-    versus = [r for r in records if r["impl"] == check["versus"] and _median(r)]
-    versus.sort(key=lambda r: r.get("label", r["impl"]) != r["impl"])  # the variant without --param first
-    if not versus:
-        return None
-    ratio = _median(versus[0]) / mine
-    low, high = check.get("low"), check.get("high")
-    return ratio, (low is None or ratio >= low) and (high is None or ratio <= high)
-
-
-def lesson_cell(record: dict, records: list[dict]) -> str:
-    """The table's cell: the predicted ratio and the measured one ("" without a prediction)."""
-    config = record.get("config") or {}
-    if not config.get("lesson_predicts"):
-        return ""
-    check = config.get("lesson_check")
-    if not check:
-        return "baseline"
-    claim = f"{_span(check)} vs {check['versus']}"
-    verdict = lesson_verdict(record, records)
-    if verdict is None:
-        return f"{claim}: not measured"
-    ratio, holds = verdict
-    return f"{claim}: {ratio:.2f}x, {'holds' if holds else 'does not hold'}"
-
-
-def lesson_lines(records: list[dict]) -> list[str]:
-    """Below the table: each prediction in full (``lesson_predicts``) and, when measured, whether it holds
-    on this GPU (some of the classic lessons no longer do on recent ones)."""
-    lines = []
-    for r in records:
-        text = (r.get("config") or {}).get("lesson_predicts")
-        if not text:
-            continue
-        line = f"{r.get('label', r['impl'])}: {text}"
-        verdict = lesson_verdict(r, records)
-        if verdict is not None:
-            gpu = ((r.get("env") or {}).get("gpu") or {}).get("name") or "this device"
-            line += f"; measured {verdict[0]:.2f}x: " + ("holds" if verdict[1] else f"does not hold on {gpu}")
-        lines.append(line)
-    return lines
-
-
-def table_for_case(title: str, records: list[dict]) -> tuple[Table, list[str]]:
-    """The case's table and its footnotes (reasons for non-OK rows, measurement warnings). Rows whose
-    config carries a lesson's prediction (the patterns suite) add a column: the predicted ratio, the
-    measured one and whether it holds (print_tables adds each prediction in full below the table)."""
+def table_for_case(title: str, records: list[dict], suite=None) -> tuple[Table, list[str]]:
+    """The case's table and its footnotes (reasons for non-OK rows, measurement warnings), with the
+    columns the case's suite adds (Suite.columns)."""
     baseline = records[0].get("baseline", "") if records else ""
-    lesson_cells = [lesson_cell(r, records) for r in records]
-    lessons = any(lesson_cells)
+    extra = suite.columns(records) if suite is not None else []
     table = Table(title=title, title_justify="left", header_style="bold", box=box.SIMPLE_HEAD)
     clocks = any(_clock(r) for r in records)
     bounded = any(_share_of_bound(r) is not None for r in records)
@@ -122,10 +61,10 @@ def table_for_case(title: str, records: list[dict]) -> tuple[Table, list[str]]:
                  f"vs {baseline} [95% CI]", "max err", *(["of bound"] if bounded else []),
                  *(["SM MHz"] if clocks else [])):
         table.add_column(name, justify="left" if name in ("implementation", "status") else "right")
-    if lessons:
-        table.add_column("lesson predicts: measured", overflow="fold")
+    for column in extra:
+        table.add_column(escape(column.header), overflow="fold")
     footnotes = []
-    for r, cell in zip(records, lesson_cells):
+    for i, r in enumerate(records):
         stats = (r.get("timing") or {}).get("stats") or {}
         ok = r["status"] == "OK"
         m = r.get("metrics") or {} if ok else {}
@@ -149,9 +88,7 @@ def table_for_case(title: str, records: list[dict]) -> tuple[Table, list[str]]:
             *([_num(_share_of_bound(r), ".2f")] if bounded else []),
             *([_clock(r) or "-"] if clocks else []),
         ]
-        if lessons:
-            style = "yellow" if cell.endswith("does not hold") else "green" if cell.endswith("holds") else ""
-            cells.append(f"[{style}]{escape(cell)}[/]" if style else escape(cell) or "-")
+        cells += [column.cells[i] or "-" for column in extra]
         table.add_row(*cells)
     return table, footnotes
 
@@ -194,19 +131,20 @@ def figure_lines(records: list[dict]) -> list[str]:
 
 
 def print_tables(records: list[dict], console: Console) -> None:
+    from kbench import loader
+
+    suites = loader.load(with_kernels=False).suites  # what each suite adds to its tables
     by_case: dict[str, list[dict]] = {}
     for r in records:
         by_case.setdefault(r["case_key"], []).append(r)
     for case_key, rows in by_case.items():
-        table, footnotes = table_for_case(f"{rows[0]['suite']}: {case_key}", rows)
+        suite = suites.get(rows[0]["suite"])
+        table, footnotes = table_for_case(f"{rows[0]['suite']}: {case_key}", rows, suite)
         console.print(table)
         for line in footnotes:
             console.print(f"  * {escape(line)}", highlight=False)
-        predicted = lesson_lines(rows)
-        if predicted:
-            console.print("  what the lessons predict:", highlight=False)
-        for line in predicted:
-            console.print(f"    {escape(line)}", highlight=False)
+        for line in suite.summary_lines(rows) if suite is not None else ():
+            console.print(f"  {escape(line)}", highlight=False)
         for line in figure_lines(rows):
             console.print(f"  {escape(line)}", highlight=False)
         console.print()

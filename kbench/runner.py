@@ -3,7 +3,7 @@
 The baseline runs first so every later record can carry its speedup the moment
 it is written. Records go to the results file one by one as they are measured.
 The baseline is the request's (`--baseline`) or, where it gives none, the suite's
-for each case (Suite.baseline_for: the patterns suite has one per lesson).
+for each case (Suite.baseline_for: a suite whose cases are different problems names one per case).
 """
 
 from __future__ import annotations

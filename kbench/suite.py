@@ -181,8 +181,8 @@ class Suite:
 
     def baseline_for(self, case: Case) -> str:
         """The implementation this case's speedups are relative to when `--baseline` is not given.
-        One for the whole suite by default; a suite whose cases are different problems (the
-        patterns suite's lessons) names one per case."""
+        One for the whole suite by default; a suite whose cases are different problems (lessons,
+        each against its own plain variant) names one per case."""
         return self.baseline
 
     @property

@@ -22,9 +22,11 @@ from kbench import metrics, report, results, runner
 from kbench.correctness import check
 from kbench.devices import by_key
 from kbench.errors import UserError
-from kbench.loader import BUILTIN_KERNELS
+from kbench.loader import BUILTIN_KERNELS, BUILTIN_SUITES, load_helper
 from kbench.registry import Implementation, Needs, Registry, Unsupported, collecting, skip_reason, variants
 from kbench.suite import Case, Suite
+
+lessons = load_helper(BUILTIN_SUITES / "patterns" / "lessons.py")
 
 LESSONS = ("transpose", "access", "divergence", "constant", "ptx")
 IMPLS = {
@@ -554,14 +556,14 @@ def test_report_shows_the_prediction_and_whether_it_holds():
             _record("transpose-smem", 1.9, transpose.PREDICTS["transpose-smem"]),  # 1.05x: below 1.1x
             _record("transpose-padded", 1.0, transpose.PREDICTS["transpose-padded"]),  # 1.9x vs smem
             _record("access-strided", None, status="SKIP")]
-    assert report.lesson_verdict(rows[2], rows) == (pytest.approx(1.9), True)
-    assert report.lesson_verdict(rows[1], rows) == (pytest.approx(2.0 / 1.9), False)
-    assert report.lesson_verdict(rows[0], rows) is None and report.lesson_verdict(rows[3], rows) is None
-    assert report.lesson_cell(rows[2], rows) == ">= 1.1x vs transpose-smem: 1.90x, holds"
-    assert report.lesson_cell(rows[1], rows) == ">= 1.1x vs transpose-naive: 1.05x, does not hold"
-    assert report.lesson_cell(rows[0], rows) == "baseline" and report.lesson_cell(rows[3], rows) == ""
-    assert report.lesson_cell(rows[2], rows[2:]) == ">= 1.1x vs transpose-smem: not measured"
-    lines = report.lesson_lines(rows)
+    assert lessons.verdict(rows[2], rows) == (pytest.approx(1.9), True)
+    assert lessons.verdict(rows[1], rows) == (pytest.approx(2.0 / 1.9), False)
+    assert lessons.verdict(rows[0], rows) is None and lessons.verdict(rows[3], rows) is None
+    assert lessons.cell(rows[2], rows) == ">= 1.1x vs transpose-smem: 1.90x, holds"
+    assert lessons.cell(rows[1], rows) == ">= 1.1x vs transpose-naive: 1.05x, does not hold"
+    assert lessons.cell(rows[0], rows) == "baseline" and lessons.cell(rows[3], rows) == ""
+    assert lessons.cell(rows[2], rows[2:]) == ">= 1.1x vs transpose-smem: not measured"
+    lines = lessons.lines(rows)
     assert lines[0] == "transpose-naive: " + transpose.PREDICTS["transpose-naive"].text
     assert lines[1].endswith("; measured 1.05x: does not hold on NVIDIA H200")  # say so where it was measured
     assert lines[2].endswith("; measured 1.90x: holds") and len(lines) == 3
@@ -576,14 +578,14 @@ def test_report_shows_the_prediction_and_whether_it_holds():
     divergence = kernel_module("divergence")
     rows = [dict(_record("divergence-lane", 3.0, divergence.PREDICTS["divergence-lane"])),
             dict(_record("divergence-warp", 1.0, divergence.PREDICTS["divergence-warp"]))]
-    assert report.lesson_cell(rows[1], rows) == "1.5-2.5x vs divergence-lane: 3.00x, does not hold"
+    assert lessons.cell(rows[1], rows) == "1.5-2.5x vs divergence-lane: 3.00x, does not hold"
 
 
 def test_report_without_predictions_is_unchanged():
     rows = [dict(_record("naive", 1.0), config={"tile": 16})]
     table, _ = report.table_for_case("x", rows)
     assert [c.header for c in table.columns][-1] == "max err" and len(table.columns) == 9
-    assert report.lesson_lines(rows) == []
+    assert lessons.lines(rows) == []
 
 
 def test_zero_flop_kernels_get_their_share_of_the_bandwidth():

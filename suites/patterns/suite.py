@@ -25,11 +25,15 @@ The fewest bytes are every input read once and the output written once.
 """
 
 import math
+from pathlib import Path
 
 from kbench.dtypes import UNIT_ROUNDOFF
 from kbench.errors import UserError
 from kbench.registry import suite
-from kbench.suite import Axis, Suite
+from kbench.loader import load_helper
+from kbench.suite import Axis, Column, Suite
+
+lessons = load_helper(Path(__file__).resolve().parent / "lessons.py")
 
 LESSONS = ("transpose", "access", "divergence", "constant", "ptx")
 # Each lesson's plain variant: its speedups (and most predictions) are relative to it.
@@ -181,3 +185,16 @@ class Patterns(Suite):
         }
         figures.update(super().explain(case))
         return figures
+
+    def columns(self, records):
+        """The lesson's prediction for each row and whether this GPU bears it out."""
+        cells = [lessons.cell(r, records) for r in records]
+        if not any(cells):
+            return []
+        return [Column("lesson predicts: measured", tuple(lessons.styled(c) for c in cells))]
+
+    def summary_lines(self, records):
+        """Each prediction in full and, when measured, whether it holds on this GPU (some of the
+        classic lessons no longer do on recent ones)."""
+        predicted = lessons.lines(records)
+        return ["what the lessons predict:", *(f"  {line}" for line in predicted)] if predicted else []
