@@ -35,6 +35,8 @@ BUILTIN_KERNELS = _builtin("builtin_kernels", "kernels")
 
 # Extra kernel folders, separated like PATH, added to every run (as --kernels does).
 ENV_KERNELS = "KBENCH_KERNELS"
+# Extra suite folders, separated like PATH: each holds suite folders (NAME/suite.py) or suite files.
+ENV_SUITES = "KBENCH_SUITES"
 
 
 def python_files(folder: Path) -> list[Path]:
@@ -115,11 +117,21 @@ def kernel_dirs_from_env() -> list[Path]:
     return [Path(p) for p in raw.split(os.pathsep) if p]
 
 
+def suite_dirs_from_env() -> list[Path]:
+    """$KBENCH_SUITES's folders; one that does not exist is a UserError (a typo must not hide a suite)."""
+    folders = [Path(p) for p in os.environ.get(ENV_SUITES, "").split(os.pathsep) if p]
+    for folder in folders:
+        if not folder.is_dir():
+            raise UserError(f"{ENV_SUITES}: {str(folder)!r} is not a folder")
+    return folders
+
+
 def load(kernel_dirs: list[Path] | tuple = (), with_kernels: bool = True) -> Registry:
     """Build a registry from the built-in suites and kernels plus user kernel folders (or single files)."""
     registry = Registry()
-    for path in suite_files(BUILTIN_SUITES):
-        load_file(path, registry)
+    for folder in (BUILTIN_SUITES, *suite_dirs_from_env()):
+        for path in suite_files(folder.resolve()):
+            load_file(path, registry)
     if not with_kernels:
         return registry
     folders = [BUILTIN_KERNELS, *kernel_dirs_from_env(), *map(Path, kernel_dirs)]

@@ -111,6 +111,7 @@ def subprocess_env(**extra) -> dict:
     env = os.environ.copy()
     env.pop("COLUMNS", None)
     env.pop("KBENCH_KERNELS", None)
+    env.pop("KBENCH_SUITES", None)
     env.update(extra)
     return env
 

@@ -11,6 +11,7 @@ from kbench import __version__
 from kbench.cli import (calibrate_cmd, compare_cmd, env_cmd, explain_cmd, list_cmd, plot_cmd, profile_cmd,
                         roofline_cmd, run_cmd, show_cmd)
 from kbench.cli.common import print_error, stderr
+from kbench.errors import UserError
 
 try:  # Typer 0.22 and later carry their own copy of Click
     from typer._click.exceptions import ClickException
@@ -76,17 +77,28 @@ def _root(
     """Check, time and profile interchangeable GPU kernel implementations against their peers."""
 
 
-app.add_typer(run_cmd.build(), name="run")
+try:  # the commands with a subcommand per suite: the suites load here
+    _suite_groups = {"run": run_cmd.build(), "explain": explain_cmd.build(), "profile": profile_cmd.build()}
+    _setup_error = ""
+except UserError as exc:  # e.g. $KBENCH_SUITES names no folder: every command would fail the same way
+    _suite_groups, _setup_error = {}, str(exc)
+
+if "run" in _suite_groups:
+    app.add_typer(_suite_groups["run"], name="run")
 app.command("list")(list_cmd.list_command)
 app.command("env")(env_cmd.env_command)
 app.command("show")(show_cmd.show_command)
 app.command("compare")(compare_cmd.compare_command)
-app.add_typer(explain_cmd.build(), name="explain")
-app.add_typer(profile_cmd.build(), name="profile")
+for _name in ("explain", "profile"):
+    if _name in _suite_groups:
+        app.add_typer(_suite_groups[_name], name=_name)
 app.command("roofline")(roofline_cmd.roofline_command)
 app.command("plot")(plot_cmd.plot_command)
 app.command("calibrate")(calibrate_cmd.calibrate_command)
 
 
 def main() -> None:
+    if _setup_error:
+        print_error(_setup_error)
+        raise SystemExit(2)
     app(prog_name="kbench")

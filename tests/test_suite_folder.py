@@ -1,0 +1,51 @@
+"""A suite is a folder: one defined outside kbench (tests/fixtures/suite_folder/scale, found through
+$KBENCH_SUITES, its kernels through $KBENCH_KERNELS) runs, and what it adds to kbench's output through
+the Suite hooks shows up, with no edit to kbench itself."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import FIXTURES, flat, subprocess_env
+
+SUITES = FIXTURES / "suite_folder"
+KERNELS = FIXTURES / "suite_folder_kernels"
+
+
+@pytest.fixture
+def env():
+    return subprocess_env(KBENCH_SUITES=str(SUITES), KBENCH_KERNELS=str(KERNELS), COLUMNS="200")
+
+
+def test_a_suite_folder_adds_its_column_and_lines_to_the_table(kbench_proc, env, tmp_path):
+    out = tmp_path / "scale.jsonl"
+    done = kbench_proc("run", "scale", "--n", "1000", "--max-time", "0.05", "--out", out, env=env)
+    assert done.returncode == 0, done.stderr
+    text = flat(done.stdout)
+    assert "parity" in text  # the column's header
+    assert "loop OK" in text and "twice OK" in text
+    assert "scale: 2 rows, 2 OK" in text  # the summary line under the table
+    shown = kbench_proc("show", out, env=env)  # a stored file gets the same additions
+    assert shown.returncode == 0, shown.stderr
+    assert "parity" in flat(shown.stdout) and "scale: 2 rows, 2 OK" in flat(shown.stdout)
+
+
+def test_a_suite_folder_adds_its_plot_metric_and_explain_command(kbench_proc, env, tmp_path):
+    out = tmp_path / "scale.jsonl"
+    assert kbench_proc("run", "scale", "--n", "1000", "--max-time", "0.05", "--out", out, env=env).returncode == 0
+    plot = kbench_proc("plot", out, "--metric", "elements-per-ns", "--out", tmp_path / "p.png", env=env)
+    assert plot.returncode == 0, plot.stderr
+    assert (tmp_path / "p.txt").read_text() == "elements-per-ns: 2 records\n"
+    wrong = kbench_proc("plot", out, "--metric", "busbw", env=env)
+    assert wrong.returncode != 0 and "Traceback" not in wrong.stderr
+    assert "one of scale's: elements-per-ns" in flat(wrong.stderr)
+    walk = kbench_proc("explain", "scale-walk", env=env)
+    assert walk.returncode == 0, walk.stderr
+    assert "one element a thread" in walk.stdout
+
+
+def test_a_missing_suite_folder_is_one_line(kbench_proc, tmp_path):
+    done = kbench_proc("list", env=subprocess_env(KBENCH_SUITES=str(tmp_path / "nowhere")))
+    assert done.returncode != 0
+    assert "KBENCH_SUITES" in done.stderr and "is not a folder" in done.stderr
+    assert "Traceback" not in done.stderr
