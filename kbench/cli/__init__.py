@@ -8,15 +8,9 @@ import typer
 from typer.core import TyperGroup
 
 from kbench import __version__
-from kbench.cli import (calibrate_cmd, compare_cmd, env_cmd, explain_cmd, list_cmd, profile_cmd, roofline_cmd,
-                        run_cmd, show_cmd)
-from kbench.cli.common import print_error, stderr
-
-try:  # Typer 0.22 and later carry their own copy of Click
-    from typer._click.exceptions import ClickException
-except ImportError:  # pragma: no cover - older Typer on Click
-    from click.exceptions import ClickException
-
+from kbench.cli import (bench_cmd, calibrate_cmd, compare_cmd, env_cmd, explain_cmd, list_cmd, profile_cmd,
+                        roofline_cmd, run_cmd, show_cmd)
+from kbench.cli.common import ClickException, click_error_line, print_error, stderr
 
 class KbenchGroup(TyperGroup):
     """The root command. Click's own usage errors (an unknown option, a missing argument, a bad value)
@@ -34,21 +28,13 @@ class KbenchGroup(TyperGroup):
         except ClickException as exc:
             # no_args_is_help: the help is already printed; the exit code stays the usage error's.
             if type(exc).__name__ != "NoArgsIsHelpError":
-                print_error(_one_line(exc))
+                print_error(click_error_line(exc))
             sys.exit(exc.exit_code)
         except (typer.Abort, EOFError):  # Ctrl-D at a prompt, or an explicit abort
             stderr.print("Aborted!", highlight=False)
             sys.exit(1)
         # Non-standalone Click returns an Exit's code (typer.Exit(1), --help's 0), else the command's value.
         sys.exit(code if isinstance(code, int) else 0)
-
-
-def _one_line(exc: ClickException) -> str:
-    message = " ".join(exc.format_message().split()).rstrip(".")  # Click's messages may span lines
-    ctx = getattr(exc, "ctx", None)
-    if ctx is not None and ctx.command.get_help_option(ctx) is not None:
-        message += f" (see '{ctx.command_path} --help')"
-    return message
 
 
 app = typer.Typer(
@@ -81,6 +67,7 @@ app.command("list")(list_cmd.list_command)
 app.command("env")(env_cmd.env_command)
 app.command("show")(show_cmd.show_command)
 app.command("compare")(compare_cmd.compare_command)
+app.command("bench")(bench_cmd.bench_command)
 app.add_typer(explain_cmd.build(), name="explain")
 app.add_typer(profile_cmd.build(), name="profile")
 app.command("roofline")(roofline_cmd.roofline_command)
