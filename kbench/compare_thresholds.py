@@ -18,6 +18,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kbench import toml_parser
 from kbench.errors import UserError
 
 DEFAULT_THRESHOLD = 0.05
@@ -42,25 +43,11 @@ def find_pyproject(start: Path | None = None) -> Path | None:
     return None
 
 
-def _toml_loads():
-    try:
-        import tomllib  # Python 3.11+
-
-        return tomllib.loads, tomllib.TOMLDecodeError
-    except ModuleNotFoundError:
-        try:
-            import tomli
-
-            return tomli.loads, tomli.TOMLDecodeError
-        except ModuleNotFoundError:
-            return None, None
-
-
 def load(start: Path | None = None) -> Config:
     path = find_pyproject(start)
     if path is None:
         return Config()
-    loads, decode_error = _toml_loads()
+    loads, decode_error = toml_parser.toml_loads()
     if loads is None:
         return Config(source=None, note=f"{path}: [tool.kbench] not read (Python < 3.11 without tomli: "
                                         "pip install tomli); using the defaults")

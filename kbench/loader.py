@@ -8,6 +8,7 @@ kbench never shadows an unrelated ``kernels`` or ``suites`` package.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import os
@@ -17,6 +18,7 @@ from pathlib import Path
 
 from kbench.errors import UserError
 from kbench.registry import Registry, collecting
+from kbench.suite import Suite
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 PROJECT_ROOT = PACKAGE_DIR.parent
@@ -126,12 +128,30 @@ def suite_dirs_from_env() -> list[Path]:
     return folders
 
 
-def load(kernel_dirs: list[Path] | tuple = (), with_kernels: bool = True) -> Registry:
-    """Build a registry from the built-in suites and kernels plus user kernel folders (or single files)."""
+@functools.cache
+def _builtin_suites() -> tuple[dict[str, Suite], dict[str, str]]:
+    """The suites (built-in, then $KBENCH_SUITES's) and the errors of suite files that failed, each file
+    executed once per process: the command line builds every command's options from them and then
+    runs with them."""
     registry = Registry()
     for folder in (BUILTIN_SUITES, *suite_dirs_from_env()):
         for path in suite_files(folder.resolve()):
             load_file(path, registry)
+    return registry.suites, registry.load_errors
+
+
+def builtin_suites() -> dict[str, Suite]:
+    """The suites by name (no kernels: cheap, no torch). A copy: the loaded ones stay as they are."""
+    return dict(_builtin_suites()[0])
+
+
+def load(kernel_dirs: list[Path] | tuple = (), with_kernels: bool = True) -> Registry:
+    """A fresh registry of the suites and the built-in kernels plus user kernel folders (or single files).
+
+    The suites are the ones loaded once per process (:func:`builtin_suites`); the kernel files are
+    executed again for each registry, so every call sees the folders as they are now."""
+    suites, suite_errors = _builtin_suites()
+    registry = Registry.with_suites(suites, suite_errors)
     if not with_kernels:
         return registry
     folders = [BUILTIN_KERNELS, *kernel_dirs_from_env(), *map(Path, kernel_dirs)]

@@ -161,6 +161,15 @@ class Registry:
     impls: dict[str, dict[str, Implementation]] = field(default_factory=dict)
     load_errors: dict[str, str] = field(default_factory=dict)  # file -> error
 
+    @classmethod
+    def with_suites(cls, suites: dict[str, Suite], load_errors: dict[str, str] | None = None) -> Registry:
+        """A registry of suites loaded before (kbench.loader's, loaded once per process), to which
+        kernel files then add their implementations; ``load_errors``: the suite files' failures."""
+        registry = cls(load_errors=dict(load_errors or {}))
+        for suite in suites.values():
+            registry.add_suite(suite)
+        return registry
+
     def add_suite(self, suite: Suite) -> None:
         if suite.name in self.suites:
             raise ValueError(f"suite {suite.name!r} is defined twice")

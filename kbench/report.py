@@ -133,7 +133,7 @@ def figure_lines(records: list[dict]) -> list[str]:
 def print_tables(records: list[dict], console: Console) -> None:
     from kbench import loader
 
-    suites = loader.load(with_kernels=False).suites  # what each suite adds to its tables
+    suites = loader.builtin_suites()  # what each suite adds to its tables
     by_case: dict[str, list[dict]] = {}
     for r in records:
         by_case.setdefault(r["case_key"], []).append(r)
@@ -303,3 +303,21 @@ def emit(records: list[dict], fmt: str, console: Console) -> None:
         print(to_csv(records), end="")
     else:
         print_tables(records, console)
+
+
+# --- kbench bench ------------------------------------------------------------------------
+
+def peer_table(title: str, rows) -> Table:
+    """The summary of a plan: each kernel (kbench.peers.PeerRatio), its peer and the ratio [95 % CI]."""
+    table = Table(title=title, title_justify="left", header_style="bold", box=box.SIMPLE_HEAD)
+    for name in ("suite", "case", "kernel", "status", "median", "peer", "peer median", "peer / kernel [95% CI]"):
+        table.add_column(name, justify="right" if name in ("median", "peer median", "peer / kernel [95% CI]")
+                         else "left", overflow="fold")
+    for row in rows:
+        style = STATUS_STYLE.get(row.status)
+        status = f"[{style}]{escape(row.status)}[/]" if style else escape(str(row.status))
+        table.add_row(escape(row.suite or ""), escape(row.case_key or ""), escape(row.label or ""), status,
+                      format_time(row.median),
+                      escape(row.peer), format_time(row.peer_median),
+                      _speedup_cell(row.ratio, row.interval) if row.ratio else "-")
+    return table

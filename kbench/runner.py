@@ -19,6 +19,7 @@ from kbench.devices import peaks_for
 from kbench.stats import speedup_interval
 from kbench.isolation import WorkerGone, WorkerProcess
 from kbench.registry import Implementation, Registry, Variant, skip_reason
+from kbench.selection import baselines
 from kbench.suite import Case
 
 
@@ -51,11 +52,6 @@ def host_has_gpu() -> bool:
         return pynvml.nvmlDeviceGetCount() > 0
     except Exception:  # noqa: BLE001 - no driver, no GPU
         return False
-
-
-def baselines(suite, cases, baseline: str | None = None) -> dict[str, str]:
-    """Case key -> the implementation its speedups are relative to (``baseline``, else the suite's choice)."""
-    return {case.key: baseline or suite.baseline_for(case) for case in cases}
 
 
 def _by_implementation(variants: list[Variant], baselines: set[str]) -> list[list[Variant]]:

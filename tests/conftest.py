@@ -47,7 +47,7 @@ def _builtin_registry():
     return loader.load()
 
 
-@pytest.fixture(scope="package")
+@pytest.fixture(scope="package")  # module-scoped fixtures (test_patterns_suite's) build on it
 def registry():
     """The built-in suites and kernels, loaded once per test run."""
     return _builtin_registry()

@@ -310,3 +310,33 @@ def test_resume_after_a_killed_run(cli, tmp_path, proc_env, jsonl):
     finally:
         if worker is not None and _alive(worker):  # the killed run's worker ends itself; make sure
             os.kill(worker, signal.SIGKILL)
+
+
+# --- the engine's parts: the baselines added to a selection, the records a resumed run keeps ---------
+
+def test_selection_adds_the_missing_baselines_in_front(registry):
+    from kbench import selection
+
+    suite = registry.suite("attention")
+    cases = [Case({"n": 16, "d": 16, "batch": 1, "heads": 1, "dtype": "fp32", "causal": False})]
+    chosen = selection.select(registry, suite, cases, ["sdpa"], [], None)
+    assert [v.label for v in chosen.variants] == ["naive", "sdpa"] and chosen.added_baselines == ["naive"]
+    chosen = selection.select(registry, suite, cases, ["sdpa", "naive"], [], None)  # asked for: not added
+    assert [v.label for v in chosen.variants] == ["sdpa", "naive"] and chosen.added_baselines == []
+    chosen = selection.select(registry, suite, cases, ["naive"], [], "sdpa")
+    assert [v.label for v in chosen.variants] == ["sdpa", "naive"] and chosen.added_baselines == ["sdpa"]
+    with pytest.raises(UserError, match="--baseline: unknown implementation 'sdp'; did you mean 'sdpa'"):
+        selection.select(registry, suite, cases, ["naive"], [], "sdp")
+
+
+def test_recorded_keeps_the_wanted_records_after_cutting_a_torn_line(tmp_path):
+    from kbench import resume
+
+    path = tmp_path / "r.jsonl"
+    assert resume.recorded(path, {("attention", "naive", KEY)}) == resume.Recorded()  # no file: nothing done
+    old, new = fake_record("naive", median=2.0), fake_record("naive", median=3.0)
+    torn = '{"schema": 1, "suite": "att'
+    path.write_text("".join(json.dumps(r) + "\n" for r in (old, fake_record("sdpa"), new, {"status": "??"})) + torn)
+    state = resume.recorded(path, {("attention", "naive", KEY), ("attention", "other", KEY)})
+    assert state.done == {("attention", "naive", KEY): new}  # the last record of a key wins; sdpa not wanted
+    assert state.torn_bytes == len(torn) and path.read_text().endswith('{"status": "??"}\n')

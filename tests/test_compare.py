@@ -435,7 +435,7 @@ def test_bad_pyproject_is_exit_2_naming_the_file(cli, tmp_path, monkeypatch, bas
 
 def test_pyproject_without_a_toml_parser_is_a_note(tmp_path, monkeypatch):
     (tmp_path / "pyproject.toml").write_text("[tool.kbench]\nthreshold = 0.10\n")
-    monkeypatch.setattr(compare_thresholds, "_toml_loads", lambda: (None, None))
+    monkeypatch.setattr(compare_thresholds.toml_parser, "toml_loads", lambda: (None, None))
     loaded = compare_thresholds.load(tmp_path)
     assert loaded.threshold is None and "not read" in loaded.note
 

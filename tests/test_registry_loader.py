@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -50,6 +51,51 @@ def test_suites_only_load_has_no_kernels():
     reg = loader.load(with_kernels=False)
     assert "attention" in reg.suites
     assert reg.impls["attention"] == {}
+
+
+def test_registries_share_the_suites_loaded_once_and_nothing_else(write_kernels):
+    """Every registry holds the same suite objects (their files ran once) but impls and errors of its own:
+    a kernel folder given to one run is not in the next one's registry."""
+    folder = write_kernels({"mine.py": """
+        @implementation("attention", "mine-only-here", backend="torch")
+        def mine(case, inputs, out):
+            return _correct(case, inputs, out)
+    """})
+    with_folder, plain = loader.load([folder]), loader.load()
+    assert with_folder.suites["attention"] is plain.suites["attention"] is loader.builtin_suites()["attention"]
+    assert "mine-only-here" in with_folder.implementations("attention")
+    assert "mine-only-here" not in plain.implementations("attention")
+    loader.builtin_suites().clear()  # a copy: the loaded suites stay
+    assert "attention" in loader.load(with_kernels=False).suites
+
+
+def test_a_run_executes_each_suite_file_once(proc_env, tmp_path):
+    """`kbench run` builds run's, explain's and profile's options from the suites, then runs with them:
+    in the parent process every suite file is executed once before the run starts, not once per use."""
+    script = (
+        "import json, sys\n"
+        "from kbench import loader, runner\n"
+        "executed = []\n"
+        "real = loader.load_file\n"
+        "def counting(path, registry):\n"
+        "    if loader.BUILTIN_SUITES in path.parents:\n"
+        "        executed.append(str(path))\n"
+        "    return real(path, registry)\n"
+        "loader.load_file = counting\n"
+        "def started(*args, **kwargs):\n"
+        "    print(json.dumps(executed))\n"
+        "    sys.exit(0)\n"
+        "runner.run = started\n"
+        "from kbench.cli import app\n"
+        "app(['run', 'attention', '--n', '256', '--d', '128', '--impl', 'naive', '--out', sys.argv[1]],\n"
+        "    prog_name='kbench')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script, str(tmp_path / "r.jsonl")], cwd=tmp_path, env=proc_env(),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    executed = json.loads(proc.stdout.splitlines()[-1])
+    assert sorted(executed) == sorted(str(path) for path in loader.suite_files(loader.BUILTIN_SUITES))
+    assert len(executed) == 8  # each suite's definition once; helpers beside them load through load_helper
 
 
 def test_python_files_skips_private_and_hidden():

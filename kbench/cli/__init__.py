@@ -8,15 +8,10 @@ import typer
 from typer.core import TyperGroup
 
 from kbench import __version__
-from kbench.cli import (calibrate_cmd, compare_cmd, env_cmd, explain_cmd, list_cmd, plot_cmd, profile_cmd,
-                        roofline_cmd, run_cmd, show_cmd)
-from kbench.cli.common import print_error, stderr
+from kbench.cli import (bench_cmd, calibrate_cmd, compare_cmd, env_cmd, explain_cmd, list_cmd, plot_cmd,
+                        profile_cmd, roofline_cmd, run_cmd, show_cmd)
+from kbench.cli.common import ClickException, click_error_line, print_error, stderr
 from kbench.errors import UserError
-
-try:  # Typer 0.22 and later carry their own copy of Click
-    from typer._click.exceptions import ClickException
-except ImportError:  # pragma: no cover - older Typer on Click
-    from click.exceptions import ClickException
 
 
 class KbenchGroup(TyperGroup):
@@ -35,21 +30,13 @@ class KbenchGroup(TyperGroup):
         except ClickException as exc:
             # no_args_is_help: the help is already printed; the exit code stays the usage error's.
             if type(exc).__name__ != "NoArgsIsHelpError":
-                print_error(_one_line(exc))
+                print_error(click_error_line(exc))
             sys.exit(exc.exit_code)
         except (typer.Abort, EOFError):  # Ctrl-D at a prompt, or an explicit abort
             stderr.print("Aborted!", highlight=False)
             sys.exit(1)
         # Non-standalone Click returns an Exit's code (typer.Exit(1), --help's 0), else the command's value.
         sys.exit(code if isinstance(code, int) else 0)
-
-
-def _one_line(exc: ClickException) -> str:
-    message = " ".join(exc.format_message().split()).rstrip(".")  # Click's messages may span lines
-    ctx = getattr(exc, "ctx", None)
-    if ctx is not None and ctx.command.get_help_option(ctx) is not None:
-        message += f" (see '{ctx.command_path} --help')"
-    return message
 
 
 app = typer.Typer(
@@ -89,6 +76,7 @@ app.command("list")(list_cmd.list_command)
 app.command("env")(env_cmd.env_command)
 app.command("show")(show_cmd.show_command)
 app.command("compare")(compare_cmd.compare_command)
+app.command("bench")(bench_cmd.bench_command)
 for _name in ("explain", "profile"):
     if _name in _suite_groups:
         app.add_typer(_suite_groups[_name], name=_name)

@@ -17,8 +17,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from kbench import loader
-from kbench.cli.common import split_list, stdout, user_errors
-from kbench.cli.run_cmd import SuiteGroup, _axis_options, make_cases
+from kbench.cli.common import split_list, stdout
+from kbench.cli.suite_options import SuiteGroup, add_suite_commands, option
 from kbench.registry import parse_param_args, variants
 from kbench.suite import Suite
 
@@ -26,32 +26,19 @@ def build() -> typer.Typer:
     explain_app = typer.Typer(cls=SuiteGroup, no_args_is_help=True,
                               help="Launch geometry, resources and traffic of a case; mma.sync lane layouts; "
                                    "the online softmax step by step.")
-    registry = loader.load(with_kernels=False)
-    for suite in registry.suites.values():
-        explain_app.command(suite.name, help=f"Explain a case of: {suite.description}")(_suite_command(suite))
-    for suite in registry.suites.values():  # what a suite adds: `kbench explain mma` (attention)
+    add_suite_commands(explain_app, explain_suite, [_explain_options],
+                       help=lambda suite: f"Explain a case of: {suite.description}")
+    for suite in loader.builtin_suites().values():  # what a suite adds: `kbench explain mma` (attention)
         for name, command in suite.explain_commands().items():
             explain_app.command(name)(command)
     return explain_app
 
 
-def _suite_command(suite: Suite):
-    axis_names = [axis.name for axis in suite.axes]
-
-    def command(**options) -> None:
-        with user_errors():
-            cases = make_cases(suite, {name: options.pop(name) for name in axis_names})
-            explain_suite(suite, cases, **options)
-
-    common = [
-        inspect.Parameter("impl", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[str],
-                          default=typer.Option(None, "--impl", help="Implementations to explain (default: all).")),
-        inspect.Parameter("param", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[List[str]],
-                          default=typer.Option(None, "--param", help="An implementation parameter NAME=VALUE.")),
+def _explain_options(suite: Suite) -> list[inspect.Parameter]:
+    return [
+        option("impl", Optional[str], None, "--impl", help="Implementations to explain (default: all)."),
+        option("param", Optional[List[str]], None, "--param", help="An implementation parameter NAME=VALUE."),
     ]
-    command.__signature__ = inspect.Signature(_axis_options(suite) + common)
-    command.__name__ = suite.name
-    return command
 
 
 def _figures_table(title: str, figures: dict) -> Table:

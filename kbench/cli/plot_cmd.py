@@ -27,7 +27,7 @@ def plot_command(
         by_suite: dict[str, list[dict]] = {}
         for r in records:
             by_suite.setdefault(r["suite"], []).append(r)
-        suites = loader.load(with_kernels=False).suites
+        suites = loader.builtin_suites()
         for name in by_suite:
             own = suites[name].plot_metrics if name in suites else ()
             if metric not in ("tflops", "gbps", *own):

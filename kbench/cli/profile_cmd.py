@@ -27,8 +27,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from kbench import loader
-from kbench.cli.common import split_list, stderr, stdout, user_errors
-from kbench.cli.run_cmd import DEVICES, SuiteGroup, _axis_options, make_cases
+from kbench.cli.common import split_list, stderr, stdout
+from kbench.cli.run_cmd import DEVICES
+from kbench.cli.suite_options import SuiteGroup, add_suite_commands, option
 from kbench.errors import UserError
 from kbench.profilers.ncu import DEFAULT_LAUNCH_COUNT, DEFAULT_SECTIONS, DEFAULT_SET  # stdlib only: --help stays fast
 from kbench.suite import Case, Suite
@@ -57,80 +58,65 @@ def build() -> typer.Typer:
         """Profile a suite's implementations under Nsight Compute, Nsight Systems or torch.profiler."""
         ctx.obj = {"ncu": ncu, "nsys": nsys, "torch_profiler": torch_profiler}
 
-    registry = loader.load(with_kernels=False)  # suites only: cheap, no torch
-    for suite in registry.suites.values():
-        profile_app.command(suite.name, help=f"Profile: {suite.description}")(_suite_command(suite))
+    add_suite_commands(profile_app, _profile_case, [_profile_options], sweeps=False,  # one case per profile
+                       before_cases=_choose_tool, help=lambda suite: f"Profile: {suite.description}")
     return profile_app
 
 
-def _option(name, annotation, default, *decls, help):
-    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
-                             default=typer.Option(default, *decls, help=help))
-
-
-def _profile_options() -> list[inspect.Parameter]:
+def _profile_options(suite: Suite) -> list[inspect.Parameter]:
     return [
-        _option("ncu", bool, False, "--ncu", help="Nsight Compute (also accepted before SUITE)."),
-        _option("nsys", bool, False, "--nsys", help="Nsight Systems (also accepted before SUITE)."),
-        _option("torch_profiler", bool, False, "--torch-profiler", help="torch.profiler (also before SUITE)."),
-        _option("impl", Optional[str], None, "--impl", help="Implementations to profile, comma-separated (default: all)."),
-        _option("param", Optional[List[str]], None, "--param", help="An implementation parameter NAME=VALUE (repeatable)."),
-        _option("compare", Optional[Tuple[str, str]], None, "--compare",
+        option("ncu", bool, False, "--ncu", help="Nsight Compute (also accepted before SUITE)."),
+        option("nsys", bool, False, "--nsys", help="Nsight Systems (also accepted before SUITE)."),
+        option("torch_profiler", bool, False, "--torch-profiler", help="torch.profiler (also before SUITE)."),
+        option("impl", Optional[str], None, "--impl", help="Implementations to profile, comma-separated (default: all)."),
+        option("param", Optional[List[str]], None, "--param", help="An implementation parameter NAME=VALUE (repeatable)."),
+        option("compare", Optional[Tuple[str, str]], None, "--compare",
                 help="Two implementations' figures side by side (profiles just those two unless --impl says more)."),
-        _option("calls", Optional[int], None, "--calls",
+        option("calls", Optional[int], None, "--calls",
                 help="Timed calls profiled per implementation (default: ncu 1, nsys 10, torch-profiler 5)."),
-        _option("set_name", str, DEFAULT_SET, "--set",
+        option("set_name", str, DEFAULT_SET, "--set",
                 help=f"ncu: a section set (`ncu --list-sets`) instead of kbench's sections ({', '.join(DEFAULT_SECTIONS)})."),
-        _option("metrics", Optional[str], None, "--metrics",
+        option("metrics", Optional[str], None, "--metrics",
                 help="ncu: collect exactly these metrics (comma-separated) and no sections."),
-        _option("kernel_name", Optional[str], None, "--kernel-name",
+        option("kernel_name", Optional[str], None, "--kernel-name",
                 help="ncu: profile only kernels matching this filter (NAME or regex:EXPR), passed to ncu as is."),
-        _option("launch_count", int, DEFAULT_LAUNCH_COUNT, "--launch-count",
+        option("launch_count", int, DEFAULT_LAUNCH_COUNT, "--launch-count",
                 help="ncu: the most kernels profiled per implementation (a cap: the --calls calls are profiled whole "
                      "unless they launch more)."),
-        _option("clock_control", str, "none", "--clock-control",
+        option("clock_control", str, "none", "--clock-control",
                 help="ncu: none (the GPU's own clocks, as kbench times them) or base (locked to base clocks)."),
-        _option("name", Optional[str], None, "--name",
+        option("name", Optional[str], None, "--name",
                 help="Name of this profile: files go to results/profiles/NAME-IMPL.* (default: SUITE-TIME)."),
-        _option("timeout", float, 600.0, "--timeout", help="Seconds the profiler may take per implementation."),
-        _option("seed", int, 0, "--seed", help="Seed of the correctness check's random inputs."),
-        _option("trials", int, 1, "--trials", help="Correctness trials before the profiled calls."),
-        _option("kernels", Optional[List[Path]], None, "--kernels",
+        option("timeout", float, 600.0, "--timeout", help="Seconds the profiler may take per implementation."),
+        option("seed", int, 0, "--seed", help="Seed of the correctness check's random inputs."),
+        option("trials", int, 1, "--trials", help="Correctness trials before the profiled calls."),
+        option("kernels", Optional[List[Path]], None, "--kernels",
                 help="Extra folder of kernel files, or one kernel file (repeatable)."),
-        _option("device", str, "auto", "--device", help="auto, cuda or cpu (ncu and nsys need cuda)."),
-        _option("cuda_graph", bool, False, "--cuda-graph/--no-cuda-graph",
+        option("device", str, "auto", "--device", help="auto, cuda or cpu (ncu and nsys need cuda)."),
+        option("cuda_graph", bool, False, "--cuda-graph/--no-cuda-graph",
                 help="Profile CUDA-graph replays of the closure."),
     ]
 
 
-def _suite_command(suite: Suite):
-    axis_names = [axis.name for axis in suite.axes]
+def _choose_tool(ctx: typer.Context, options: dict) -> None:
+    """The one profiler asked for, before SUITE (the group's flags, in ctx.obj) or after it: options["tool"]."""
+    before = ctx.obj or {}
+    flags = {tool: bool(options.pop(key) or before.get(key))
+             for tool, key in (("ncu", "ncu"), ("nsys", "nsys"), ("torch-profiler", "torch_profiler"))}
+    chosen = [tool for tool, on in flags.items() if on]
+    if len(chosen) != 1:
+        raise UserError("choose one profiler: --ncu, --nsys or --torch-profiler"
+                        + (f" (got {', '.join('--' + t for t in chosen)})" if chosen else ""))
+    options["tool"] = chosen[0]
 
-    def command(ctx: typer.Context, **options) -> None:
-        with user_errors():
-            before = ctx.obj or {}
-            flags = {tool: bool(options.pop(key) or before.get(key))
-                     for tool, key in (("ncu", "ncu"), ("nsys", "nsys"), ("torch-profiler", "torch_profiler"))}
-            chosen = [tool for tool, on in flags.items() if on]
-            if len(chosen) != 1:
-                raise UserError("choose one profiler: --ncu, --nsys or --torch-profiler"
-                                + (f" (got {', '.join('--' + t for t in chosen)})" if chosen else ""))
-            cases = make_cases(suite, {name: options.pop(name) for name in axis_names})
-            if len(cases) != 1:
-                raise UserError(f"kbench profile takes one case: give each case option one value "
-                                f"(these options make {len(cases)} cases)")
-            code = profile_suite(suite, cases[0], tool=chosen[0], **options)
-        if code:
-            raise typer.Exit(code)
 
-    context = inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)
-    axes = _axis_options(suite)
-    for parameter in axes:  # one case per profile: no sweeps
-        parameter.default.help = (parameter.default.help or "").replace("; a comma list sweeps", "")
-    command.__signature__ = inspect.Signature([context, *axes, *_profile_options()])
-    command.__name__ = suite.name
-    command.__doc__ = suite.description
-    return command
+def _profile_case(suite: Suite, cases: list[Case], **options) -> None:
+    if len(cases) != 1:
+        raise UserError(f"kbench profile takes one case: give each case option one value "
+                        f"(these options make {len(cases)} cases)")
+    code = profile_suite(suite, cases[0], **options)
+    if code:
+        raise typer.Exit(code)
 
 
 # --- the run --------------------------------------------------------------------------

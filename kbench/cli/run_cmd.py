@@ -2,47 +2,36 @@
 
 Each suite becomes its own subcommand whose options are the suite's case axes,
 so `kbench run attention --help` lists exactly the options that suite takes,
-with their defaults.
+with their defaults. `kbench bench` runs a plan's entries through the same
+prepare() and measure().
 """
 
 from __future__ import annotations
 
 import inspect
-import itertools
 import math
 import shlex
 import signal
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Optional
+from typing import TYPE_CHECKING, Callable, List, Optional
 
 import typer
-from typer.core import TyperGroup
 
 from kbench import loader
-from kbench.cli.common import split_list, stderr, stdout, user_errors
+from kbench.cli.common import split_list, stderr, stdout
+from kbench.cli.suite_options import SuiteGroup, add_suite_commands, option
 from kbench.errors import UserError
-from kbench.registry import _did_you_mean, parse_param_args, variants
+from kbench.registry import Registry
 from kbench.stopping import CPU_DEFAULTS, StopRule
 from kbench.suite import Case, Suite
 
+if TYPE_CHECKING:  # the runner (and what it imports) is loaded when a run is prepared, not for --help
+    from kbench.runner import RunRequest
+
 DEVICES = ("auto", "cuda", "cpu")
 GPU_STOP = StopRule()
-
-
-class SuiteGroup(TyperGroup):
-    """`kbench run NAME`: an unknown suite gets one line with a suggestion."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.suggest_commands = False  # Typer's own suggestion would repeat ours
-
-    def get_command(self, ctx, cmd_name):
-        command = super().get_command(ctx, cmd_name)
-        if command is None and not cmd_name.startswith("-"):
-            known = self.list_commands(ctx)
-            ctx.fail(f"unknown suite {cmd_name!r}{_did_you_mean(cmd_name, known)} (suites: {', '.join(known)})")
-        return command
 
 
 def build() -> typer.Typer:
@@ -51,22 +40,17 @@ def build() -> typer.Typer:
         no_args_is_help=True,
         help="Check and time a suite's implementations: kbench run SUITE --OPTION VALUE ....",
     )
-    registry = loader.load(with_kernels=False)  # suites only: cheap, no torch
-    for suite in registry.suites.values():
-        run_app.command(suite.name, help=suite.description)(_suite_command(suite))
+    add_suite_commands(run_app, run_suite, [run_options])
     return run_app
 
 
-def _common_options(suite: Suite) -> list[inspect.Parameter]:
-    def option(name, annotation, default, *decls, help):
-        return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
-                                 default=typer.Option(default, *decls, help=help))
-
+def run_options(suite: Suite) -> list[inspect.Parameter]:
+    """kbench run's options after the suite's axes (the handler's keyword arguments)."""
     return [
         option("impl", Optional[str], None, "--impl", help="Implementations to run, comma-separated (default: all)."),
         option("param", Optional[List[str]], None, "--param",
                help="An implementation parameter, NAME=VALUE or a sweep NAME=V1,V2 (repeatable; see kbench list)."),
-        _baseline_option(suite, option),
+        _baseline_option(suite),
         option("seed", int, 0, "--seed", help="Seed of the first correctness trial's random inputs."),
         option("trials", int, suite.trials, "--trials", help="Correctness trials, each on fresh random inputs."),
         option("out", Optional[Path], None, "--out",
@@ -96,64 +80,49 @@ def _common_options(suite: Suite) -> list[inspect.Parameter]:
     ]
 
 
-def _baseline_option(suite: Suite, option) -> inspect.Parameter:
+def _baseline_option(suite: Suite) -> inspect.Parameter:
     if suite.baseline_per_case:  # no one default: the suite names each case's (Suite.baseline_for)
         return option("baseline", Optional[str], None, "--baseline",
                       help="Implementation that speedups are relative to (default: the suite's, case by case).")
     return option("baseline", str, suite.baseline, "--baseline", help="Implementation that speedups are relative to.")
 
 
-def _axis_options(suite: Suite) -> list[inspect.Parameter]:
-    params = []
-    for axis in suite.axes:
-        if axis.type is bool:
-            default = typer.Option(bool(axis.default[0]), f"{axis.option}/--no-{axis.option[2:]}", help=axis.help)
-            annotation = bool
-        else:
-            choices = f" ({'|'.join(map(str, axis.choices))})" if axis.choices else ""
-            default = typer.Option(",".join(map(axis.format, axis.default)), axis.option,
-                                   help=f"{axis.help}{choices}; a comma list sweeps")
-            annotation = str
-        params.append(inspect.Parameter(axis.name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
-                                        default=default))
-    return params
+
+@dataclass
+class PreparedRun:
+    """A run whose options are checked and whose variants are chosen: nothing is measured or written yet."""
+
+    registry: Registry
+    request: RunRequest
+    cases: list[Case]
+    fmt: str
+    out: Path | None
+    resume: bool
+    baseline_file: Path | None  # --save-baseline's file
+    added_baselines: list[str]  # baselines not asked for, added so that speedups can be computed
+
+    @property
+    def jobs(self) -> list[tuple[str, str, str]]:
+        """The run's jobs by results.key, in the order its records are reported."""
+        return [(self.request.suite, variant.label, case.key) for variant in self.request.variants
+                for case in self.cases]
 
 
-def _suite_command(suite: Suite):
-    axis_names = [axis.name for axis in suite.axes]
-
-    def command(**options) -> None:
-        with user_errors():
-            cases = make_cases(suite, {name: options.pop(name) for name in axis_names})
-            execute(suite, cases, **options)
-
-    params = _axis_options(suite) + _common_options(suite)
-    command.__signature__ = inspect.Signature(params)
-    command.__name__ = suite.name
-    command.__doc__ = suite.description
-    return command
+def load_registry(kernels: list[Path]) -> Registry:
+    """The suites with the built-in kernels and ``kernels``; files that failed to load are warnings."""
+    registry = loader.load(kernels)
+    for path, error in registry.load_errors.items():
+        stderr.print(f"[yellow]warning:[/] could not load {path}: {error}", highlight=False)
+    return registry
 
 
-def make_cases(suite: Suite, raw: dict) -> list[Case]:
-    """Every combination of the axes' values (a comma list on any axis sweeps it)."""
-    values = {}
-    for axis in suite.axes:
-        value = raw[axis.name]
-        values[axis.name] = [value] if axis.type is bool else axis.parse(value)
-        # A value given twice (`--dtype fp16,fp16`, `--n 256,0256`) would measure the same case twice.
-        twice = next((v for i, v in enumerate(values[axis.name]) if v in values[axis.name][:i]), None)
-        if twice is not None:
-            raise UserError(f"{axis.option}: {axis.format(twice)} is given twice in {value!r}")
-    cases = [Case(dict(zip(values, combo))) for combo in itertools.product(*values.values())]
-    for case in cases:
-        suite.validate(case)
-    return cases
-
-
-def execute(suite: Suite, cases: list[Case], *, impl, param, baseline, seed, trials, out, fmt, kernels, timeout,
+def prepare(suite: Suite, cases: list[Case], *, impl, param, baseline, seed, trials, out, fmt, kernels, timeout,
             cuda_graph, flush_l2, min_time, max_time, target_noise, device, resume=False, interleave=False,
-            save_baseline=None) -> None:
-    from kbench import report, results, runner
+            save_baseline=None, command: str | None = None,
+            load: Callable[[list[Path]], Registry] = load_registry) -> PreparedRun:
+    """Check kbench run's options and choose what the run measures; UserError for a mistake.
+    ``command``: what the records say made them (default: this process's command line)."""
+    from kbench import report, results, runner, selection
 
     report.check_format(fmt)
     if device not in DEVICES:
@@ -163,9 +132,9 @@ def execute(suite: Suite, cases: list[Case], *, impl, param, baseline, seed, tri
     stop = {"min_time": min_time, "max_time": max_time, "target_noise": target_noise}
     stop = {key: value for key, value in stop.items() if value is not None}  # unset: the device's defaults
     # nan passes every comparison below and inf never ends a wait: neither is a time or a fraction.
-    for option, value in (("--timeout", timeout), *((f"--{k.replace('_', '-')}", v) for k, v in stop.items())):
+    for name, value in (("--timeout", timeout), *((f"--{k.replace('_', '-')}", v) for k, v in stop.items())):
         if not math.isfinite(value):
-            raise UserError(f"{option} must be a finite number (got {value})")
+            raise UserError(f"{name} must be a finite number (got {value})")
     if timeout <= 0 or stop.get("min_time", 0) < 0 or any(stop.get(k, 1) <= 0 for k in ("max_time", "target_noise")):
         raise UserError("--timeout, --max-time and --target-noise must be positive, --min-time not negative")
     if device == "cuda" and not runner.host_has_gpu():
@@ -174,93 +143,70 @@ def execute(suite: Suite, cases: list[Case], *, impl, param, baseline, seed, tri
         raise UserError("--resume needs --out FILE: the results file of the run to continue")
     baseline_file = results.baseline_path(save_baseline) if save_baseline is not None else None
 
-    registry = loader.load(kernels or [])
-    for path, error in registry.load_errors.items():
-        stderr.print(f"[yellow]warning:[/] could not load {path}: {error}", highlight=False)
-    impls = registry.select(suite.name, split_list(impl) or None)
-    known = registry.implementations(suite.name)
-    if baseline is not None and baseline not in known:
-        raise UserError(f"--baseline: unknown implementation {baseline!r}{_did_you_mean(baseline, known)}")
-    needed = list(dict.fromkeys(runner.baselines(suite, cases, baseline).values()))
-    for name in needed:
-        if name not in known:  # the suite's own choice: a suite or kernel file is missing
-            raise UserError(f"suite {suite.name!r} measures speedups against {name!r}, which is not loaded "
-                            f"(give --baseline NAME)")
-    added = [name for name in needed if name not in {i.name for i in impls}]
-    impls = [*(known[name] for name in added), *impls]
-    chosen = variants(impls, parse_param_args(param or []))
-    for name in added:
+    registry = load(kernels or [])
+    chosen = selection.select(registry, suite, cases, split_list(impl) or None, param or [], baseline)
+    request = runner.RunRequest(
+        suite=suite.name, variants=chosen.variants, cases=cases, baseline=baseline, seed=seed, trials=trials,
+        stop=stop, flush_l2=flush_l2, cuda_graph=cuda_graph, timeout=timeout, kernel_dirs=tuple(kernels or ()),
+        interleave=interleave, device=device,
+        command=command if command is not None else shlex.join(["kbench", *sys.argv[1:]]),
+    )
+    return PreparedRun(registry, request, cases, fmt, Path(out) if out else None, resume, baseline_file,
+                       chosen.added_baselines)
+
+
+def say_added_baselines(prepared: PreparedRun) -> None:
+    for name in prepared.added_baselines:
         stderr.print(f"(baseline {name} added so speedups can be computed)")
 
-    path = Path(out) if out else results.default_path(suite.name)
-    wanted = [(suite.name, variant.label, case.key) for variant in chosen for case in cases]
-    if resume and path.exists():
-        _drop_torn_line(path)
-    done = _recorded(path, set(wanted)) if resume else {}
+
+def say_torn_line(path: Path, removed: int, doing: str = "resuming") -> None:
+    if removed:
+        stderr.print(f"{doing} {path}: removed its torn last line ({removed} bytes, an interrupted write)",
+                     highlight=False)
+
+
+def run_suite(suite: Suite, cases: list[Case], **options) -> None:
+    """`kbench run SUITE ...`: check and time, append the records to --out, print them."""
+    from kbench import report, results, resume
+
+    prepared = prepare(suite, cases, **options)
+    say_added_baselines(prepared)
+    path = prepared.out or results.default_path(suite.name)
+    wanted = prepared.jobs
+    state = resume.recorded(path, set(wanted)) if prepared.resume else resume.Recorded()
+    say_torn_line(path, state.torn_bytes)
+    done = state.done
     results_file = results.ResultsFile(path)
-    request = runner.RunRequest(
-        suite=suite.name, variants=chosen, cases=cases, baseline=baseline, seed=seed, trials=trials, stop=stop,
-        flush_l2=flush_l2, cuda_graph=cuda_graph, timeout=timeout, kernel_dirs=tuple(kernels or ()),
-        interleave=interleave,
-        device=device, command=shlex.join(["kbench", *sys.argv[1:]]),
-    )
-    if resume:
+    if prepared.resume:
         stderr.print(f"resuming {path}: {len(done)} of {len(wanted)} already recorded, "
                      f"{len(wanted) - len(done)} to run", highlight=False)
-    new_records = _run_with_progress(registry, request, results_file, done)
+    try:
+        new_records = measure(prepared, results_file, done, f"--resume --out {path} continues")
+    finally:
+        results_file.close()
     records = [done[key] for key in wanted if key in done] + new_records  # the whole run
-    report.emit(records, fmt, stdout)
+    report.emit(records, prepared.fmt, stdout)
     stderr.print(f"results: {path} ({len(new_records)} records"
                  f"{f', {len(done)} from before' if done else ''})", highlight=False)
     failed = [r for r in records if r["status"] in results.FAILED]
-    if baseline_file is not None:
-        results.write_atomic(baseline_file, records)
+    if prepared.baseline_file is not None:
+        results.write_atomic(prepared.baseline_file, records)
         warning = f" ({len(failed)} of them failed: a later compare reports no time for those)" if failed else ""
-        stderr.print(f"baseline: {baseline_file} ({len(records)} records){warning}", highlight=False)
+        stderr.print(f"baseline: {prepared.baseline_file} ({len(records)} records){warning}", highlight=False)
     if failed:
         raise typer.Exit(1)
 
 
-def _drop_torn_line(path: Path) -> None:
-    """--resume appends to ``path``: first cut off a last line torn by a kill, which would otherwise
-    end up between records, where `kbench show` and `kbench compare` refuse the file."""
-    from kbench import results
-
-    removed = results.drop_torn_last_line(path, "--resume")
-    if removed:
-        stderr.print(f"resuming {path}: removed its torn last line ({removed} bytes, an interrupted write)",
-                     highlight=False)
-
-
-def _recorded(path: Path, wanted: set) -> dict:
-    """The records of an earlier run in ``path`` that this run would make again, by key (the last one wins).
-    Read leniently, though _drop_torn_line has already removed a torn last line (its record is re-run)."""
-    from kbench import results
-
-    if not path.exists():
-        return {}
-    try:
-        previous = results.read(path)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"--resume: cannot read {str(path)!r}: {getattr(exc, 'strerror', None) or exc}") from None
-    done = {}
-    for record in previous:
-        if not isinstance(record, dict) or record.get("status") not in results.STATUSES:
-            continue
-        key = results.key(record)
-        if key in wanted:
-            done[key] = record
-    return done
-
-
-def _run_with_progress(registry, request, results_file, done=None) -> list[dict]:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
+def measure(prepared: PreparedRun, results_file, done: dict, how_to_continue: str) -> list[dict]:
+    """Run the jobs not in ``done`` with a progress bar, appending each record to ``results_file`` (left
+    open); returns the new records. Ctrl-C or SIGTERM: the records so far stay, exit code 130."""
     from rich.markup import escape
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     from kbench import runner
 
-    done = done or {}
+    request = prepared.request
     total = len(request.variants) * len(request.cases) - len(done)
     progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn(), console=stderr, transient=True)
@@ -284,12 +230,11 @@ def _run_with_progress(registry, request, results_file, done=None) -> list[dict]
     previous = signal.signal(signal.SIGTERM, on_sigterm)
     try:
         with progress:
-            runner.run(registry, request, results_file, on_start=on_start, on_record=on_record, done=done)
+            runner.run(prepared.registry, request, results_file, on_start=on_start, on_record=on_record, done=done)
     except KeyboardInterrupt:
-        stderr.print(f"interrupted: {len(measured)} records kept in {results_file.path} "
-                     f"(--resume --out {results_file.path} continues)", highlight=False)
+        stderr.print(f"interrupted: {len(measured)} records kept in {results_file.path} ({how_to_continue})",
+                     highlight=False)
         raise typer.Exit(130) from None
     finally:
         signal.signal(signal.SIGTERM, previous)
-        results_file.close()
     return measured

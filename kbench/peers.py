@@ -1,0 +1,67 @@
+"""Each kernel against its peer, from the raw samples of both rows: the summary of a benchmark plan.
+
+A record's peer is the implementation its run measured speedups against for its case (the record's
+``baseline``), measured in the same run. The ratio is median(peer) / median(kernel), above 1 when the
+kernel is faster, with its distribution-free 95 % interval (kbench.stats.speedup_interval), as the
+run tables and docs/performance.md give it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class PeerRatio:
+    suite: str
+    case_key: str
+    label: str
+    status: str
+    median: float | None  # ms; None unless OK
+    peer: str
+    peer_median: float | None
+    ratio: float | None
+    interval: tuple[float | None, float | None] | None  # a bound the samples cannot set is None
+
+
+def _timing(record: dict | None) -> dict | None:
+    if record is None or record.get("status") != "OK":
+        return None
+    timing = record.get("timing") or {}
+    return timing if (timing.get("stats") or {}).get("median") else None
+
+
+def _peer_row(rows: list[dict], peer: str) -> dict | None:
+    """The peer's record among one case's rows: its run without --param first, as lesson_verdict does."""
+    candidates = [r for r in rows if r.get("impl") == peer]
+    candidates.sort(key=lambda r: r.get("label", r["impl"]) != r["impl"])
+    return candidates[0] if candidates else None
+
+
+def peer_ratios(records: list[dict]) -> list[PeerRatio]:
+    """A row per record other than its peer, case by case in the order the records come; a case that
+    measured nothing but its peer gets the peer's own row, without a ratio."""
+    from kbench.stats import speedup_interval  # scipy: only when a summary is made
+
+    by_case: dict[tuple[str, str], list[dict]] = {}
+    for record in records:
+        by_case.setdefault((record.get("suite"), record.get("case_key")), []).append(record)
+    out = []
+    for (suite, case_key), rows in by_case.items():
+        for record in rows:
+            peer = record.get("baseline") or ""
+            peer_row = _peer_row(rows, peer)
+            if record is peer_row and len(rows) > 1:
+                continue
+            mine, theirs = _timing(record), _timing(peer_row)
+            ratio = interval = None
+            if mine and theirs and record is not peer_row:
+                ratio = theirs["stats"]["median"] / mine["stats"]["median"]
+                if mine.get("samples") and theirs.get("samples"):
+                    interval = tuple(v if math.isfinite(v) and v > 0 else None
+                                     for v in speedup_interval(theirs["samples"], mine["samples"]))
+            out.append(PeerRatio(suite, case_key, record.get("label", record.get("impl")), record.get("status"),
+                                 mine["stats"]["median"] if mine else None, peer,
+                                 theirs["stats"]["median"] if theirs else None, ratio, interval))
+    return out
