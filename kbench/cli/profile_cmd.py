@@ -3,13 +3,15 @@
     kbench profile --ncu attention --n 4096 --d 128 --batch 2 --heads 16 --impl naive,sdpa,triton-fa2
     kbench profile --ncu attention --n 4096 --compare naive triton-fa2
     kbench profile --torch-profiler attention --n 256 --impl naive
+    kbench profile --ncu attention --n 4096 --impl naive --against results/RUN.jsonl
+    kbench profile agreement results/profiles/NAME.json results/RUN.jsonl [--tolerance 0.05] [--min-us 50]
 
 Each implementation runs in kbench's own worker (correctness check, warm-up, then ``--calls`` timed
 calls, each inside its NVTX range ``kbench/SUITE/IMPL/CASE``) under the profiler, in a child process
 with a timeout. Files go to ``results/profiles/NAME-IMPL.*`` (the report, the profiler's log, its CSV)
 and ``results/profiles/NAME.json`` (every figure shown). Exit codes: see :mod:`kbench.profilers.common`.
-The tool flag may come before or after the suite. The work is :mod:`kbench.profilers.capture`'s; this
-module parses the options and prints.
+The tool flag may come before or after the suite. The work is :mod:`kbench.profilers.capture`'s (and
+:mod:`kbench.profilers.agreement`'s for ``--against`` and ``agreement``); this module parses and prints.
 """
 
 from __future__ import annotations
@@ -52,6 +54,8 @@ def build() -> typer.Typer:
     registry = loader.load(with_kernels=False)  # suites only: cheap, no torch
     for suite in registry.suites.values():
         profile_app.command(suite.name, help=f"Profile: {suite.description}")(_suite_command(suite))
+
+    profile_app.command("agreement")(agreement_command)
     return profile_app
 
 
@@ -92,6 +96,9 @@ def _profile_options() -> list[inspect.Parameter]:
         _option("device", str, "auto", "--device", help="auto, cuda or cpu (ncu and nsys need cuda)."),
         _option("cuda_graph", bool, False, "--cuda-graph/--no-cuda-graph",
                 help="Profile CUDA-graph replays of the closure."),
+        _option("against", Optional[Path], None, "--against",
+                help="A kbench run's results file of this case: then check that the profiler's time per call "
+                     "agrees with its event medians (5 %; see kbench profile agreement)."),
     ]
 
 
@@ -128,10 +135,11 @@ def _suite_command(suite: Suite):
 # --- the run --------------------------------------------------------------------------
 
 def profile_suite(suite: Suite, case: Case, *, tool, impl, param, compare, calls, set_name, metrics, kernel_name,
-                  launch_count, clock_control, name, timeout, seed, trials, kernels, device, cuda_graph) -> int:
+                  launch_count, clock_control, name, timeout, seed, trials, kernels, device, cuda_graph,
+                  against=None) -> int:
     """Profile every chosen implementation on ``case`` (kbench.profilers.capture) and print each; returns the
     exit code."""
-    from kbench.profilers import capture, common
+    from kbench.profilers import agreement, capture, common
 
     if device not in DEVICES:
         raise UserError(f"--device: unknown device {device!r} (choose from {', '.join(DEVICES)})")
@@ -139,6 +147,10 @@ def profile_suite(suite: Suite, case: Case, *, tool, impl, param, compare, calls
                                 kernel_name=kernel_name, launch_count=launch_count, clock_control=clock_control,
                                 name=name, timeout=timeout, seed=seed, trials=trials, kernels=kernels, device=device,
                                 cuda_graph=cuda_graph)
+    run_records = None
+    if against is not None:  # read before profiling: a wrong file fails now, not after the profiler ran
+        run_records = agreement.read_run(against)
+        agreement.check_case(run_records, case.key, against)
 
     registry = loader.load(kernels or [])
     for path, error in registry.load_errors.items():
@@ -163,7 +175,35 @@ def profile_suite(suite: Suite, case: Case, *, tool, impl, param, compare, calls
     summary = capture.summary(settings, outcomes, command=shlex.join(["kbench", *sys.argv[1:]]))
     common.write_summary(summary_path, summary)
     stderr.print(f"profiles: {plan.folder}/{settings.run_name}-*; figures: {summary_path}", highlight=False)
-    return capture.exit_code(outcomes)
+    code = capture.exit_code(outcomes)
+    if run_records is not None:
+        rows = agreement.agreement_rows(summary, run_records)
+        _print_agreement(summary, rows, agreement.TOLERANCE, agreement.MIN_US)
+        code = code or agreement.exit_code(rows)
+    return code
+
+
+def agreement_command(
+    summary: Path = typer.Argument(..., help="A kbench profile summary: results/profiles/NAME.json."),
+    run: Path = typer.Argument(..., help="A kbench run's results file of the same case (JSONL or JSON)."),
+    tolerance: float = typer.Option(0.05, "--tolerance", help="The largest difference that agrees, as a fraction."),
+    min_us: float = typer.Option(50.0, "--min-us",
+                                 help="Calls shorter than this (us) are listed but not checked: launch gaps "
+                                      "dominate them."),
+) -> None:
+    """An earlier profile's kernel time per call against a kbench run's event medians (exit 0: every checked
+    implementation agrees; 1: one does not; 2: none could be checked)."""
+    from kbench.profilers import agreement
+
+    with user_errors():
+        agreement.check_limits(tolerance, min_us)
+        figures = agreement.read_summary(summary)
+        records = agreement.read_run(run)
+    rows = agreement.agreement_rows(figures, records, tolerance, min_us)
+    _print_agreement(figures, rows, tolerance, min_us)
+    code = agreement.exit_code(rows)
+    if code:
+        raise typer.Exit(code)
 
 
 # --- the tables ---------------------------------------------------------------------------
@@ -278,3 +318,24 @@ def _print_compare(outcomes: list[dict], compare) -> None:
         ratio = "-" if row.ratio is None else f"{row.ratio:.2f}x"
         table.add_row(escape(row.title), _f(row.a, row.digits), _f(row.b, row.digits), ratio)
     stdout.print(table)
+
+
+def _print_agreement(summary: dict, rows: list[dict], tolerance: float, min_us: float) -> None:
+    table = Table(title=f"{escape(str(summary.get('tool')))} kernel time per call vs kbench's event median, "
+                        f"{escape(str(summary.get('case_key')))} (tolerance {tolerance * 100:g} %, checked from "
+                        f"{min_us:g} us)", title_justify="left")
+    for i, column in enumerate(("implementation", "profiler (us)", "at the run's clock (us)", "events (us)",
+                                "difference", "SM clock (MHz): profiler, run", "verdict")):
+        table.add_column(column, justify="right" if 0 < i < 6 else "left", overflow="fold")
+    for row in rows:
+        if not row["checked"]:
+            verdict = f"[yellow]not checked[/] ({escape(row['why'])})"
+        else:
+            verdict = "[green]agrees[/]" if row["ok"] else "[bold red]DISAGREES[/]"
+        clocks = f"{row['profiled_mhz']:,.0f}, {row['run_mhz']:,.0f}" if row.get("run_mhz") else "-"
+        table.add_row(escape(row["label"]), _f(row["profiled_us"]), _f(row.get("profiled_us_at_run_clock")),
+                      _f(row["event_us"]), "-" if row["diff"] is None else f"{row['diff']:+.1%}", clocks, verdict)
+    stdout.print(table)
+    if not any(row["checked"] for row in rows):
+        stdout.print("[yellow]no implementation was checked[/]"
+                     + (" (each row says why)" if rows else ": the summary lists none"), highlight=False)
