@@ -30,7 +30,8 @@ from kbench import loader
 from kbench.cli.common import split_list, stderr, stdout, user_errors
 from kbench.cli.run_cmd import DEVICES, SuiteGroup, _axis_options, make_cases
 from kbench.errors import UserError
-from kbench.profilers.ncu import DEFAULT_LAUNCH_COUNT, DEFAULT_SECTIONS, DEFAULT_SET  # stdlib only: --help stays fast
+from kbench.profilers.agreement import MIN_US, TOLERANCE  # stdlib only: --help stays fast
+from kbench.profilers.ncu import DEFAULT_LAUNCH_COUNT, DEFAULT_SECTIONS, DEFAULT_SET
 from kbench.suite import Case, Suite
 
 
@@ -178,16 +179,18 @@ def profile_suite(suite: Suite, case: Case, *, tool, impl, param, compare, calls
     code = capture.exit_code(outcomes)
     if run_records is not None:
         rows = agreement.agreement_rows(summary, run_records)
-        _print_agreement(summary, rows, agreement.TOLERANCE, agreement.MIN_US)
+        _print_agreement(summary, rows, TOLERANCE, MIN_US)
         code = code or agreement.exit_code(rows)
     return code
 
 
 def agreement_command(
-    summary: Path = typer.Argument(..., help="A kbench profile summary: results/profiles/NAME.json."),
-    run: Path = typer.Argument(..., help="A kbench run's results file of the same case (JSONL or JSON)."),
-    tolerance: float = typer.Option(0.05, "--tolerance", help="The largest difference that agrees, as a fraction."),
-    min_us: float = typer.Option(50.0, "--min-us",
+    summary: Path = typer.Argument(..., metavar="NAME.json",
+                                   help="A kbench profile summary: results/profiles/NAME.json."),
+    run: Path = typer.Argument(..., metavar="RUN.jsonl",
+                               help="A kbench run's results file of the same case (JSONL or JSON)."),
+    tolerance: float = typer.Option(TOLERANCE, "--tolerance", help="The largest difference that agrees, as a fraction."),
+    min_us: float = typer.Option(MIN_US, "--min-us",
                                  help="Calls shorter than this (us) are listed but not checked: launch gaps "
                                       "dominate them."),
 ) -> None:
