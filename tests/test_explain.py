@@ -213,11 +213,81 @@ def test_triton_fa2_geometry(registry):
     assert "autotuned on first use among 8 tile shapes" in auto["configuration"]
 
 
+def _triton_fa2(registry):
+    """The triton-fa2 implementation and its kernel file's globals (those its explain hook reads: a later
+    load of the kernels may have put another copy of the file in sys.modules)."""
+    impl = registry.implementations("attention")["triton-fa2"]
+    return impl, impl.explain.__globals__
+
+
+def test_triton_fa2_every_configuration_without_a_gpu(registry, monkeypatch):
+    """Autotuned, with no GPU: each configuration's shared-memory estimate and the programs an SM it
+    allows (config 6: 49,152 + 1 KiB reserved fits four times in 228 KiB), and how to compile them."""
+    import kbench.runner
+
+    monkeypatch.setattr(kbench.runner, "host_has_gpu", lambda: False)
+    impl, kernel = _triton_fa2(registry)
+    figures = impl.explain(attention_case(n=4096), impl.params)
+    rows = {name.split(":")[0]: value for name, value in figures.items() if name.startswith("config ")}
+    assert list(rows) == [f"config {i}" for i in range(len(kernel["CONFIGS"]))]
+    assert "config 7: 64x128, 4 warps, 1 stage, maxnreg 168" in figures
+    assert rows["config 1"] == "about 229,376 bytes of shared memory: at most 1 program an SM (shared memory)"
+    assert rows["config 6"] == "about 49,152 bytes of shared memory: at most 4 programs an SM (shared memory)"
+    source = figures["resources of each configuration (sm_90)"]
+    assert "registers unknown (no GPU here)" in source and "config=0,...,7" in source
+
+
+def test_triton_fa2_every_configuration_compiled_where_a_gpu_is(registry, monkeypatch):
+    """With a GPU, each configuration compiled: ptxas's registers and spills and Triton's shared memory
+    give the programs an SM and what limits them. The figures here are what Triton 3.9 gave for sm_90
+    at N=4096 B2 H16 d=128 non-causal, config 3 with a made-up spill."""
+    import kbench.runner
+
+    impl, kernel = _triton_fa2(registry)
+    compiled = {3: (253, 68, 132_096), 5: (122, 0, 98_336), 6: (158, 0, 50_176)}
+    seen = []
+
+    def fake_compile(case, cfg, tma):
+        index = kernel["CONFIGS"].index(cfg)
+        seen.append((index, tma))
+        if index not in compiled:
+            raise RuntimeError("Triton could not compile _fa2_forward for sm_90: out of resources")
+        registers, spilled, shared = compiled[index]
+        return {"registers": registers, "spill_stores": spilled, "spill_loads": spilled, "stack_bytes": 0,
+                "static_smem_bytes": 0, "dynamic_smem_bytes": shared, "source": "ptxas (sm_90, Triton 3.9.0)"}
+
+    monkeypatch.setattr(kbench.runner, "host_has_gpu", lambda: True)
+    monkeypatch.setitem(kernel, "compiled_resources", fake_compile)
+    figures = impl.explain(Case({"n": 4096, "d": 128, "batch": 2, "heads": 16, "dtype": "fp16", "causal": False}),
+                           impl.params)
+    assert seen == [(i, True) for i in range(len(kernel["CONFIGS"]))]  # every one, on the TMA path as on an H200
+    rows = {name.split(":")[0]: value for name, value in figures.items() if name.startswith("config ")}
+    assert rows["config 3"] == ("253 registers, 68 bytes spilled, 132,096 bytes of shared memory: 1 program an SM "
+                                "(shared memory); SPILLS")
+    assert rows["config 5"].endswith("2 programs an SM (registers and shared memory)")
+    assert rows["config 6"].endswith("3 programs an SM (registers)")
+    assert rows["config 0"].startswith("could not compile: Triton could not compile")
+    assert figures["resources of each configuration (sm_90)"] == "ptxas (sm_90, Triton 3.9.0), TMA path"
+
+
+def test_triton_fa2_every_configuration_under_the_interpreter(registry, monkeypatch):
+    """A GPU, but Triton's interpreter on (as conftest runs these tests): nothing compiles, the estimates say why."""
+    import kbench.runner
+
+    monkeypatch.setattr(kbench.runner, "host_has_gpu", lambda: True)
+    impl, _ = _triton_fa2(registry)
+    figures = impl.explain(attention_case(n=4096), impl.params)
+    assert "Triton's interpreter is on" in figures["resources of each configuration (sm_90)"]
+    assert figures["config 4: 64x64, 4 warps, 3 stages"].startswith("about 114,688 bytes of shared memory")
+
+
 def test_triton_fa2_registers_need_a_compile_not_the_interpreter(registry):
     """Under the interpreter (as conftest runs these tests) nothing is compiled: explain says why."""
     impl = registry.implementations("attention")["triton-fa2"]
     figures = impl.explain(attention_case(n=4096), {"config": "1", "tma": "auto"})
     assert figures["registers per thread"].startswith("unknown here (Triton's interpreter is on")
+    # what the shared-memory estimate alone allows (229,376 bytes: one program an SM)
+    assert figures["blocks per SM (sm_90)"].startswith("at most 1, limited by shared memory")
 
 
 def test_triton_fa2_explain_compiles_for_sm90_without_a_gpu(kbench_proc, proc_env):
@@ -240,8 +310,8 @@ def test_triton_fa2_explain_compiles_for_sm90_without_a_gpu(kbench_proc, proc_en
 
 def test_triton_fa2_shared_memory_estimate(registry):
     """The estimate against what the H200 allocated: config 1 as ncu read it (the profile fixture),
-    the others as Triton 3.6 compiled them for sm_90 (scripts/triton_fa2_resources.py); within
-    the 1 KiB of barriers the estimate leaves out."""
+    the others as Triton 3.6 compiled them for sm_90 (`kbench explain attention --impl triton-fa2`);
+    within the 1 KiB of barriers the estimate leaves out."""
     impl = registry.implementations("attention")["triton-fa2"]
     fixture = json.loads((Path(__file__).resolve().parent / "fixtures" / "profile" / "h200-n4096-pinned"
                           / "profile.json").read_text())

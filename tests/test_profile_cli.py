@@ -279,6 +279,41 @@ def test_nsys_no_capture(fake, cli, flat_text):
     assert "nsys captured no kernels" in flat_text(result.output)
 
 
+def test_against_a_run_checks_the_agreement(fake, cli, wide_console, tmp_path):
+    """--against RUN: after profiling, the profiled time per call against the run's event median (the
+    H200's run of this case: naive at 2,795.5 us; the synthetic CSV's naive takes 2,781.0 us)."""
+    run = FIXTURES / "h200-n4096-pinned" / "run.jsonl"
+    result = cli("profile", "--ncu", "attention", *BIG, "--impl", "naive", "--name", "a", "--against", str(run))
+    assert result.exit_code == 0, result.output
+    (naive,) = [line for line in result.output.splitlines() if line.startswith("│ naive ")]
+    assert "2,781.0" in naive and "2,795.5" in naive and "-0.5%" in naive and "agrees" in naive
+    records = [json.loads(line) for line in run.read_text().splitlines()]
+    records[0]["timing"]["stats"]["median"] = 3.2  # the run's naive now 15 % slower than the profiled call
+    slow = tmp_path / "slow.jsonl"
+    slow.write_text("".join(json.dumps(r) + "\n" for r in records))
+    result = cli("profile", "--ncu", "attention", *BIG, "--impl", "naive", "--name", "b", "--against", str(slow))
+    assert result.exit_code == 1 and "DISAGREES" in result.output
+
+
+def test_against_checks_the_run_before_profiling(fake, cli, flat_text):
+    run = FIXTURES / "h200-n4096-pinned" / "run.jsonl"
+    other_case = cli("profile", "--ncu", "attention", "--impl", "naive", "--against", str(run))
+    assert other_case.exit_code == 2
+    assert "has no timed record of case n=256,d=128" in flat_text(other_case.output)
+    missing = cli("profile", "--ncu", "attention", *BIG, "--impl", "naive", "--against", "nowhere.jsonl")
+    assert missing.exit_code == 2 and "cannot read 'nowhere.jsonl'" in flat_text(missing.output)
+    assert fake.calls() == []  # neither profiled anything
+
+
+def test_against_keeps_the_profiles_exit_code(fake, cli, flat_text):
+    """A capture without kernels is exit 4 with --against too (the check has nothing to compare)."""
+    fake.mode("nokernels")
+    result = cli("profile", "--ncu", "attention", *BIG, "--impl", "naive",
+                 "--against", str(FIXTURES / "h200-n4096-pinned" / "run.jsonl"))
+    assert result.exit_code == 4
+    assert "not checked (missing figure)" in flat_text(result.output)
+
+
 def test_ncu_runs_the_real_worker(fake, cli, monkeypatch, wide_console):
     """The fake ncu runs kbench's worker for real (on the CPU): batch mode answers, exactly --calls timed calls."""
     monkeypatch.setenv("FAKE_WORKER", "run")

@@ -15,6 +15,9 @@ Exit codes of ``kbench profile`` (the CLI turns a :class:`ProfileError` into one
 - 4: the capture holds no kernels;
 - 5: the profiler did not finish within ``--timeout`` (it and the worker were killed);
 - 130: interrupted.
+
+With ``--against RUN.jsonl``, where all went well (0), the check's code (:func:`kbench.profilers.agreement.exit_code`):
+1 when an implementation's time per call disagrees with the run's, 2 when none could be checked.
 """
 
 from __future__ import annotations
@@ -263,73 +266,3 @@ def weighted(kernels: list[dict], key: str, weight: str = "duration") -> float |
     if not pairs or total <= 0:
         return None
     return sum(v * w for v, w in pairs) / total
-
-
-def agreement(profiled_us: float | None, event_ms: float | None, tolerance: float = 0.05,
-              min_us: float = 50.0) -> dict:
-    """Does a profiler's kernel time per call agree with kbench's event median?
-
-    ``checked`` is False under ``min_us`` (launch overhead dominates short calls) or without both figures.
-    """
-    if profiled_us is None or event_ms is None:
-        return {"checked": False, "ok": None, "diff": None, "why": "missing figure"}
-    event_us = event_ms * 1e3
-    diff = (profiled_us - event_us) / event_us
-    if event_us < min_us:
-        return {"checked": False, "ok": None, "diff": diff, "why": f"under {min_us:g} us"}
-    return {"checked": True, "ok": abs(diff) <= tolerance, "diff": diff, "why": ""}
-
-
-def _measured(key: str) -> bool:
-    """A config entry that is a measurement of the process, not a description of the kernel that ran:
-    the autotuner's tuning time and whether it tuned (tuning_seconds, tuned_here) and its timings of
-    each candidate (candidates_ms), which differ between two processes running the same kernel."""
-    return "tun" in key or key.endswith("_ms")
-
-
-def agreement_rows(summary: dict, records: list[dict], tolerance: float = 0.05, min_us: float = 50.0) -> list[dict]:
-    """Per implementation of a ``kbench profile`` summary (results/profiles/NAME.json): its kernel time per
-    call against the event median of the same implementation and case in ``records`` (a kbench run)."""
-    timed = {}
-    for record in records:
-        if record.get("case_key") == summary.get("case_key") and record.get("status") == "OK" and record.get("timing"):
-            timed[record.get("label") or record.get("impl")] = record
-    rows = []
-    for outcome in summary.get("implementations", []):
-        profiled = (outcome.get("per_call") or {}).get("time_us")
-        record = timed.get(outcome["label"])
-        event_ms = record["timing"]["stats"]["median"] if record else None
-        verdict = agreement(profiled, event_ms, tolerance, min_us)
-        ran, profiled_config = (record or {}).get("config"), outcome.get("config")
-        if verdict["checked"] and ran and profiled_config and ran != profiled_config:
-            # e.g. an autotuner that chose another tile shape in the profiled process: not the same kernel
-            differ = sorted(k for k in set(ran) | set(profiled_config)
-                            if ran.get(k) != profiled_config.get(k) and not _measured(k))
-            if differ:
-                verdict = {**verdict, "checked": False, "ok": None,
-                           "why": "another configuration ran: " + ", ".join(
-                               f"{k} {ran.get(k)} vs {profiled_config.get(k)}" for k in differ[:4])}
-        row = {"label": outcome["label"], "profiled_us": profiled,
-               "event_us": event_ms * 1e3 if event_ms is not None else None, **verdict}
-        at_clock = same_clock(outcome.get("per_call") or {}, record)
-        if verdict["checked"] and at_clock is not None:
-            # The profiler's call and the run's samples ran at different SM clocks (a single call at
-            # full clock; sustained sampling at the power limit): compare the profiler's time at the
-            # run's clock, i.e. its cycles over the run's median clock.
-            profiled_at_run_clock, run_mhz, profiled_mhz = at_clock
-            judged = agreement(profiled_at_run_clock, event_ms, tolerance, min_us)
-            row.update(judged, profiled_us_at_run_clock=profiled_at_run_clock, run_mhz=run_mhz,
-                       profiled_mhz=profiled_mhz)
-        rows.append(row)
-    return rows
-
-
-def same_clock(per_call: dict, record: dict | None) -> tuple[float, float, float] | None:
-    """(the profiled time per call at the run's SM clock in us, the run's clock, the profiled clock) where
-    the profiler gave cycles and the run recorded its clock; None otherwise."""
-    cycles, time_us = per_call.get("cycles"), per_call.get("time_us")
-    clock = ((record or {}).get("timing") or {}).get("clock") or {}
-    run_mhz = clock.get("sm_mhz_median")
-    if not cycles or not time_us or not run_mhz:
-        return None
-    return cycles / run_mhz, run_mhz, cycles / time_us

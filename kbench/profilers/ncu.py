@@ -41,7 +41,7 @@ DEFAULT_SECTIONS = ("SpeedOfLight", "LaunchStats", "Occupancy", "MemoryWorkloadA
 DURATION = "gpu__time_duration.sum"
 # The SM clock cycles a kernel took: with its duration, the clock it ran at. A kbench run samples
 # under sustained load, often at a lower (power-limited) clock than a profiled single call, so the
-# two are compared at the same clock (kbench.profilers.common.agreement_rows).
+# two are compared at the same clock (kbench.profilers.agreement.agreement_rows).
 CYCLES = "gpc__cycles_elapsed.max"
 # Named on every architecture since Volta; collected explicitly so the table never depends on a section's
 # contents. The tensor pipe's metric differs per architecture (hmma, gmma on Hopper): it comes from the

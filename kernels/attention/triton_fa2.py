@@ -46,8 +46,8 @@ LOG2_E = 1.4426950408889634
 HEAD_DIMS = (16, 32, 64, 128, 256)  # tl.arange needs a power of two
 
 # What the autotuner chooses from: each entry was the fastest, or within 3 %, at some H200 case
-# (fp16, d 64 and 128, causal and not; docs/performance.md), where
-# scripts/triton_fa2_resources.py shows what each costs an SM. One that does not fit a GPU is timed
+# (fp16, d 64 and 128, causal and not; docs/performance.md), where `kbench explain attention
+# --impl triton-fa2` shows what each costs an SM. One that does not fit a GPU is timed
 # as infinitely slow by the autotuner and never chosen.
 CONFIGS = (
     # One program an SM (shared memory): its two warpgroups meet at a barrier every K/V tile.
@@ -237,18 +237,19 @@ def tma_reason(choice, tensors, dtype: str, device_type: str) -> str | None:
 
 
 def explain(case, params) -> dict:
-    """`kbench explain attention --impl triton-fa2`: the launch on a GPU, without running it."""
+    """`kbench explain attention --impl triton-fa2`: the launch on a GPU, without running it. Autotuned
+    (no --param config): every configuration's registers, spills, shared memory and programs an SM on
+    sm_90, so the autotuner's choices can be read side by side; --param config=N: that one's launch."""
     cfg = pinned_config(params.get("config", "auto"), "cuda")
+    tma = case.dtype in ("fp16", "bf16") and str(params.get("tma", "auto")) != "0"  # as on an H200
     if cfg is None:
         return {
             "configuration": f"autotuned on first use among {len(CONFIGS)} tile shapes (BLOCK_M x BLOCK_N, warps, "
-                             f"stages; --param config=N pins one and shows its registers and programs an SM): "
-                             + "; ".join(f"{i}: {c['BLOCK_M']}x{c['BLOCK_N']} {c['num_warps']}w {c['num_stages']}s"
-                                         for i, c in enumerate(CONFIGS)),
+                             "stages; below, what each costs an SM; --param config=N pins one and shows its launch)",
             "matrix instructions": "tl.dot: wgmma on sm_90 (Triton picks the layout; no mma.sync count)",
+            **_every_configuration(case, tma),
         }
     q_tiles = -(-case.n // cfg["BLOCK_M"])
-    tma = case.dtype in ("fp16", "bf16") and str(params.get("tma", "auto")) != "0"  # as on an H200
     return {
         "grid": f"{q_tiles} Q tiles x {case.batch * case.heads} (batch x heads) = "
                 f"{q_tiles * case.batch * case.heads} programs",
@@ -281,17 +282,85 @@ def compiled_resources(case, cfg, tma: bool) -> dict | None:
     return from_triton(_fa2_forward, args, constexprs, _launch_options(cfg))
 
 
+NOT_COMPILED = "Triton's interpreter is on, TRITON_INTERPRET, or no Triton"
+
+
 def _compiled_figures(case, cfg, tma: bool, programs: int) -> dict:
     from kbench.kernel_resources import launch_figures
+    from kbench.occupancy import blocks_per_sm
 
     try:
         res = compiled_resources(case, cfg, tma)
     except RuntimeError as exc:
         return {"registers per thread": f"could not compile: {exc}"}
     if res is None:
-        return {"registers per thread": "unknown here (Triton's interpreter is on, TRITON_INTERPRET, or no "
-                                        "Triton): run on the GPU, or unset TRITON_INTERPRET"}
+        # Without the compile, what the shared-memory estimate alone allows: registers may allow fewer.
+        fit = blocks_per_sm(cfg["num_warps"] * 32, 0, _smem_bytes(case, cfg, tma), (9, 0))
+        return {"registers per thread": f"unknown here ({NOT_COMPILED}): run on the GPU, or unset TRITON_INTERPRET",
+                "blocks per SM (sm_90)": f"at most {fit['blocks_per_sm']}, limited by "
+                                         f"{' and '.join(fit['limited_by'])} (the shared-memory estimate; "
+                                         "the registers may allow fewer)"}
     return launch_figures(res, programs, cfg["num_warps"] * 32, res["dynamic_smem_bytes"])
+
+
+def _every_configuration(case, tma: bool) -> dict:
+    """One line per CONFIGS entry: what a program of it costs an SM on sm_90 for this case and how many
+    programs an SM holds. With one, the two warpgroups of a 128-row tile meet at a barrier every K/V
+    tile and the tensor cores idle during the softmax; with two or more, one program's softmax
+    overlaps another's matrix products; a configuration that spills ran several times slower on the
+    H200. Compiled (ptxas's registers and spills, Triton's shared memory) where a GPU is present: a
+    compile takes about a second, paid where the kernel is about to run. Elsewhere the shared-memory
+    estimate and the programs it allows (--param config=N still compiles that one, GPU or not)."""
+    from kbench.occupancy import blocks_per_sm
+    from kbench.runner import host_has_gpu
+
+    compile_here = host_has_gpu()
+    figures, how = {}, None
+    for index, cfg in enumerate(CONFIGS):
+        name = (f"config {index}: {cfg['BLOCK_M']}x{cfg['BLOCK_N']}, {cfg['num_warps']} warps, "
+                f"{cfg['num_stages']} stage{'s' if cfg['num_stages'] > 1 else ''}"
+                + (f", maxnreg {cfg['maxnreg']}" if "maxnreg" in cfg else ""))
+        threads = cfg["num_warps"] * 32
+        res, why = None, "no GPU here"
+        if compile_here:
+            try:
+                res = compiled_resources(case, cfg, tma)
+            except RuntimeError as exc:
+                figures[name] = f"could not compile: {exc}"
+                continue
+            why = NOT_COMPILED
+        if res is None:
+            smem = _smem_bytes(case, cfg, tma)
+            fit = blocks_per_sm(threads, 0, smem, (9, 0))  # registers unknown: not a limit here
+            figures[name] = (f"about {smem:,} bytes of shared memory: at most {fit['blocks_per_sm']} "
+                             f"program{'s' if fit['blocks_per_sm'] != 1 else ''} an SM "
+                             f"({' and '.join(fit['limited_by'])})")
+            how = how or (f"shared memory estimated, registers unknown ({why}): --param config=N, or "
+                          f"config=0,...,{len(CONFIGS) - 1}, compiles each for sm_90 with Triton's ptxas")
+            continue
+        smem = res["dynamic_smem_bytes"]
+        fit = blocks_per_sm(threads, res["registers"], smem, (9, 0))
+        figures[name] = (f"{res['registers']} registers, {res['spill_stores']} bytes spilled, {smem:,} bytes of "
+                         f"shared memory: {fit['blocks_per_sm']} program{'s' if fit['blocks_per_sm'] != 1 else ''} "
+                         f"an SM ({' and '.join(fit['limited_by'])})" + ("; SPILLS" if res["spill_stores"] else ""))
+        how = how or f"{res['source']}, {'TMA' if tma else 'pointer-load'} path"
+    return {"resources of each configuration (sm_90)": how or "none compiled", **figures}
+
+
+def _smem_parts(case, cfg, tma: bool) -> tuple[int, int, int]:
+    """(Q's tile, one K or V tile, buffers of each) in bytes, as Triton 3.6's pipeliner allocates them on
+    sm_90: TMA path, num_stages buffers; pointer path (cp.async), num_stages - 1 (see _smem_estimate)."""
+    from kbench.dtypes import ELEMENT_BYTES
+
+    e = ELEMENT_BYTES[case.dtype]
+    buffers = cfg["num_stages"] if tma else max(1, cfg["num_stages"] - 1)
+    return cfg["BLOCK_M"] * case.d * e, cfg["BLOCK_N"] * case.d * e, buffers
+
+
+def _smem_bytes(case, cfg, tma: bool) -> int:
+    """Shared memory a program (one buffer: K and V take turns in it)."""
+    q, tile, buffers = _smem_parts(case, cfg, tma)
+    return q + (tile if buffers == 1 else 2 * tile * buffers)
 
 
 def _smem_estimate(case, cfg, tma: bool) -> str:
@@ -299,12 +368,7 @@ def _smem_estimate(case, cfg, tma: bool) -> str:
     num_stages buffers of K and V (one stage: K and V take turns in one buffer); 229,376 bytes for
     config 1 at d=128 fp16, where ncu read 230,400 on the H200 (the rest: barriers). Pointer path
     (cp.async): num_stages - 1 buffers; 163,840 for config 1, as ncu read it before the TMA path existed."""
-    from kbench.dtypes import ELEMENT_BYTES
-
-    e = ELEMENT_BYTES[case.dtype]
-    q = cfg["BLOCK_M"] * case.d * e
-    tile = cfg["BLOCK_N"] * case.d * e
-    buffers = cfg["num_stages"] if tma else max(1, cfg["num_stages"] - 1)
+    q, tile, buffers = _smem_parts(case, cfg, tma)
     path = "TMA" if tma else "pointer loads"
     if buffers == 1:
         return f"about {q + tile:,} bytes ({path}): Q {q:,} + one {tile:,}-byte buffer K and V take turns in"
