@@ -47,13 +47,15 @@ def _builtin_registry():
     return loader.load()
 
 
-@pytest.fixture
+# Module-scoped, so that a test module's own module-scoped fixtures (a suite, its kernels) can use it;
+# loaded once per test run all the same (_builtin_registry is cached).
+@pytest.fixture(scope="module")
 def registry():
     """The built-in suites and kernels, loaded once per test run."""
     return _builtin_registry()
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def attention(registry):
     return registry.suite("attention")
 
