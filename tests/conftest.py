@@ -47,7 +47,9 @@ def _builtin_registry():
     return loader.load()
 
 
-@pytest.fixture(scope="package")  # module-scoped fixtures (test_patterns_suite's) build on it
+# Package-scoped, so that a test module's own module-scoped fixtures (a suite, its kernels) can use it;
+# loaded once per test run all the same (_builtin_registry is cached).
+@pytest.fixture(scope="package")
 def registry():
     """The built-in suites and kernels, loaded once per test run."""
     return _builtin_registry()

@@ -1,8 +1,8 @@
 """What the streams implementations share: the relax kernel on a chosen stream, the serial schedule,
 the chunked pipeline, and the measurements the pipelined implementation reports after timing.
 
-A private helper (the loader skips `_` files); kernel files and scripts/streams_check.py load it with
-``kbench.loader.load_helper``. torch and CuPy are imported inside the functions.
+A private helper (the loader skips `_` files); kernel files and tests/gpu/test_streams_gpu.py load it
+with ``kbench.loader.load_helper``. torch and CuPy are imported inside the functions.
 
 How the figures are measured (:meth:`Pipeline.figures`, called by the worker once, after kbench has
 timed the closure and before it checks the closure again on new inputs):

@@ -8,7 +8,7 @@ suite's answer, so the check fails if stream 2 ever reads the intermediate buffe
 The event is recorded *after* kernel 1. The classic example records its event before kernel1 (it also times from
 it) and says stream 2 then waits for kernel1 to finish; it does not: a wait on an event recorded before
 the kernel orders nothing after that kernel, and kernel2 may read data kernel1 has not written yet.
-scripts/streams_check.py runs that ordering to show it.
+tests/gpu/test_streams_gpu.py runs that ordering to show it.
 """
 
 from pathlib import Path

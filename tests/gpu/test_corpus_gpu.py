@@ -1,6 +1,6 @@
-"""The corpus on a GPU (run on the H200; skipped without CUDA): the kernels of tests/corpus_gpu/ that
-only a GPU can show (a side stream the events miss, an illegal memory access, a time faster than the
-roofline), and the CPU corpus again on CUDA tensors."""
+"""The corpus on a GPU (skipped without CUDA): the kernels of tests/corpus_gpu/ that only a GPU can
+show (a side stream the events miss, an illegal memory access, a time faster than the roofline), and
+the CPU corpus again on CUDA tensors; TF32 caught in an fp32 product; an interleaved run's clocks."""
 
 from __future__ import annotations
 
@@ -11,20 +11,10 @@ import pytest
 from kbench import results
 from kbench.devices import peaks_for
 
+# kbench run starts workers that compile the Triton kernels (compiled_triton: no interpreter for them).
+pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("needs_cuda", "compiled_triton")]
 
-def _has_cuda() -> bool:
-    try:
-        import torch
-
-        return torch.cuda.is_available()
-    except ImportError:
-        return False
-
-
-pytestmark = [pytest.mark.gpu,
-              pytest.mark.skipif(not _has_cuda(), reason="needs a CUDA device (the GPU corpus runs on the H200)")]
-
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parent.parent
 CORPUS, CORPUS_GPU = TESTS / "corpus", TESTS / "corpus_gpu"
 
 # The CPU corpus on CUDA tensors: the same reasons (one trial per input distribution, the suite's default).
@@ -50,12 +40,6 @@ GPU_CHEATS = {
     "cheat-illegal-access": ("CRASH", "illegal memory access"),
     "cheat-faster-than-light": ("FAIL", "impossible: faster than the roofline"),
 }
-
-
-@pytest.fixture(autouse=True)
-def compiled_triton(monkeypatch):
-    """conftest sets TRITON_INTERPRET for the CPU tests; the GPU workers must compile Triton kernels."""
-    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
 
 
 def _run(cli, tmp_path, name, impls, *case):

@@ -1,0 +1,89 @@
+"""The reduction and scan correctness sweep on a GPU: every implementation asked for, each type (and,
+for scan, inclusive and exclusive) and size, blelloch's other parameter paths, and inputs one element
+past a 16-byte boundary (the kernels' scalar-load paths). Each check is kbench.correctness.check:
+fresh inputs from every input distribution, outputs poisoned, the exact float64 reference.
+
+Shared by test_reduce_scan_gpu.py (every implementation, in the test process) and sanitized.py
+(kbench's own kernels at small sizes, under compute-sanitizer). Loaded by path
+(kbench.loader.load_helper), as the kernels load their helpers.
+"""
+
+from __future__ import annotations
+
+from kbench import correctness
+from kbench.suite import Case
+
+TYPES = {"reduction": ("fp32", "fp16", "int32"), "scan": ("int32", "int64", "fp32")}
+FLAGS = {"reduction": ({},), "scan": ({"exclusive": False}, {"exclusive": True})}
+# blelloch's --param combinations checked besides its defaults: its own 16-byte loads off, look-back
+# orders, tile-state layouts, a smaller block.
+BLELLOCH_VARIANTS = {
+    "unstaged": {"staged": 0, "items": 8},
+    "early": {"lookback": "early"},
+    "packed": {"state": "packed"},
+    "split": {"state": "split"},
+    "packed early 128 threads": {"state": "packed", "lookback": "early", "threads": 128},
+    "split 128 threads": {"state": "split", "threads": 128},
+}
+# The implementations given unaligned inputs (the others take whatever torch or CuPy hand them).
+UNALIGNED_IMPLS = ("warp-shuffle", "blelloch")
+
+
+def own_kernels(registry, suite_name: str) -> list[str]:
+    """kbench's CUDA C++ implementations of a suite (CuPy RawKernels), not CuPy's or torch's library calls."""
+    return [name for name, impl in registry.implementations(suite_name).items()
+            if impl.backend == "cupy" and not name.startswith("cupy-")]
+
+
+def unaligned(impl):
+    """The same implementation given x (and y) one element past a 16-byte boundary."""
+    def make(case, inputs, out, **params):
+        import torch
+
+        x = inputs["x"]
+        padded_x = torch.empty(x.numel() + 1, dtype=x.dtype, device=x.device)
+        padded_out = torch.empty(out.numel() + 1, dtype=out.dtype, device=out.device) if out.dim() else None
+        fn_out = padded_out[1:] if padded_out is not None else out
+        fn = impl.make(case, {"x": padded_x[1:]}, fn_out, **params)
+
+        def run():
+            padded_x[1:].copy_(x)  # the harness refills x between calls: the closure must read it each time
+            fn()
+            if padded_out is not None:
+                out.copy_(fn_out)
+
+        return run
+
+    return type(impl)(impl.suite, impl.name + "-unaligned", impl.backend, make, impl.needs, "", impl.source)
+
+
+def sweep(registry, suite_name: str, dtype: str, impls, sizes, unaligned_sizes) -> tuple[int, list[str]]:
+    """Check each of ``impls`` at every size and flag: (checks made, one line per failed check)."""
+    suite = registry.suite(suite_name)
+    found = registry.implementations(suite_name)
+    checks, problems = 0, []
+
+    def check(label, impl, case, seed, params, trials=2):
+        nonlocal checks
+        checks += 1
+        try:
+            verdict = correctness.check(suite, impl, case, "cuda", seed=seed, trials=trials, params=params)
+        except Exception as exc:  # noqa: BLE001 - one line each, the sweep goes on
+            problems.append(f"{label}: {type(exc).__name__}: {str(exc)[:300]}")
+            return
+        if not verdict.ok:
+            problems.append(f"{label}: {verdict.reason[:300]}")
+
+    for name in impls:
+        impl = found[name]
+        for extra in FLAGS[suite_name]:
+            for n in sizes:
+                case = Case({"n": n, "dtype": dtype, **extra})
+                label = f"{suite_name} {name} {dtype} {extra or ''} n={n}"
+                check(label, impl, case, n, impl.params)
+                if name == "blelloch":
+                    for seed, (variant, params) in enumerate(BLELLOCH_VARIANTS.items(), start=n + 1):
+                        check(f"{label} {variant}", impl, case, seed, {**impl.params, **params})
+                if n in unaligned_sizes and name in UNALIGNED_IMPLS:
+                    check(f"{label} unaligned", unaligned(impl), case, n, impl.params, trials=1)
+    return checks, problems

@@ -1,0 +1,90 @@
+"""Small cases of kbench's CUDA C++ kernels, each run once and checked, for compute-sanitizer to watch.
+
+    compute-sanitizer --tool memcheck --error-exitcode 9 python tests/gpu/sanitized.py matmul fa2 reduce-scan
+
+test_sanitizer_gpu.py runs it so, one process for each tool. Prints one line per failed check and,
+after each NAME, ``NAME: N checked, M failed``; exits 1 when a check failed (a wrong result) or raised,
+so an exit of 9 is compute-sanitizer's alone. The sizes are small on purpose: under the sanitizer
+every kernel, torch's included, runs instrumented.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from kbench import correctness, loader
+from kbench.suite import Case
+
+
+def checked(suite, impl, case, params, label: str, problems: list[str]) -> None:
+    verdict = correctness.check(suite, impl, case, "cuda", seed=0, trials=1, params=params)
+    if not verdict.ok:
+        problems.append(f"{label}: {verdict.reason[:300]}")
+
+
+def matmul(registry) -> tuple[int, list[str]]:
+    """Each CUDA matmul at odd and even shapes. K and N not multiples of 8 take the bounds-checked
+    element-wise paths; 64 x 136 x 72 the vector / cp.async / direct-fragment paths with edge tiles in
+    M and N; 33 x 40 x 24 a K tail that is a multiple of 8 but not of 16 (wmma's staged last k-step)."""
+    types = {"tiled-smem": ("fp32",), "tiled-regblock": ("fp32",), "wmma": ("fp16", "bf16"),
+             "wmma-smem": ("fp16", "bf16")}
+    shapes = ((1, 1, 1), (17, 17, 17), (100, 77, 33), (64, 136, 72), (33, 40, 24), (130, 264, 200))
+    suite, impls = registry.suite("matmul"), registry.implementations("matmul")
+    problems, count = [], 0
+    for name, dtypes in types.items():
+        for dtype in dtypes:
+            for m, n, k in shapes:
+                case = Case({"m": m, "n": n, "k": k, "dtype": dtype, "tf32": False})
+                checked(suite, impls[name], case, impls[name].params, f"{name} {dtype} {m}x{n}x{k}", problems)
+                count += 1
+    return count, problems
+
+
+def fa2(registry) -> tuple[int, list[str]]:
+    """cupy-fa2 (its default tiles, with the log-sum-exp output) on 200 queries: a full 128-row tile and
+    a partial one, K/V tiles of 64 with a partial last one; causal and not."""
+    suite, impl = registry.suite("attention"), registry.implementations("attention")["cupy-fa2"]
+    problems = []
+    for causal in (False, True):
+        case = Case({"n": 200, "d": 128, "batch": 1, "heads": 2, "dtype": "fp16", "causal": causal})
+        checked(suite, impl, case, {**impl.params, "lse": 1}, f"cupy-fa2 causal={causal}", problems)
+    return 2, problems
+
+
+def reduce_scan(registry) -> tuple[int, list[str]]:
+    """kbench's own reduction and scan kernels (not CuPy's or torch's), every type and variant, at sizes
+    that end inside a warp, one past a 4096-element tile, and after many tiles."""
+    sweeps = loader.load_helper(Path(__file__).with_name("reduce_scan_sweep.py"))
+    sizes = (31, 4097, 70_001)
+    count, problems = 0, []
+    for suite_name, dtypes in sweeps.TYPES.items():
+        own = sweeps.own_kernels(registry, suite_name)
+        if not own:
+            problems.append(f"no kbench kernel of {suite_name} loaded: {registry.load_errors}")
+        for dtype in dtypes:
+            checks, failed = sweeps.sweep(registry, suite_name, dtype, own, sizes, unaligned_sizes=(31, 4097))
+            count, problems = count + checks, problems + failed
+    return count, problems
+
+
+RUNS = {"matmul": matmul, "fa2": fa2, "reduce-scan": reduce_scan}
+
+
+def main(names: list[str]) -> int:
+    if not names or any(name not in RUNS for name in names):
+        print(f"usage: sanitized.py {{{','.join(RUNS)}}}...", file=sys.stderr)
+        return 2
+    registry = loader.load()
+    failed = 0
+    for name in names:
+        count, problems = RUNS[name](registry)
+        for line in problems:
+            print(f"FAIL {line}")
+        print(f"{name}: {count} checked, {len(problems)} failed", flush=True)
+        failed += len(problems)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

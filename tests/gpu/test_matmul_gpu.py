@@ -1,0 +1,76 @@
+"""The matmul implementations right on a GPU at odd and even shapes: cuBLAS and kbench's CUDA C++ kernels
+(each dtype they take and each tile configuration the benchmarks time) checked in this process against
+the float64 reference, and the Triton matmul through `kbench run` (its workers compile the kernel and
+autotune it per shape). (The CUDA kernels under compute-sanitizer: test_sanitizer_gpu.py.)"""
+
+from __future__ import annotations
+
+import pytest
+
+from kbench import correctness, results
+from kbench.registry import skip_reason
+from kbench.suite import Case
+
+# The CuPy kernels skip themselves where CuPy is missing (skip_reason), the Triton one needs none.
+pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("needs_cuda")]
+
+# One element; odd sizes (the bounds-checked element-wise copy paths: K or N not a multiple of 8); one
+# tile; a K tail that is a multiple of 8 but not of 16; edge tiles in M and N; several tiles each way.
+SHAPES = ((1, 1, 1), (17, 17, 17), (1000, 777, 333), (128, 128, 128), (33, 40, 24), (130, 264, 200),
+          (256, 512, 1024))
+# wmma-smem: every warps x block_n x stages the benchmarks time (4 warps x 256 columns is refused: its
+# warp tile would spill). bf16 differs from fp16 only in its conversions: its defaults cover them.
+WMMA_SMEM_CONFIGS = [{}, {"block_k": 64}] + [{"warps": w, "block_n": n, "stages": st}
+                                              for w, n in ((4, 128), (8, 128), (8, 256)) for st in (2, 3, 4)]
+CHECKS = (
+    [("cublas", dtype, {}) for dtype in ("fp16", "bf16", "fp32")]
+    + [("tiled-smem", "fp32", {}), ("tiled-smem", "fp32", {"tile": 32})]
+    + [("tiled-regblock", "fp32", {}),
+       ("tiled-regblock", "fp32", {"block_m": 64, "block_n": 64, "block_k": 16, "thread_m": 4, "thread_n": 4})]
+    + [("wmma", dtype, {}) for dtype in ("fp16", "bf16")]
+    + [("wmma-smem", "fp16", config) for config in WMMA_SMEM_CONFIGS]
+    + [("wmma-smem", "bf16", config) for config in ({}, {"block_k": 64})]
+)
+
+
+def _id(check) -> str:
+    name, dtype, params = check
+    return "-".join([name, dtype, *(f"{k}={v}" for k, v in params.items())])
+
+
+@pytest.mark.parametrize("name,dtype,params", CHECKS, ids=map(_id, CHECKS))
+def test_cuda_kernel_matches_float64_at_every_shape(registry, name, dtype, params):
+    import torch
+
+    suite, impl = registry.suite("matmul"), registry.implementations("matmul")[name]
+    capability = torch.cuda.get_device_capability()
+    problems = []
+    for m, n, k in SHAPES:
+        case = Case({"m": m, "n": n, "k": k, "dtype": dtype, "tf32": False})
+        reason = skip_reason(impl, case, "cuda", capability)
+        if reason:
+            pytest.skip(f"{name}: {reason}")
+        try:
+            verdict = correctness.check(suite, impl, case, "cuda", seed=1, trials=2, params={**impl.params, **params})
+        except Exception as exc:  # noqa: BLE001 - every shape is tried, the failures listed together
+            problems.append(f"{m}x{n}x{k}: {type(exc).__name__}: {str(exc)[:300]}")
+            continue
+        if not verdict.ok:
+            problems.append(f"{m}x{n}x{k}: {verdict.reason[:300]}")
+    assert not problems, f"{_id((name, dtype, params))} is wrong at:\n" + "\n".join(problems)
+
+
+# Every new shape autotunes the Triton matmul over its twelve configurations: two shapes, one with
+# edge tiles and a K that no block divides, one whose K every block divides (the unmasked loop).
+TRITON_SHAPES = ((1000, 777, 333), (256, 512, 1024))
+
+
+@pytest.mark.parametrize("m,n,k", TRITON_SHAPES, ids=[f"{m}x{n}x{k}" for m, n, k in TRITON_SHAPES])
+def test_triton_matmul_is_right_through_kbench_run(cli, tmp_path, compiled_triton, m, n, k):
+    out = tmp_path / "triton.jsonl"
+    result = cli("run", "matmul", "--m", m, "--n", n, "--k", k, "--dtype", "fp16,bf16,fp32", "--device", "cuda",
+                 "--impl", "triton", "--baseline", "triton", "--timeout", "300", "--max-time", "0.2", "--out", out)
+    statuses = {r["case"]["dtype"]: (r["status"], r.get("reason", "")) for r in results.read(out)}
+    assert {dtype: status for dtype, (status, _) in statuses.items()} == {"fp16": "OK", "bf16": "OK", "fp32": "OK"}, \
+        f"kbench run matmul --impl triton at {m}x{n}x{k}: {statuses}\n{result.output}"
+    assert result.exit_code == 0, result.output

@@ -1,0 +1,53 @@
+"""kbench's CUDA C++ kernels under compute-sanitizer: small cases of each (tests/gpu/sanitized.py) run
+once and checked, with memcheck (out-of-bounds and misaligned accesses) for every kernel and racecheck
+(shared-memory hazards) for those whose blocks share tiles through shared memory: cupy-fa2 and the
+reduction and scan kernels. A run passes when the tool reports zero errors and every check was right."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("needs_cuda", "needs_cupy")]
+
+DRIVER = Path(__file__).with_name("sanitized.py")
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SANITIZER_ERRORS = 9  # --error-exitcode: tells the tool's findings from the driver's own exit 1
+# The tool's last word on a run with no error (racecheck counts hazards: warnings are not errors).
+CLEAN = {"memcheck": r"ERROR SUMMARY: 0 errors",
+         "racecheck": r"RACECHECK SUMMARY: \d+ hazards? displayed \(0 errors,"}
+
+
+def sanitized(compute_sanitizer: str, env: dict, tool: str, runs: list[str]) -> None:
+    """One process of tests/gpu/sanitized.py RUNS under ``compute-sanitizer --tool TOOL``; fails the test
+    unless the tool found nothing, every check was right, and each run checked something."""
+    # Without torch's caching allocator every tensor is an allocation of its own, so memcheck sees an
+    # access past a tensor's end (inside a cached block it would pass unseen). Kernels compiled, not
+    # interpreted; kbench importable from the source tree.
+    env = {**env, "PYTORCH_NO_CUDA_MEMORY_CACHING": "1",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))}
+    env.pop("TRITON_INTERPRET", None)
+    proc = subprocess.run([compute_sanitizer, "--tool", tool, "--error-exitcode", str(SANITIZER_ERRORS),
+                           sys.executable, str(DRIVER), *runs],
+                          cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=540)
+    output = proc.stdout + proc.stderr
+    tail = output[-6000:]
+    assert proc.returncode != SANITIZER_ERRORS, f"compute-sanitizer --tool {tool} found errors:\n{tail}"
+    assert proc.returncode == 0, f"under {tool}, exit {proc.returncode} (1: a wrong result or an error):\n{tail}"
+    assert re.search(CLEAN[tool], output), f"no clean summary from compute-sanitizer --tool {tool}:\n{tail}"
+    for run in runs:
+        counted = re.search(rf"^{re.escape(run)}: (\d+) checked, 0 failed$", proc.stdout, re.MULTILINE)
+        assert counted and int(counted.group(1)) > 0, f"{run} checked nothing under {tool}:\n{tail}"
+
+
+def test_no_out_of_bounds_or_misaligned_access_under_memcheck(compute_sanitizer, proc_env):
+    sanitized(compute_sanitizer, proc_env(), "memcheck", ["matmul", "fa2", "reduce-scan"])
+
+
+def test_no_shared_memory_race_under_racecheck(compute_sanitizer, proc_env):
+    sanitized(compute_sanitizer, proc_env(), "racecheck", ["fa2", "reduce-scan"])
