@@ -146,5 +146,5 @@ def jsonl():
 
 @pytest.fixture
 def proc_env():
-    """proc_env(**extra) -> a copy of the environment for a kbench subprocess (no COLUMNS, no KBENCH_KERNELS)."""
+    """proc_env(**extra) -> a copy of the environment for a kbench subprocess (no COLUMNS, KBENCH_KERNELS or KBENCH_SUITES)."""
     return subprocess_env

@@ -4,20 +4,26 @@ the Suite hooks shows up, with no edit to kbench itself."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from conftest import FIXTURES, flat, subprocess_env
-
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SUITES = FIXTURES / "suite_folder"
 KERNELS = FIXTURES / "suite_folder_kernels"
 
 
 @pytest.fixture
-def env():
-    return subprocess_env(KBENCH_SUITES=str(SUITES), KBENCH_KERNELS=str(KERNELS), COLUMNS="200")
+def env(proc_env):
+    return proc_env(KBENCH_SUITES=str(SUITES), KBENCH_KERNELS=str(KERNELS), COLUMNS="200")
 
 
-def test_a_suite_folder_adds_its_column_and_lines_to_the_table(kbench_proc, env, tmp_path):
+@pytest.fixture
+def flat(flat_text):
+    return flat_text
+
+
+def test_a_suite_folder_adds_its_column_and_lines_to_the_table(kbench_proc, env, flat, tmp_path):
     out = tmp_path / "scale.jsonl"
     done = kbench_proc("run", "scale", "--n", "1000", "--max-time", "0.05", "--out", out, env=env)
     assert done.returncode == 0, done.stderr
@@ -30,7 +36,7 @@ def test_a_suite_folder_adds_its_column_and_lines_to_the_table(kbench_proc, env,
     assert "parity" in flat(shown.stdout) and "scale: 2 rows, 2 OK" in flat(shown.stdout)
 
 
-def test_a_suite_folder_adds_its_plot_metric_and_explain_command(kbench_proc, env, tmp_path):
+def test_a_suite_folder_adds_its_plot_metric_and_explain_command(kbench_proc, env, flat, tmp_path):
     out = tmp_path / "scale.jsonl"
     assert kbench_proc("run", "scale", "--n", "1000", "--max-time", "0.05", "--out", out, env=env).returncode == 0
     plot = kbench_proc("plot", out, "--metric", "elements-per-ns", "--out", tmp_path / "p.png", env=env)
@@ -44,8 +50,8 @@ def test_a_suite_folder_adds_its_plot_metric_and_explain_command(kbench_proc, en
     assert "one element a thread" in walk.stdout
 
 
-def test_a_missing_suite_folder_is_one_line(kbench_proc, tmp_path):
-    done = kbench_proc("list", env=subprocess_env(KBENCH_SUITES=str(tmp_path / "nowhere")))
+def test_a_missing_suite_folder_is_one_line(kbench_proc, proc_env, tmp_path):
+    done = kbench_proc("list", env=proc_env(KBENCH_SUITES=str(tmp_path / "nowhere")))
     assert done.returncode != 0
     assert "KBENCH_SUITES" in done.stderr and "is not a folder" in done.stderr
     assert "Traceback" not in done.stderr
