@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+import math
+
 INPUT_STEP = 1.0 / 64  # step_multiples' float values are multiples of this, |x| <= 1
 INT_RANGE = 1000  # and its integers lie in [-INT_RANGE, INT_RANGE]
 
@@ -29,7 +31,14 @@ def check_length(n: int) -> None:
 # The distributions step_multiples draws (reduction's and scan's correctness trials cover them all).
 DISTRIBUTIONS = ("uniform", "runs", "cancellation")
 # runs: each run of one sign is RUN_MIN..RUN_MAX elements long (the next run has the other sign).
-RUN_MIN, RUN_MAX = 1 << 12, 1 << 16
+RUN_MIN, RUN_MAX = 1 << 12, 1 << 13
+
+
+def run_steps(n: int) -> int:
+    """The largest |k| of the runs distribution's float values k / 64 for n elements: 64 where n is small,
+    down to 1 at n = 2^31, so that sqrt(n x RUN_MAX) x |k| / 128 (the spread of the runs' sums added in
+    another order than the runs', see step_multiples) stays under 2^15, an eighth of 2^18."""
+    return max(1, min(64, int(2**22 / math.sqrt(max(n, 1) * RUN_MAX))))
 # cancellation: x[2i] up to CANCEL_STEPS steps (31 for floats), then x[2i+1] = -x[2i] plus up to 64
 # steps, so pairs of large values cancel to small sums. 1984 + 64 = 2^11: fp16 still holds every k / 64.
 CANCEL_STEPS = 1984
@@ -37,15 +46,23 @@ CANCEL_INT = 1_000_000
 
 
 def step_multiples(n: int, dtype: str, device: str, seed: int, distribution: str = "uniform"):
-    """n random values whose partial sums, in any order a kernel sums them, are exact in fp32: k / 64
-    for random integers k, or integers for an integer dtype. Drawn with ``device``'s generator: 2^28
-    values drawn on the host would take seconds a trial.
+    """n random values whose partial sums are exact in fp32 in the orders kernels sum them: k / 64 for
+    random integers k, or integers for an integer dtype. Drawn with ``device``'s generator: 2^28 values
+    drawn on the host would take seconds a trial.
 
-    - ``uniform``: |k| <= 64 (integers in [-INT_RANGE, INT_RANGE]); a random walk of n of them stays
-      far below 2^18, where fp32 stops holding every multiple of 1/64.
-    - ``runs``: the same magnitudes, with signs in runs of RUN_MIN..RUN_MAX elements that alternate,
-      in pairs of equal length: partial sums climb for tens of thousands of elements and fall back
-      (each run's sum stays under 2^16, and each pair's sum is a random walk of its magnitudes).
+    "The orders kernels sum them": contiguous pieces, grid strides, and the pieces' sums added in any
+    order (atomics). Not every order: all the positive values first would climb past 2^18, where fp32
+    stops holding every multiple of 1/64, for any inputs of this size that are not mostly zeros.
+
+    - ``uniform``: |k| <= 64 (integers in [-INT_RANGE, INT_RANGE]) with random signs: any piece's sum is
+      a random walk that stays far below 2^18.
+    - ``runs``: signs in runs of RUN_MIN..RUN_MAX elements that alternate, in pairs of equal length:
+      partial sums climb for thousands of elements (past 32, where fp16 stops holding every multiple of
+      1/64: a narrow accumulator fails) and fall back. Float magnitudes are |k| <= run_steps(n): split
+      into pieces summed in another order (a block's share of grid strides, then atomics), a pair's
+      runs no longer cancel, and the sum of the runs' sums is a random walk of about
+      sqrt(n x run length) x E|k| / 64; with |k| <= 64 it passes 2^18 at n = 2^28 (a correct fp32
+      kernel whose blocks end in atomics then rounds a quarter of the time), so |k| shrinks with n.
     - ``cancellation``: x[2i] with |k| <= CANCEL_STEPS (integers up to CANCEL_INT), x[2i+1] = -x[2i]
       plus a uniform value: sums of large terms that cancel, which a narrow accumulator loses.
     """
@@ -55,12 +72,12 @@ def step_multiples(n: int, dtype: str, device: str, seed: int, distribution: str
 
     generator = torch.Generator(device=device).manual_seed(seed)
     integer = is_integer(dtype)
-    limit = INT_RANGE if integer else 64
+    limit = INT_RANGE if integer else run_steps(n) if distribution == "runs" else 64
     values = torch.randint(-limit, limit + 1, (n,), generator=generator, device=device, dtype=torch.int64)
     if distribution == "runs":
         values.abs_()
-        # Runs come in pairs of one length, + then -: the pairs' sums are small and their random walk
-        # stays far below 2^18 over 2^31 elements (runs of unequal lengths would drift past it).
+        # Runs come in pairs of one length, + then -: in order, the pairs' sums are small and their random
+        # walk stays far below 2^18 over 2^31 elements (runs of unequal lengths would drift past it).
         lengths = torch.randint(RUN_MIN, RUN_MAX + 1, (n // (2 * RUN_MIN) + 1,), generator=generator, device=device)
         starts = torch.cumsum(lengths.repeat_interleave(2), 0)
         run = torch.searchsorted(starts, torch.arange(n, device=device), right=True)  # each element's run
