@@ -47,9 +47,9 @@ def _builtin_registry():
     return loader.load()
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def registry():
-    """The built-in suites and kernels, loaded once per test run."""
+    """The built-in suites and kernels, loaded once per test run (module-scoped fixtures use it too)."""
     return _builtin_registry()
 
 
