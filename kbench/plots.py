@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kbench.errors import UserError
+from kbench.record import Record
 
 
 def _pyplot():
@@ -94,11 +95,11 @@ def roofline_plot(points, peaks, path: Path, title: str = "", calibration: dict 
     return written
 
 
-def sweep_axis(records: list[dict]) -> str:
+def sweep_axis(records: list[Record]) -> str:
     """The numeric case axis that varies most across the records (the sweep's x axis)."""
     best, best_count = None, 1
-    for name in (records[0].get("case") or {}):
-        values = {(r.get("case") or {}).get(name) for r in records}
+    for name in records[0].case:
+        values = {r.case.get(name) for r in records}
         if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values) and len(values) > best_count:
             best, best_count = name, len(values)
     if best is None:
@@ -106,24 +107,24 @@ def sweep_axis(records: list[dict]) -> str:
     return best
 
 
-def throughput_plot(records: list[dict], path: Path, metric: str = "tflops") -> list[Path]:
-    """One line per implementation (and per value of any other varying axis): `metric` against the
-    swept axis. The suite's baseline (the peer) is dashed."""
+def throughput_plot(records: list[Record], path: Path, metric: str = "tflops") -> list[Path]:
+    """One line per implementation (and per value of any other varying axis): `metric` (a field of
+    the records' metrics) against the swept axis. The suite's baseline (the peer) is dashed."""
     plt = _pyplot()
-    ok = [r for r in records if r.get("status") == "OK" and (r.get("metrics") or {}).get(metric) is not None]
+    ok = [r for r in records if r.ok and r.metrics and getattr(r.metrics, metric) is not None]
     if not ok:
         raise UserError("no OK records with a measured throughput to plot")
     axis = sweep_axis(ok)
-    others = [name for name in ok[0]["case"] if name != axis
-              and len({str(r["case"].get(name)) for r in ok}) > 1]
+    others = [name for name in ok[0].case if name != axis
+              and len({str(r.case.get(name)) for r in ok}) > 1]
     lines: dict[str, list[tuple[float, float]]] = {}
     peers = set()
     for r in ok:
-        name = r.get("label", r["impl"])
+        name = r.name
         if others:
-            name += " [" + ",".join(f"{k}={r['case'][k]}" for k in others) + "]"
-        lines.setdefault(name, []).append((r["case"][axis], r["metrics"][metric]))
-        if r["impl"] == r.get("baseline"):
+            name += " [" + ",".join(f"{k}={r.case[k]}" for k in others) + "]"
+        lines.setdefault(name, []).append((r.case[axis], getattr(r.metrics, metric)))
+        if r.impl == r.baseline:
             peers.add(name)
     fig, ax = plt.subplots(figsize=(9, 6))
     for name, xy in sorted(lines.items()):
@@ -135,7 +136,7 @@ def throughput_plot(records: list[dict], path: Path, metric: str = "tflops") -> 
         ax.set_xscale("log", base=2)
     ax.set_xlabel(axis)
     ax.set_ylabel({"tflops": "TFLOP/s", "gbps": "GB/s (fewest bytes)"}.get(metric, metric))
-    suite = ok[0]["suite"]
+    suite = ok[0].suite
     ax.set_title(f"{suite}: {metric} against {axis}")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
@@ -197,29 +198,29 @@ def timeline_plot(lanes: list[str], bars: list[tuple], path: Path, title: str = 
     return written
 
 
-def bandwidth_plot(records: list[dict], path: Path, metric: str = "busbw") -> list[Path]:
+def bandwidth_plot(records: list[Record], path: Path, metric: str = "busbw") -> list[Path]:
     """busbw (or algbw) against the message size, one colour per implementation (and per number of ranks
     when that varies): solid the op alone (nccl-tests' method), dotted kbench's median of the closure."""
     from kbench.suite import format_size
 
     key = f"{metric}_gbps"
-    ok = [r for r in records if r.get("status") == "OK" and (r.get("figures") or {}).get(key) is not None]
+    ok = [r for r in records if r.ok and r.figures.get(key) is not None]
     if not ok:
         raise UserError(f"no OK records with a measured {metric} to plot (an allreduce run's results file)")
     plt = _pyplot()
     from matplotlib.ticker import FuncFormatter
 
-    ranks_vary = len({r["figures"].get("world_size") for r in ok}) > 1
+    ranks_vary = len({r.figures.get("world_size") for r in ok}) > 1
     lines: dict[str, dict[str, list]] = {}
     for r in ok:
-        name = r.get("label", r["impl"])
+        name = r.name
         if ranks_vary:
-            name += f" ({r['figures'].get('world_size')} ranks)"
+            name += f" ({r.figures.get('world_size')} ranks)"
         line = lines.setdefault(name, {"alone": [], "closure": []})
-        size = r["figures"].get("bytes") or (r.get("case") or {}).get("bytes")
-        line["closure"].append((size, r["figures"][key]))
-        if r["figures"].get(f"alone_{key}") is not None:
-            line["alone"].append((size, r["figures"][f"alone_{key}"]))
+        size = r.figures.get("bytes") or r.case.get("bytes")
+        line["closure"].append((size, r.figures[key]))
+        if r.figures.get(f"alone_{key}") is not None:
+            line["alone"].append((size, r.figures[f"alone_{key}"]))
     fig, ax = plt.subplots(figsize=(9, 6))
     colours = plt.get_cmap("tab10")
     for i, (name, line) in enumerate(sorted(lines.items())):
@@ -233,7 +234,7 @@ def bandwidth_plot(records: list[dict], path: Path, metric: str = "busbw") -> li
                                                else f"{v:g}"))
     ax.set_xlabel("message size")
     ax.set_ylabel(f"{metric} (GB/s)")
-    suite = ok[0]["suite"]
+    suite = ok[0].suite
     ax.set_title(f"{suite}: {metric} against message size ({metric} = "
                  + ("bytes / time x 2(N-1)/N" if metric == "busbw" else "bytes / time") + ")")
     ax.grid(True, which="both", alpha=0.3)

@@ -57,28 +57,27 @@ def kbench(*args: str, timeout: float = 1800) -> int:
     return code
 
 
-def records(path: Path) -> list[dict]:
+def records(path: Path) -> list:
     return results.read(path) if path.exists() else []
 
 
-def bandwidth_table(rows: list[dict]) -> None:
+def bandwidth_table(rows: list) -> None:
     print("\nall-reduce bandwidth (GB/s; busbw = algbw x 2(N-1)/N)")
     print(f"{'size':>8} {'ranks':>5} {'implementation':<22} {'busbw op':>9} {'algbw op':>9} {'busbw closure':>14} "
           f"{'closure ms':>11}")
-    for r in sorted(rows, key=lambda r: (r["case"]["bytes"], r.get("label", r["impl"]))):
-        f = r.get("figures") or {}
-        head = f"{format_size(r['case']['bytes']):>8} {r['case']['gpus']:>5} {r.get('label', r['impl']):<22}"
-        if r["status"] != "OK" or not f:
-            print(f"{head} {r['status']}: {r.get('reason', '')}")
+    for r in sorted(rows, key=lambda r: (r.case["bytes"], r.name)):
+        f = r.figures
+        head = f"{format_size(r.case['bytes']):>8} {r.case['gpus']:>5} {r.name:<22}"
+        if not r.ok or not f:
+            print(f"{head} {r.status}: {r.reason}")
             continue
         print(f"{head} {f['alone_busbw_gbps']:9.1f} "
-              f"{f['alone_algbw_gbps']:9.1f} {f['busbw_gbps']:14.1f} {r['timing']['stats']['median']:11.3f}")
+              f"{f['alone_algbw_gbps']:9.1f} {f['busbw_gbps']:14.1f} {r.median:11.3f}")
 
 
-def ratios(rows: list[dict]) -> bool:
+def ratios(rows: list) -> bool:
     """ring's busbw over nccl-ring's at 1 GiB and more (the op alone; and the closures); True if the goal holds."""
-    ok = {(r["case"]["bytes"], r.get("label", r["impl"])): r["figures"] for r in rows
-          if r["status"] == "OK" and r.get("figures")}
+    ok = {(r.case["bytes"], r.name): r.figures for r in rows if r.ok and r.figures}
     sizes = sorted({s for s, _ in ok if s >= GIB})
     print(f"\nring / nccl-ring busbw at 1 GiB and more (goal >= {GOAL}x)")
     if not sizes:
@@ -138,14 +137,14 @@ def main() -> int:
     print("\n=== summary ===")
     odd_rows, sweep_rows = records(odd), records(sweep)
     pieces_rows, p2p_rows = records(folder / "pieces.jsonl"), records(p2p)
-    print(f"odd sizes: {sum(r['status'] == 'OK' for r in odd_rows)} of {len(odd_rows)} rows OK")
+    print(f"odd sizes: {sum(r.ok for r in odd_rows)} of {len(odd_rows)} rows OK")
     for r in odd_rows + sweep_rows + pieces_rows + p2p_rows:
-        if r["status"] != "OK":
-            bad.append(f"{r['suite']} {r.get('label', r['impl'])} {r['case_key']}: {r['status']} {r.get('reason', '')}")
+        if not r.ok:
+            bad.append(f"{r.suite} {r.name} {r.case_key}: {r.status} {r.reason}")
     bandwidth_table(sweep_rows + pieces_rows)
     met = ratios(sweep_rows)
     for r in p2p_rows:
-        for line in (r.get("figures") or {}).get("summary", []):
+        for line in r.figures.get("summary", []):
             print(line)
     print(f"\nbandwidth goal (ring >= {GOAL}x nccl-ring busbw at >= 1 GiB): {'met' if met else 'NOT met'}")
     for line in bad:

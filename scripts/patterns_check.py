@@ -16,6 +16,7 @@ import time
 import torch
 
 from kbench import correctness, loader
+from kbench.record import Record, Stats, Timing
 from kbench.registry import Unsupported
 from kbench.report import lesson_verdict
 from kbench.suite import Case
@@ -86,7 +87,8 @@ for lesson in lessons:
     c = case(lesson, TIMED_N)
     measured = {name: time_ms(name, c) for name in impls if lesson_of(name) == lesson}
     # as run records, for kbench.report.lesson_verdict: median(versus) / median(this) against the lesson's range
-    records = {name: {"impl": name, "status": "OK", "timing": {"stats": {"median": ms}}, "config": config}
+    records = {name: Record(suite="patterns", impl=name, case_key=c.key, status="OK",
+                            timing=Timing(stats=Stats(median=ms)), config=config)
                for name, (ms, config) in measured.items()}
     for name, (ms, config) in measured.items():
         check = config.get("lesson_check")

@@ -212,7 +212,7 @@ def execute(suite: Suite, cases: list[Case], *, impl, param, baseline, seed, tri
     report.emit(records, fmt, stdout)
     stderr.print(f"results: {path} ({len(new_records)} records"
                  f"{f', {len(done)} from before' if done else ''})", highlight=False)
-    failed = [r for r in records if r["status"] in results.FAILED]
+    failed = [r for r in records if r.status in results.FAILED]
     if baseline_file is not None:
         results.write_atomic(baseline_file, records)
         warning = f" ({len(failed)} of them failed: a later compare reports no time for those)" if failed else ""
@@ -234,7 +234,8 @@ def _drop_torn_line(path: Path) -> None:
 
 def _recorded(path: Path, wanted: set) -> dict:
     """The records of an earlier run in ``path`` that this run would make again, by key (the last one wins).
-    Read leniently, though _drop_torn_line has already removed a torn last line (its record is re-run)."""
+    _drop_torn_line has already removed a torn last line (its record is re-run); a line that is not a
+    record is a UserError naming it."""
     from kbench import results
 
     if not path.exists():
@@ -243,17 +244,10 @@ def _recorded(path: Path, wanted: set) -> dict:
         previous = results.read(path)
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"--resume: cannot read {str(path)!r}: {getattr(exc, 'strerror', None) or exc}") from None
-    done = {}
-    for record in previous:
-        if not isinstance(record, dict) or record.get("status") not in results.STATUSES:
-            continue
-        key = results.key(record)
-        if key in wanted:
-            done[key] = record
-    return done
+    return {record.key: record for record in previous if record.key in wanted}
 
 
-def _run_with_progress(registry, request, results_file, done=None) -> list[dict]:
+def _run_with_progress(registry, request, results_file, done=None) -> list:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     from rich.markup import escape
@@ -265,7 +259,7 @@ def _run_with_progress(registry, request, results_file, done=None) -> list[dict]
     progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn(), console=stderr, transient=True)
     task = progress.add_task("starting", total=total)
-    measured: list[dict] = []
+    measured: list = []
 
     def on_start(variant, case):
         progress.update(task, description=f"{escape(variant.label)} [dim]{case.key}[/]")
@@ -273,9 +267,9 @@ def _run_with_progress(registry, request, results_file, done=None) -> list[dict]
     def on_record(record):
         measured.append(record)
         progress.advance(task)
-        status = record["status"]
+        status = record.status
         if status in ("FAIL", "CRASH", "TIMEOUT"):
-            progress.console.print(f"  {record['label']} {record['case_key']}: {status} {record.get('reason', '')}",
+            progress.console.print(f"  {record.label} {record.case_key}: {status} {record.reason}",
                                    highlight=False, markup=False)
 
     def on_sigterm(signum, frame):

@@ -33,6 +33,7 @@ from pathlib import Path
 
 from kbench.errors import UserError
 from kbench.isolation import OWN_PROCESS_GROUP
+from kbench.record import Record
 
 PROFILES_DIR = Path("results") / "profiles"
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")
@@ -287,20 +288,17 @@ def _measured(key: str) -> bool:
     return "tun" in key or key.endswith("_ms")
 
 
-def agreement_rows(summary: dict, records: list[dict], tolerance: float = 0.05, min_us: float = 50.0) -> list[dict]:
+def agreement_rows(summary: dict, records: list[Record], tolerance: float = 0.05, min_us: float = 50.0) -> list[dict]:
     """Per implementation of a ``kbench profile`` summary (results/profiles/NAME.json): its kernel time per
     call against the event median of the same implementation and case in ``records`` (a kbench run)."""
-    timed = {}
-    for record in records:
-        if record.get("case_key") == summary.get("case_key") and record.get("status") == "OK" and record.get("timing"):
-            timed[record.get("label") or record.get("impl")] = record
+    timed = {record.name: record for record in records if record.case_key == summary.get("case_key") and record.ok}
     rows = []
     for outcome in summary.get("implementations", []):
         profiled = (outcome.get("per_call") or {}).get("time_us")
         record = timed.get(outcome["label"])
-        event_ms = record["timing"]["stats"]["median"] if record else None
+        event_ms = record.median if record else None
         verdict = agreement(profiled, event_ms, tolerance, min_us)
-        ran, profiled_config = (record or {}).get("config"), outcome.get("config")
+        ran, profiled_config = record.config if record else None, outcome.get("config")
         if verdict["checked"] and ran and profiled_config and ran != profiled_config:
             # e.g. an autotuner that chose another tile shape in the profiled process: not the same kernel
             differ = sorted(k for k in set(ran) | set(profiled_config)
@@ -324,12 +322,12 @@ def agreement_rows(summary: dict, records: list[dict], tolerance: float = 0.05, 
     return rows
 
 
-def same_clock(per_call: dict, record: dict | None) -> tuple[float, float, float] | None:
+def same_clock(per_call: dict, record: Record | None) -> tuple[float, float, float] | None:
     """(the profiled time per call at the run's SM clock in us, the run's clock, the profiled clock) where
     the profiler gave cycles and the run recorded its clock; None otherwise."""
     cycles, time_us = per_call.get("cycles"), per_call.get("time_us")
-    clock = ((record or {}).get("timing") or {}).get("clock") or {}
-    run_mhz = clock.get("sm_mhz_median")
+    clock = record.timing.clock if record else None
+    run_mhz = clock.sm_mhz_median if clock else None
     if not cycles or not time_us or not run_mhz:
         return None
     return cycles / run_mhz, run_mhz, cycles / time_us
