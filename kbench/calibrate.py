@@ -31,10 +31,10 @@ def path_for(gpu: dict, folder: Path = CALIBRATION_DIR) -> Path:
 
 
 def save(calibration: dict, folder: Path = CALIBRATION_DIR) -> Path:
-    from kbench.results import write_atomic  # the same temp-file, fsync, rename as baselines
+    from kbench.results import write_json_lines_atomic  # the same temp-file, fsync, rename as baselines
 
     path = path_for(calibration["gpu"], folder)
-    write_atomic(path, [calibration])
+    write_json_lines_atomic(path, [calibration])
     return path
 
 

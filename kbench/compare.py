@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Callable
 
 from kbench import results
+from kbench.record import Record
 from kbench.stats import median_interval, ratio_interval  # noqa: F401 - median_interval: part of this API
 from kbench.errors import UserError
 
@@ -48,7 +49,7 @@ ENV_FIELDS = ("device", "gpu.name", "gpu.driver", "gpu.cuda_runtime", "packages.
 
 @dataclass
 class Located:
-    record: dict
+    record: Record
     where: str  # "file:line", for messages
 
 
@@ -80,9 +81,7 @@ class Pair:
 
     def median(self, side: str) -> float | None:
         located = getattr(self, side)
-        if located is None or located.record.get("status") != "OK":
-            return None
-        return located.record["timing"]["stats"]["median"]
+        return None if located is None else located.record.median
 
 
 # --- reading -----------------------------------------------------------------------------
@@ -94,8 +93,8 @@ def load(path: Path) -> dict[tuple, Located]:
     for file in results.results_files(path):
         ok_lines: dict[tuple, int] = {}  # this file's OK records: key -> line
         for line, record in results.read_strict(file):
-            key = results.key(record)
-            if record["status"] == "OK":
+            key = record.key
+            if record.ok:
                 if key in ok_lines:
                     raise UserError(f"{file}: lines {ok_lines[key]} and {line} both hold an OK record of "
                                     f"{describe_key(key)} (two runs into one file?): keep one of them")
@@ -114,19 +113,18 @@ def _get(data, dotted: str):
     return data
 
 
-def env_differences(base: dict, current: dict) -> list[tuple[str, object, object]]:
+def env_differences(base: Record, current: Record) -> list[tuple[str, object, object]]:
     """(field, base value, current value) for each field that makes two timings incomparable."""
     diffs = []
-    base_env, current_env = base.get("env"), current.get("env")
-    if not isinstance(base_env, dict) or not isinstance(current_env, dict):
-        diffs.append(("env", "recorded" if isinstance(base_env, dict) else None,
-                      "recorded" if isinstance(current_env, dict) else None))
+    if base.env is None or current.env is None:
+        diffs.append(("env", "recorded" if base.env is not None else None,
+                      "recorded" if current.env is not None else None))
     else:
         for name in ENV_FIELDS:
-            a, b = _get(base_env, name), _get(current_env, name)
+            a, b = _get(base.env, name), _get(current.env, name)
             if a != b:
                 diffs.append((name, a, b))
-    a, b = _get(base, "timing.method"), _get(current, "timing.method")
+    a, b = _method(base), _method(current)
     if a != b:  # CUDA graph or not, L2 flushed or not, CPU wall clock
         diffs.append(("timing.method", a, b))
     return diffs
@@ -180,9 +178,12 @@ def pair_up(base: dict[tuple, Located], current: dict[tuple, Located]) -> list[P
     return [Pair(key, base.get(key), current.get(key)) for key in keys]
 
 
-def _samples(record: dict) -> list[float]:
-    timing = record["timing"]
-    return list(timing.get("samples") or [])
+def _method(record: Record) -> str | None:
+    return record.timing.method if record.timing else None
+
+
+def _samples(record: Record) -> list[float]:
+    return list(record.timing.samples or [])
 
 
 def judge(pairs: list[Pair], threshold_of: Callable[[str], float], alpha: float) -> list[Pair]:
@@ -190,27 +191,27 @@ def judge(pairs: list[Pair], threshold_of: Callable[[str], float], alpha: float)
     for pair in pairs:
         b = pair.base.record if pair.base else None
         c = pair.current.record if pair.current else None
-        b_ok = b is not None and b["status"] == "OK"
-        c_ok = c is not None and c["status"] == "OK"
-        if c is not None and c["status"] in results.FAILED:
-            pair.decision, pair.note = "failed", f"{c['status']}: {c.get('reason', '')}".rstrip(": ")
+        b_ok = b is not None and b.ok
+        c_ok = c is not None and c.ok
+        if c is not None and c.status in results.FAILED:
+            pair.decision, pair.note = "failed", f"{c.status}: {c.reason}".rstrip(": ")
         elif c is None:
             pair.decision, pair.note = "missing", "no record in CURRENT"
         elif b is None:
             pair.decision, pair.note = "new", "no record in BASE"
         elif b_ok and not c_ok:
-            pair.decision, pair.note = "missing", f"CURRENT is {c['status']}: {c.get('reason', '')}".rstrip(": ")
+            pair.decision, pair.note = "missing", f"CURRENT is {c.status}: {c.reason}".rstrip(": ")
         elif c_ok and not b_ok:
-            pair.decision, pair.note = "new", f"BASE is {b['status']}: {b.get('reason', '')}".rstrip(": ")
+            pair.decision, pair.note = "new", f"BASE is {b.status}: {b.reason}".rstrip(": ")
         elif not b_ok and not c_ok:
-            pair.decision, pair.note = "skipped", c.get("reason", "")
+            pair.decision, pair.note = "skipped", c.reason
         else:
             pair.env_diff = env_differences(b, c)
             pair.threshold = threshold_of(pair.suite)
             base_samples, current_samples = _samples(b), _samples(c)
             if not base_samples or not current_samples:
                 pair.decision, pair.note = "undecided", "no raw samples to test"
-                pair.ratio = c["timing"]["stats"]["median"] / b["timing"]["stats"]["median"]
+                pair.ratio = c.median / b.median
                 continue
             verdict = decide(base_samples, current_samples, pair.threshold, alpha)
             pair.decision = verdict.decision

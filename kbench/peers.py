@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from kbench.record import Record
+
 
 @dataclass(frozen=True)
 class PeerRatio:
@@ -25,43 +27,39 @@ class PeerRatio:
     interval: tuple[float | None, float | None] | None  # a bound the samples cannot set is None
 
 
-def _timing(record: dict | None) -> dict | None:
-    if record is None or record.get("status") != "OK":
-        return None
-    timing = record.get("timing") or {}
-    return timing if (timing.get("stats") or {}).get("median") else None
+def _timed(record: Record | None) -> Record | None:
+    return record if record is not None and record.median else None
 
 
-def _peer_row(rows: list[dict], peer: str) -> dict | None:
-    """The peer's record among one case's rows: its run without --param first, as lesson_verdict does."""
-    candidates = [r for r in rows if r.get("impl") == peer]
-    candidates.sort(key=lambda r: r.get("label", r["impl"]) != r["impl"])
+def _peer_row(rows: list[Record], peer: str) -> Record | None:
+    """The peer's record among one case's rows: its run without --param first."""
+    candidates = [r for r in rows if r.impl == peer]
+    candidates.sort(key=lambda r: r.name != r.impl)
     return candidates[0] if candidates else None
 
 
-def peer_ratios(records: list[dict]) -> list[PeerRatio]:
+def peer_ratios(records: list[Record]) -> list[PeerRatio]:
     """A row per record other than its peer, case by case in the order the records come; a case that
     measured nothing but its peer gets the peer's own row, without a ratio."""
     from kbench.stats import speedup_interval  # scipy: only when a summary is made
 
-    by_case: dict[tuple[str, str], list[dict]] = {}
+    by_case: dict[tuple[str, str], list[Record]] = {}
     for record in records:
-        by_case.setdefault((record.get("suite"), record.get("case_key")), []).append(record)
+        by_case.setdefault((record.suite, record.case_key), []).append(record)
     out = []
     for (suite, case_key), rows in by_case.items():
         for record in rows:
-            peer = record.get("baseline") or ""
+            peer = record.baseline or ""
             peer_row = _peer_row(rows, peer)
             if record is peer_row and len(rows) > 1:
                 continue
-            mine, theirs = _timing(record), _timing(peer_row)
+            mine, theirs = _timed(record), _timed(peer_row)
             ratio = interval = None
             if mine and theirs and record is not peer_row:
-                ratio = theirs["stats"]["median"] / mine["stats"]["median"]
-                if mine.get("samples") and theirs.get("samples"):
+                ratio = theirs.median / mine.median
+                if mine.timing.samples and theirs.timing.samples:
                     interval = tuple(v if math.isfinite(v) and v > 0 else None
-                                     for v in speedup_interval(theirs["samples"], mine["samples"]))
-            out.append(PeerRatio(suite, case_key, record.get("label", record.get("impl")), record.get("status"),
-                                 mine["stats"]["median"] if mine else None, peer,
-                                 theirs["stats"]["median"] if theirs else None, ratio, interval))
+                                     for v in speedup_interval(theirs.timing.samples, mine.timing.samples))
+            out.append(PeerRatio(suite, case_key, record.name, record.status, mine.median if mine else None, peer,
+                                 theirs.median if theirs else None, ratio, interval))
     return out

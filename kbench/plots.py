@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kbench.errors import UserError
+from kbench.record import Record
 
 
 def pyplot():
@@ -96,11 +97,11 @@ def roofline_plot(points, peaks, path: Path, title: str = "", calibration: dict 
     return written
 
 
-def sweep_axis(records: list[dict]) -> str:
+def sweep_axis(records: list[Record]) -> str:
     """The numeric case axis that varies most across the records (the sweep's x axis)."""
     best, best_count = None, 1
-    for name in (records[0].get("case") or {}):
-        values = {(r.get("case") or {}).get(name) for r in records}
+    for name in records[0].case:
+        values = {r.case.get(name) for r in records}
         if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values) and len(values) > best_count:
             best, best_count = name, len(values)
     if best is None:
@@ -108,24 +109,24 @@ def sweep_axis(records: list[dict]) -> str:
     return best
 
 
-def throughput_plot(records: list[dict], path: Path, metric: str = "tflops") -> list[Path]:
-    """One line per implementation (and per value of any other varying axis): `metric` against the
-    swept axis. The suite's baseline (the peer) is dashed."""
+def throughput_plot(records: list[Record], path: Path, metric: str = "tflops") -> list[Path]:
+    """One line per implementation (and per value of any other varying axis): `metric` (a field of
+    the records' metrics) against the swept axis. The suite's baseline (the peer) is dashed."""
     plt = pyplot()
-    ok = [r for r in records if r.get("status") == "OK" and (r.get("metrics") or {}).get(metric) is not None]
+    ok = [r for r in records if r.ok and r.metrics and getattr(r.metrics, metric) is not None]
     if not ok:
         raise UserError("no OK records with a measured throughput to plot")
     axis = sweep_axis(ok)
-    others = [name for name in ok[0]["case"] if name != axis
-              and len({str(r["case"].get(name)) for r in ok}) > 1]
+    others = [name for name in ok[0].case if name != axis
+              and len({str(r.case.get(name)) for r in ok}) > 1]
     lines: dict[str, list[tuple[float, float]]] = {}
     peers = set()
     for r in ok:
-        name = r.get("label", r["impl"])
+        name = r.name
         if others:
-            name += " [" + ",".join(f"{k}={r['case'][k]}" for k in others) + "]"
-        lines.setdefault(name, []).append((r["case"][axis], r["metrics"][metric]))
-        if r["impl"] == r.get("baseline"):
+            name += " [" + ",".join(f"{k}={r.case[k]}" for k in others) + "]"
+        lines.setdefault(name, []).append((r.case[axis], getattr(r.metrics, metric)))
+        if r.impl == r.baseline:
             peers.add(name)
     fig, ax = plt.subplots(figsize=(9, 6))
     for name, xy in sorted(lines.items()):
@@ -137,7 +138,7 @@ def throughput_plot(records: list[dict], path: Path, metric: str = "tflops") -> 
         ax.set_xscale("log", base=2)
     ax.set_xlabel(axis)
     ax.set_ylabel({"tflops": "TFLOP/s", "gbps": "GB/s (fewest bytes)"}.get(metric, metric))
-    suite = ok[0]["suite"]
+    suite = ok[0].suite
     ax.set_title(f"{suite}: {metric} against {axis}")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)

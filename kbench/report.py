@@ -12,6 +12,7 @@ from rich.markup import escape
 
 from kbench import results
 from kbench.errors import UserError
+from kbench.record import Correctness, Metrics, Record, Stats, Timing
 from rich.table import Table
 
 STATUS_STYLE = {"OK": "green", "FAIL": "bold red", "SKIP": "yellow", "CRASH": "bold red", "TIMEOUT": "bold red"}
@@ -33,26 +34,26 @@ def _num(value, fmt: str) -> str:
     return "-" if value is None else format(value, fmt)
 
 
-def _notes(record: dict) -> list[str]:
-    notes = [record["reason"]] if record.get("reason") else []
-    return notes + list((record.get("timing") or {}).get("warnings", []))
+def _notes(record: Record) -> list[str]:
+    notes = [record.reason] if record.reason else []
+    return notes + list(record.timing.warnings if record.timing else [])
 
 
-def spread(stats: dict) -> str:
+def spread(stats: Stats) -> str:
     """Half the p20-p80 range, relative to the median."""
-    if not stats or not stats.get("median"):
+    if not stats.median:
         return "-"
-    return f"±{(stats['p80'] - stats['p20']) / 2 / stats['median']:.1%}"
+    return f"±{(stats.p80 - stats.p20) / 2 / stats.median:.1%}"
 
 
-def _median(record: dict) -> float | None:
-    return ((record.get("timing") or {}).get("stats") or {}).get("median") if record["status"] == "OK" else None
+def _median(record: Record) -> float | None:
+    return record.median
 
 
-def table_for_case(title: str, records: list[dict], suite=None) -> tuple[Table, list[str]]:
+def table_for_case(title: str, records: list[Record], suite=None) -> tuple[Table, list[str]]:
     """The case's table and its footnotes (reasons for non-OK rows, measurement warnings), with the
     columns the case's suite adds (Suite.columns)."""
-    baseline = records[0].get("baseline", "") if records else ""
+    baseline = (records[0].baseline or "") if records else ""
     extra = suite.columns(records) if suite is not None else []
     table = Table(title=title, title_justify="left", header_style="bold", box=box.SIMPLE_HEAD)
     clocks = any(_clock(r) for r in records)
@@ -65,26 +66,23 @@ def table_for_case(title: str, records: list[dict], suite=None) -> tuple[Table, 
         table.add_column(escape(column.header), overflow="fold")
     footnotes = []
     for i, r in enumerate(records):
-        stats = (r.get("timing") or {}).get("stats") or {}
-        ok = r["status"] == "OK"
-        m = r.get("metrics") or {} if ok else {}
-        corr = r.get("correctness") or {}
-        name = r.get("label", r["impl"])
+        m = r.metrics if r.ok and r.metrics else Metrics()
+        name = r.name
         notes = _notes(r)
         if notes:
             footnotes.append(f"{name}: {'; '.join(notes)}")
             name += "*"
-        speed = r.get("speedup") if ok else None
+        speed = r.speedup if r.ok else None
         cells = [
             escape(name),
-            f"[{STATUS_STYLE.get(r['status'], '')}]{r['status']}[/]",
-            format_time(stats.get("median")) if ok else "-",
-            spread(stats) if ok else "-",
-            _num(m.get("tflops"), ".2f"),
-            _num(m.get("gbps"), ".1f"),
-            _num(m.get("pct_of_peak"), ".1f"),
-            _speedup_cell(speed, r.get("speedup_interval")) if speed else "-",
-            _num(corr.get("max_abs_err"), ".1e") if corr else "-",
+            f"[{STATUS_STYLE.get(r.status, '')}]{r.status}[/]",
+            format_time(r.median) if r.ok else "-",
+            spread(r.timing.stats) if r.ok else "-",
+            _num(m.tflops, ".2f"),
+            _num(m.gbps, ".1f"),
+            _num(m.pct_of_peak, ".1f"),
+            _speedup_cell(speed, r.speedup_interval) if speed else "-",
+            _num(r.correctness.max_abs_err, ".1e") if r.correctness else "-",
             *([_num(_share_of_bound(r), ".2f")] if bounded else []),
             *([_clock(r) or "-"] if clocks else []),
         ]
@@ -101,45 +99,44 @@ def _speedup_cell(speed: float, interval) -> str:
     return f"{speed:.2f}x [{low:.2f}-{high:.2f}]"
 
 
-def _share_of_bound(record: dict) -> float | None:
+def _share_of_bound(record: Record) -> float | None:
     """The largest error as a share of what a correct kernel of the case's precision may make, over
     the input distributions (1 is the limit); None where the suite judges by a fixed tolerance."""
-    distributions = ((record.get("correctness") or {}).get("distributions") or {}).values()
+    distributions = record.correctness.distributions.values() if record.correctness else ()
     shares = [d["max_abs_err"] / d["allowed"] for d in distributions
               if d.get("allowed") and d.get("max_abs_err") is not None]
     return max(shares) if shares else None
 
 
-def _clock(record: dict) -> str:
+def _clock(record: Record) -> str:
     """The SM clock the row's samples ran at (median), and how many ran throttled."""
-    clock = (record.get("timing") or {}).get("clock") or {} if record["status"] == "OK" else {}
-    if not clock.get("sm_mhz_median"):
+    clock = record.timing.clock if record.ok else None
+    if not clock or not clock.sm_mhz_median:
         return ""
-    throttled = clock.get("throttled")
-    return f"{clock['sm_mhz_median']}" + (f" ({throttled} low)" if throttled else "")
+    return f"{clock.sm_mhz_median}" + (f" ({clock.throttled} low)" if clock.throttled else "")
 
 
-def figure_lines(records: list[dict]) -> list[str]:
+def figure_lines(records: list[Record]) -> list[str]:
     """The summary lines of the figures OK records carry (what an implementation measured itself
     after timing, e.g. the streams suite's stages, ideal time and overlap efficiency)."""
     lines = []
     for r in records:
-        summary = (r.get("figures") or {}).get("summary") if r["status"] == "OK" else None
+        summary = r.figures.get("summary") if r.ok else None
         for line in summary or ():
-            lines.append(f"{r.get('label', r['impl'])}: {line}")
+            lines.append(f"{r.name}: {line}")
     return lines
 
 
-def print_tables(records: list[dict], console: Console) -> None:
+def print_tables(records: list[Record], console: Console) -> None:
     from kbench import loader
 
     suites = loader.builtin_suites()  # what each suite adds to its tables
-    by_case: dict[str, list[dict]] = {}
+    by_case: dict[str, list[Record]] = {}
     for r in records:
-        by_case.setdefault(r["case_key"], []).append(r)
+        by_case.setdefault(r.case_key, []).append(r)
     for case_key, rows in by_case.items():
-        suite = suites.get(rows[0]["suite"])
-        table, footnotes = table_for_case(f"{rows[0]['suite']}: {case_key}", rows, suite)
+        suite = suites.get(rows[0].suite)
+        table, footnotes = table_for_case(f"{rows[0].suite}: {case_key}", rows, suite)
         console.print(table)
         for line in footnotes:
             console.print(f"  * {escape(line)}", highlight=False)
@@ -148,11 +145,10 @@ def print_tables(records: list[dict], console: Console) -> None:
         for line in figure_lines(rows):
             console.print(f"  {escape(line)}", highlight=False)
         console.print()
-    envs = [r.get("env") or {} for r in records]
     # Only a time shown makes the note true: a SKIP row's environment says cpu on a GPU machine too.
-    if any(r["status"] == "OK" and (r.get("timing") or {}).get("method") == "cpu-wall-clock" for r in records):
+    if any(r.ok and r.timing.method == "cpu-wall-clock" for r in records):
         console.print(f"[bold yellow]note:[/] {CPU_NOTE}")
-    gpu = next((env["gpu"] for env in envs if env.get("gpu")), None)
+    gpu = next((r.gpu for r in records if r.gpu), None)
     if gpu:
         console.print(f"device: {gpu['name']} (driver {gpu.get('driver', '?')}, CUDA {gpu.get('cuda_runtime')}); "
                       "% peak = share of the datasheet roofline at each kernel's arithmetic intensity",
@@ -163,33 +159,34 @@ CSV_FIELDS = ("suite", "impl", "label", "backend", "case_key", "status", "reason
               "samples", "tflops", "gbps", "pct_of_peak", "speedup", "max_abs_err", "max_rel_err", "method")
 
 
-def flat(record: dict) -> dict:
-    stats = (record.get("timing") or {}).get("stats") or {}
-    m = record.get("metrics") or {}
-    corr = record.get("correctness") or {}
+def flat(record: Record) -> dict:
+    """A CSV row. A record without a timing (a SKIP, a crash) leaves the timing columns empty."""
+    timing = record.timing or Timing()
+    m = record.metrics or Metrics()
+    corr = record.correctness or Correctness()
     return {
-        "suite": record["suite"],
-        "impl": record["impl"],
-        "label": record.get("label", record["impl"]),
-        "backend": record.get("backend"),
-        "case_key": record["case_key"],
-        "status": record["status"],
-        "reason": record.get("reason", ""),
-        "median_ms": stats.get("median"),
-        "p20_ms": stats.get("p20"),
-        "p80_ms": stats.get("p80"),
-        "samples": stats.get("n"),
-        "tflops": m.get("tflops"),
-        "gbps": m.get("gbps"),
-        "pct_of_peak": m.get("pct_of_peak"),
-        "speedup": record.get("speedup"),
-        "max_abs_err": corr.get("max_abs_err"),
-        "max_rel_err": corr.get("max_rel_err"),
-        "method": (record.get("timing") or {}).get("method"),
+        "suite": record.suite,
+        "impl": record.impl,
+        "label": record.name,
+        "backend": record.backend,
+        "case_key": record.case_key,
+        "status": record.status,
+        "reason": record.reason,
+        "median_ms": timing.stats.median,
+        "p20_ms": timing.stats.p20,
+        "p80_ms": timing.stats.p80,
+        "samples": timing.stats.n,
+        "tflops": m.tflops,
+        "gbps": m.gbps,
+        "pct_of_peak": m.pct_of_peak,
+        "speedup": record.speedup,
+        "max_abs_err": corr.max_abs_err,
+        "max_rel_err": corr.max_rel_err,
+        "method": timing.method,
     }
 
 
-def to_csv(records: list[dict]) -> str:
+def to_csv(records: list[Record]) -> str:
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=CSV_FIELDS)
     writer.writeheader()
@@ -198,8 +195,8 @@ def to_csv(records: list[dict]) -> str:
     return buffer.getvalue()
 
 
-def to_json(records: list[dict]) -> str:
-    return results.dumps(records, indent=2)
+def to_json(records: list[Record]) -> str:
+    return results.dumps([record.to_json() for record in records], indent=2)
 
 
 # --- kbench compare ---------------------------------------------------------------------
@@ -295,7 +292,7 @@ def check_format(fmt: str) -> None:
         raise UserError(f"--format: unknown format {fmt!r} (choose from {', '.join(FORMATS)})")
 
 
-def emit(records: list[dict], fmt: str, console: Console) -> None:
+def emit(records: list[Record], fmt: str, console: Console) -> None:
     """Records as tables on ``console``, or as JSON / CSV on stdout (for pipes)."""
     if fmt == "json":
         print(to_json(records))

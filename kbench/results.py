@@ -1,12 +1,14 @@
-"""Result records and the append-only JSONL file they go to.
+"""Results files: the append-only JSONL file a run writes its records to, and the readers of them.
 
 Each record is written (and fsync'ed) as soon as it is measured, so an
-interrupted run loses nothing that was already measured.
+interrupted run loses nothing that was already measured. What a line holds is
+:class:`kbench.record.Record`'s business (its ``to_json`` and ``from_json``).
 
-Two readers: :func:`read` is lenient (a run reading back its own file skips a
+Two readers: :func:`read` is for a run reading back its own file (it skips a
 torn last line left by a kill); :func:`read_strict` is for files from
-elsewhere (``kbench compare``): JSON only, and a torn or invalid line, NaN or
-Infinity, a missing field or an unknown schema version is a :class:`UserError`
+elsewhere (``kbench show``, ``kbench compare``): JSON only, and a torn line, NaN
+or Infinity, a time that is not a positive number as well. In both, a line that
+is not a record (or one of a newer schema version) is a :class:`UserError`
 naming the file and the line. Nothing is ever unpickled.
 """
 
@@ -21,9 +23,8 @@ import tempfile
 from pathlib import Path
 
 from kbench.errors import UserError
+from kbench.record import SCHEMA, STATUSES, Record, RecordError  # noqa: F401 - SCHEMA, STATUSES: part of this API
 
-SCHEMA = 1
-STATUSES = ("OK", "FAIL", "SKIP", "CRASH", "TIMEOUT")
 FAILED = ("FAIL", "CRASH", "TIMEOUT")
 RESULTS_DIR = Path("results")
 BASELINES_DIR = RESULTS_DIR / "baselines"
@@ -53,8 +54,8 @@ class ResultsFile:
             if self._fh.read(1) != "\n":
                 self._fh.write("\n")
 
-    def append(self, record: dict) -> None:
-        self._fh.write(dumps(record) + "\n")
+    def append(self, record: Record) -> None:
+        self._fh.write(dumps(record.to_json()) + "\n")
         self._fh.flush()
         os.fsync(self._fh.fileno())
 
@@ -77,19 +78,28 @@ def dumps(record, **kwargs) -> str:
     return json.dumps(json_safe(record), allow_nan=False, default=str, **kwargs)
 
 
-def read(path: Path) -> list[dict]:
-    """Records of a JSONL file; a torn last line (a run killed mid-write) is ignored."""
+def read(path: Path) -> list[Record]:
+    """Records of a JSONL file a run appends to. A line that is not JSON is skipped: a torn write of a
+    killed run (ResultsFile ends it before appending more). A JSON line that is not a record (or is one
+    of a newer schema version) is a UserError naming the file and the line."""
     records = []
     with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            line = line.strip()
-            if not line:
+        for number, line in enumerate(fh, start=1):
+            if not line.strip():
                 continue
             try:
-                records.append(json.loads(line))
+                data = json.loads(line)
             except json.JSONDecodeError:
                 continue
+            records.append(_record(data, f"{path}:{number}"))
     return records
+
+
+def _record(data, where: str) -> Record:
+    try:
+        return Record.from_json(data)
+    except RecordError as exc:
+        raise UserError(f"{where}: {exc}") from None
 
 
 def drop_torn_last_line(path: Path, why: str) -> int:
@@ -138,11 +148,6 @@ def _is_json(line: bytes) -> bool:
     return True
 
 
-def key(record: dict) -> tuple[str, str, str]:
-    """A record's identity across runs: (suite, label, case_key); old records without a label use impl."""
-    return (record.get("suite"), record.get("label") or record.get("impl"), record.get("case_key"))
-
-
 # --- files from elsewhere ------------------------------------------------------------
 
 def _refuse_constant(name: str):
@@ -153,7 +158,7 @@ def _location(path: Path, line: int | None) -> str:
     return f"{path}:{line}" if line else str(path)
 
 
-def read_strict(path: Path) -> list[tuple[int, dict]]:
+def read_strict(path: Path) -> list[tuple[int, Record]]:
     """(line number, record) for every record of a results file, checked; UserError on anything doubtful.
 
     JSONL (one record a line, as `kbench run` writes) or a JSON array (`kbench run --format json`).
@@ -186,42 +191,43 @@ def read_strict(path: Path) -> list[tuple[int, dict]]:
             try:
                 entries.append((number, json.loads(line, parse_constant=_refuse_constant)))
             except ValueError as exc:
+                if not entries and _one_object(text):  # pretty-printed JSON: a `kbench profile` summary, say
+                    raise UserError(f"{path}:{number}: not a results file: one JSON object over several lines "
+                                    "(kbench run writes one record a line)") from None
                 torn = number == text.count("\n") + 1 and not text.endswith("\n")
                 hint = " (a truncated line: the run was killed while writing?)" if torn else ""
                 raise UserError(f"{path}:{number}: not valid JSON{hint}: {_why(exc)}") from None
     checked = []
-    for index, (number, record) in enumerate(entries):
+    for index, (number, data) in enumerate(entries):
         where = _location(path, number) if number else f"{path}: record {index + 1}"
-        _check_record(record, where)
+        record = _record(data, where)
+        _check_times(record, where)
         checked.append((number or index + 1, record))
     return checked
+
+
+def _one_object(text: str) -> bool:
+    """Whether the text is one JSON object written over several lines."""
+    if "\n" not in text.strip():
+        return False
+    try:
+        return isinstance(json.loads(text, parse_constant=_refuse_constant), dict)
+    except ValueError:
+        return False
 
 
 def _why(exc: ValueError) -> str:
     return exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
 
 
-def _check_record(record, where: str) -> None:
-    if not isinstance(record, dict):
-        raise UserError(f"{where}: expected a JSON object (a record), got {type(record).__name__}")
-    schema = record.get("schema")
-    if schema != SCHEMA:
-        raise UserError(f"{where}: unknown schema version {schema!r} (this kbench reads version {SCHEMA})")
-    for name in ("suite", "impl", "case_key", "status"):
-        if not isinstance(record.get(name), str) or not record[name]:
-            raise UserError(f"{where}: field {name!r} is missing or not a string")
-    if record["status"] not in STATUSES:
-        raise UserError(f"{where}: unknown status {record['status']!r} (expected one of {', '.join(STATUSES)})")
-    if record["status"] != "OK":
+def _check_times(record: Record, where: str) -> None:
+    """An OK record's median and samples are positive, finite numbers (a file from elsewhere may say anything)."""
+    if not record.ok:
         return
-    timing = record.get("timing")
-    if not isinstance(timing, dict) or not isinstance(timing.get("stats"), dict):
-        raise UserError(f"{where}: an OK record without timing.stats")
-    _check_time(timing["stats"].get("median"), f"{where}: timing.stats.median")
-    samples = timing.get("samples", [])
-    if not isinstance(samples, list):
+    _check_time(record.timing.stats.median, f"{where}: timing.stats.median")
+    if not isinstance(record.timing.samples, list):
         raise UserError(f"{where}: timing.samples is not a list")
-    for i, sample in enumerate(samples):
+    for i, sample in enumerate(record.timing.samples):
         _check_time(sample, f"{where}: timing.samples[{i}]")
 
 
@@ -259,8 +265,13 @@ def baseline_path(name: str, folder: Path = BASELINES_DIR) -> Path:
     return Path(folder) / f"{stem}.jsonl"
 
 
-def write_atomic(path: Path, records: list[dict]) -> None:
-    """Write every record to ``path`` at once: a temporary file in the same folder, flushed and
+def write_atomic(path: Path, records: list[Record]) -> None:
+    """Write every record to ``path`` at once (see :func:`write_json_lines_atomic`)."""
+    write_json_lines_atomic(path, [record.to_json() for record in records])
+
+
+def write_json_lines_atomic(path: Path, objects: list[dict]) -> None:
+    """Write one JSON line per object to ``path`` at once: a temporary file in the same folder, flushed and
     fsync'ed, then renamed over ``path``. A reader sees the old file or the whole new one, never a part."""
     path = Path(path)
     try:
@@ -271,8 +282,8 @@ def write_atomic(path: Path, records: list[dict]) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             os.fchmod(fh.fileno(), _file_mode(path))  # mkstemp makes it private; a baseline is an ordinary file
-            for record in records:
-                fh.write(dumps(record) + "\n")
+            for data in objects:
+                fh.write(dumps(data) + "\n")
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)

@@ -14,7 +14,7 @@ from kbench.errors import UserError
 
 @dataclass
 class Recorded:
-    done: dict = field(default_factory=dict)  # results.key -> the record (the last one wins)
+    done: dict = field(default_factory=dict)  # Record.key -> the record (the last one wins)
     torn_bytes: int = 0  # the size of the torn last line removed (0: none)
 
 
@@ -30,10 +30,7 @@ def recorded(path: Path, wanted: set, why: str = "--resume") -> Recorded:
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"{why}: cannot read {str(path)!r}: {getattr(exc, 'strerror', None) or exc}") from None
     done = {}
-    for record in previous:
-        if not isinstance(record, dict) or record.get("status") not in results.STATUSES:
-            continue
-        key = results.key(record)
-        if key in wanted:
-            done[key] = record
+    for record in previous:  # results.read refused what is not a record
+        if record.key in wanted:
+            done[record.key] = record
     return Recorded(done, torn)

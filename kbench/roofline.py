@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kbench.devices import DevicePeaks
+from kbench.record import Record
 
 UNITS = ("tensor", "cuda-core", "memory")
 # Datasheet peaks are boost-clock figures: a point more than this fraction above
@@ -76,17 +77,16 @@ class Point:
         return self.attained_tflops <= self.attainable_tflops * (1 + SLACK)
 
 
-def point(record: dict, peaks: DevicePeaks, unit: str) -> Point | None:
+def point(record: Record, peaks: DevicePeaks, unit: str) -> Point | None:
     """The roofline point of an OK record with a time, or None."""
-    stats = (record.get("timing") or {}).get("stats") or {}
-    median_ms, flops, nbytes = stats.get("median"), record.get("flops"), record.get("min_bytes")
-    if record.get("status") != "OK" or not median_ms or not flops or not nbytes:
+    median_ms, flops, nbytes = record.median, record.flops, record.min_bytes
+    if not median_ms or not flops or not nbytes:
         return None
     seconds = median_ms / 1e3
-    case = record.get("case") or {}
+    case = record.case
     tflops, label = compute_roof(peaks, unit, case.get("dtype", "fp32"), bool(case.get("tf32", False)))
     return Point(
-        label=record.get("label", record["impl"]), suite=record["suite"], case_key=record["case_key"],
+        label=record.name, suite=record.suite, case_key=record.case_key,
         intensity=flops / nbytes, attained_tflops=flops / seconds / 1e12, attained_tbs=nbytes / seconds / 1e12,
         compute_tflops=tflops, roof_label=label, hbm_tbs=peaks.hbm_tbs, gpu=peaks.key,
     )

@@ -18,6 +18,7 @@ from kbench import envinfo, metrics, results, roofline
 from kbench.devices import peaks_for
 from kbench.stats import speedup_interval
 from kbench.isolation import WorkerGone, WorkerProcess
+from kbench.record import Correctness, Metrics, Record, Roof, Timing
 from kbench.registry import Implementation, Registry, Variant, skip_reason
 from kbench.selection import baselines
 from kbench.suite import Case
@@ -67,11 +68,11 @@ def run(
     request: RunRequest,
     out: results.ResultsFile,
     on_start: Callable[[Variant, Case], None] = lambda variant, case: None,
-    on_record: Callable[[dict], None] = lambda record: None,
+    on_record: Callable[[Record], None] = lambda record: None,
     done: dict | None = None,
-) -> list[dict]:
+) -> list[Record]:
     """Measure every variant x case not in ``done`` (records already in the results file, by
-    results.key: a resumed run) and return the new records."""
+    Record.key: a resumed run) and return the new records."""
     suite = registry.suite(request.suite)
     if request.device == "auto":
         static_device = "cuda" if host_has_gpu() else "cpu"
@@ -79,11 +80,10 @@ def run(
         static_device = request.device
     done = done or {}
     baseline_of = baselines(suite, request.cases, request.baseline)
-    baseline_timing: dict[str, dict] = {}  # case key -> the baseline's timing (its median and samples)
+    baseline_timing: dict[str, Timing] = {}  # case key -> the baseline's timing (its median and samples)
     for record in done.values():  # a resumed run's speedups are relative to the baseline it recorded
-        if (record.get("impl") == baseline_of.get(record.get("case_key")) and record.get("status") == "OK"
-                and record.get("timing")):
-            baseline_timing.setdefault(record["case_key"], record["timing"])
+        if record.impl == baseline_of.get(record.case_key) and record.ok:
+            baseline_timing.setdefault(record.case_key, record.timing)
     recorder = _Recorder(suite, request, out, on_record, baseline_timing, baseline_of)
     if request.interleave:
         _run_interleaved(suite, request, recorder, on_start, done, baseline_of, static_device)
@@ -108,7 +108,7 @@ class _Recorder:
     def __init__(self, suite, request, out, on_record, baseline_timing, baseline_of):
         self.suite, self.request, self.out, self.on_record = suite, request, out, on_record
         self.baseline_timing, self.baseline_of = baseline_timing, baseline_of
-        self.records: list[dict] = []
+        self.records: list[Record] = []
         self._host_env = None
 
     def write(self, variant: Variant, case: Case, result: dict, env: dict | None) -> None:
@@ -234,57 +234,52 @@ class _ImplJobs:
             self.worker = None
 
 
-def _record(suite, variant: Variant, case, request, result, env, baseline_timing, baseline: str) -> dict:
+def _record(suite, variant: Variant, case, request, result, env, baseline_timing, baseline: str) -> Record:
+    """The record of one job: what the worker answered (``result``), with the roofline, the metrics and
+    the speedup against the baseline's timing worked out here."""
     impl = variant.impl
-    record = {
-        "schema": results.SCHEMA,
-        "created_at": results.now(),
-        "suite": suite.name,
-        "impl": impl.name,
-        "label": variant.label,
-        "params": variant.params,
-        "backend": impl.backend,
-        "case": case.values,
-        "case_key": case.key,
-        "status": result.get("status"),
-        "reason": result.get("reason", ""),
-        "baseline": baseline,
-        "flops": suite.flops(case),
-        "min_bytes": suite.min_bytes(case),
-    }
-    for key in ("correctness", "timing", "config", "figures", "log"):
-        if key in result:
-            record[key] = result[key]
-    timing = result.get("timing")
-    if record["status"] == "OK" and timing:
-        median = timing["stats"]["median"]
+    record = Record(
+        created_at=results.now(), suite=suite.name, impl=impl.name, label=variant.label, params=variant.params,
+        backend=impl.backend, case=case.values, case_key=case.key, status=result.get("status"),
+        reason=result.get("reason", ""), baseline=baseline, flops=suite.flops(case), min_bytes=suite.min_bytes(case),
+        correctness=_part(Correctness, result, "correctness"), timing=_part(Timing, result, "timing"),
+        config=result.get("config") or {}, figures=result.get("figures") or {}, log=result.get("log"),
+    )
+    timing = record.timing
+    if record.ok and timing:
+        median = timing.stats.median
         gpu = env.get("gpu") if env else None
-        peaks = peaks_for(gpu["name"]) if gpu and timing["method"] != "cpu-wall-clock" else None
+        peaks = peaks_for(gpu["name"]) if gpu and timing.method != "cpu-wall-clock" else None
         dtype = suite.dtype(case)
         compute_tflops = None
         if peaks is not None:
             compute_tflops, roof_label = roofline.compute_roof(peaks, impl.unit, dtype, bool(case.values.get("tf32")))
-            record["roof"] = {"gpu": peaks.key, "unit": impl.unit, "compute": roof_label,
-                              "compute_tflops": compute_tflops, "hbm_tbs": peaks.hbm_tbs}
+            record.roof = Roof(gpu=peaks.key, unit=impl.unit, compute=roof_label, compute_tflops=compute_tflops,
+                               hbm_tbs=peaks.hbm_tbs)
             if compute_tflops is None:  # a memory kernel: no compute ceiling at all
                 compute_tflops = math.inf
-        record["metrics"] = metrics.derive(median, record["flops"], record["min_bytes"], dtype, peaks,
-                                           compute_tflops)
+        record.metrics = Metrics.from_json(metrics.derive(median, record.flops, record.min_bytes, dtype, peaks,
+                                                          compute_tflops), "metrics")
         # Without the L2 flush the inputs may come from cache: only the compute floor holds then.
-        why = metrics.impossible(median, record["flops"], record["min_bytes"], dtype, peaks,
-                                 memory_roof="l2-flush" in timing["method"], compute_tflops=compute_tflops)
+        why = metrics.impossible(median, record.flops, record.min_bytes, dtype, peaks,
+                                 memory_roof="l2-flush" in timing.method, compute_tflops=compute_tflops)
         if why:
-            record.update(status="FAIL", reason=why)
+            record.status, record.reason = "FAIL", why
         else:
             if impl.name == baseline:
                 baseline_timing.setdefault(case.key, timing)
             base = baseline_timing.get(case.key)
-            record["speedup"] = metrics.speedup(base["stats"]["median"] if base else None, median)
-            if base and record["speedup"] is not None and base.get("samples") and timing.get("samples"):
+            record.speedup = metrics.speedup(base.stats.median if base else None, median)
+            if base and record.speedup is not None and base.samples and timing.samples:
                 # From the raw samples of both rows, at 95 %: the ratio is known this well, no better.
                 # A bound the samples cannot set (too few of them) is None: JSON has no infinity.
-                record["speedup_interval"] = [v if math.isfinite(v) and v > 0 else None
-                                              for v in speedup_interval(base["samples"], timing["samples"])]
-    record["env"] = env
-    record["command"] = request.command
+                record.speedup_interval = [v if math.isfinite(v) and v > 0 else None
+                                           for v in speedup_interval(base.samples, timing.samples)]
+    record.env = env
+    record.command = request.command
     return record
+
+
+def _part(cls, result: dict, key: str):
+    """A part of the worker's answer (its timing, its correctness check) as its type; None when it has none."""
+    return cls.from_json(result[key], key) if result.get(key) is not None else None

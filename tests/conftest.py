@@ -51,7 +51,7 @@ def _builtin_registry():
 # loaded once per test run all the same (_builtin_registry is cached).
 @pytest.fixture(scope="package")
 def registry():
-    """The built-in suites and kernels, loaded once per test run."""
+    """The built-in suites and kernels, loaded once per test run (module-scoped fixtures use it too)."""
     return _builtin_registry()
 
 

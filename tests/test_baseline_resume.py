@@ -15,6 +15,7 @@ import pytest
 
 from kbench import results, runner
 from kbench.errors import UserError
+from kbench.record import Record
 from kbench.registry import variants
 from kbench.suite import Case
 
@@ -22,14 +23,14 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 KEY = "n=1"
 
 
-def fake_record(impl: str, status: str = "OK", case_key: str = KEY, median: float = 1.0) -> dict:
+def fake_record(impl: str, status: str = "OK", case_key: str = KEY, median: float = 1.0) -> Record:
     rec = {"schema": 1, "suite": "attention", "impl": impl, "label": impl, "backend": "torch", "case": {},
            "case_key": case_key, "status": status, "reason": "" if status == "OK" else f"why {status}",
            "baseline": "naive", "env": {"device": "cpu"}}
     if status == "OK":
         rec["timing"] = {"method": "cpu-wall-clock", "samples": [median] * 3,
                          "stats": {"median": median, "p20": median, "p80": median, "n": 3}, "warnings": []}
-    return rec
+    return Record.from_json(rec)
 
 
 # --- baseline names ---------------------------------------------------------------------------
@@ -196,9 +197,11 @@ def test_resume_skips_recorded_keys_and_reports_the_whole_run(cli, tmp_path, mon
     out = tmp_path / "run.jsonl"
     case16 = "n=16,d=128,batch=1,heads=1,dtype=fp16,causal=False"
     case32 = case16.replace("n=16", "n=32")
-    other_suite = {**fake_record("naive", case_key=case32), "suite": "matmul"}
+    other_suite = fake_record("naive", case_key=case32)
+    other_suite.suite = "matmul"
     recorded = [fake_record("naive", case_key=case16), fake_record("sdpa", "FAIL", case_key=case16), other_suite]
-    out.write_text("".join(json.dumps(r) + "\n" for r in recorded) + '{"schema": 1, "suite": "attention", "sta')
+    out.write_text("".join(json.dumps(r.to_json()) + "\n" for r in recorded)
+                   + '{"schema": 1, "suite": "attention", "sta')
     calls = []
     _fake_runner(monkeypatch, calls)
     result = cli("run", "attention", "--impl", "naive,sdpa", "--n", "16,32", "--out", out, "--resume",
@@ -215,7 +218,7 @@ def test_resume_skips_recorded_keys_and_reports_the_whole_run(cli, tmp_path, mon
     on_file = results.read_strict(out)  # the torn line was removed, the new records appended
     assert len(on_file) == 5
     baseline = results.read(tmp_path / "results" / "baselines" / "resumed.jsonl")  # the whole run
-    assert [(r["impl"], r["case_key"]) for r in baseline] == [(r["impl"], r["case_key"]) for r in shown]
+    assert [(r.impl, r.case_key) for r in baseline] == [(r["impl"], r["case_key"]) for r in shown]
 
 
 def test_resume_of_a_missing_file_runs_everything(cli, tmp_path, monkeypatch):
@@ -244,8 +247,8 @@ def test_runner_skips_done_keys_and_uses_the_recorded_baseline_time(registry, tm
         out.close()
     assert started == ["sdpa-math"]
     (record,) = new
-    assert record["impl"] == "sdpa-math" and record["status"] == "OK", record.get("reason")
-    assert record["speedup"] == pytest.approx(1000.0 / record["timing"]["stats"]["median"])
+    assert record.impl == "sdpa-math" and record.status == "OK", record.reason
+    assert record.speedup == pytest.approx(1000.0 / record.median)
 
 
 # --- end to end: resume after a killed run -------------------------------------------------------
@@ -301,12 +304,12 @@ def test_resume_after_a_killed_run(cli, tmp_path, proc_env, jsonl):
         result = cli(*args, "--timeout", "2", "--resume")
         assert result.exit_code == 1, result.output  # hang is a TIMEOUT now
         records = results.read(out)
-        assert [(r["impl"], r["status"]) for r in records] == [("fast", "OK"), ("hang", "TIMEOUT")]
+        assert [(r.impl, r.status) for r in records] == [("fast", "OK"), ("hang", "TIMEOUT")]
         assert records[0] == first  # fast was not measured again
         assert "1 of 2 already recorded, 1 to run" in " ".join(result.stderr.split())
         for record in records:
-            if record.get("log"):
-                Path(record["log"]).unlink(missing_ok=True)
+            if record.log:
+                Path(record.log).unlink(missing_ok=True)
     finally:
         if worker is not None and _alive(worker):  # the killed run's worker ends itself; make sure
             os.kill(worker, signal.SIGKILL)
@@ -336,7 +339,7 @@ def test_recorded_keeps_the_wanted_records_after_cutting_a_torn_line(tmp_path):
     assert resume.recorded(path, {("attention", "naive", KEY)}) == resume.Recorded()  # no file: nothing done
     old, new = fake_record("naive", median=2.0), fake_record("naive", median=3.0)
     torn = '{"schema": 1, "suite": "att'
-    path.write_text("".join(json.dumps(r) + "\n" for r in (old, fake_record("sdpa"), new, {"status": "??"})) + torn)
+    path.write_text("".join(json.dumps(r.to_json()) + "\n" for r in (old, fake_record("sdpa"), new)) + torn)
     state = resume.recorded(path, {("attention", "naive", KEY), ("attention", "other", KEY)})
     assert state.done == {("attention", "naive", KEY): new}  # the last record of a key wins; sdpa not wanted
-    assert state.torn_bytes == len(torn) and path.read_text().endswith('{"status": "??"}\n')
+    assert state.torn_bytes == len(torn) and path.read_text().endswith(json.dumps(new.to_json()) + "\n")

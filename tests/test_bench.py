@@ -14,6 +14,7 @@ import pytest
 
 from kbench import bench_plan, loader, results, runner
 from kbench.peers import peer_ratios
+from kbench.record import Record
 from kbench.stats import speedup_interval
 
 CPU = ["--device", "cpu", "--trials", "1", "--max-time", "0.1", "--min-time", "0.02"]
@@ -81,14 +82,14 @@ def results_time(timing: dict) -> str:
 
 # --- continuing a file, with the runner replaced -------------------------------------------------------
 
-def fake_record(suite, label, case_key, baseline, median=1.0, status="OK") -> dict:
+def fake_record(suite, label, case_key, baseline, median=1.0, status="OK", **fields) -> Record:
     record = {"schema": 1, "suite": suite, "impl": label, "label": label, "backend": "torch", "case": {},
               "case_key": case_key, "status": status, "reason": "", "baseline": baseline, "env": {"device": "cpu"}}
     if status == "OK":
         record["timing"] = {"method": "cpu-wall-clock", "samples": [median * (1 + i / 100) for i in range(9)],
                             "stats": {"median": median * 1.04, "p20": median, "p80": median, "n": 9},
                             "warnings": []}
-    return record
+    return Record.from_json({**record, **fields})
 
 
 @pytest.fixture
@@ -127,7 +128,7 @@ def test_a_crash_costs_only_its_rows(cli, tmp_path, fake_runner, flat_text):
     assert fake_runner[2:] == [[], [("matmul", "cublas")]]
     assert "removed its torn last line" in flat_text(result.stderr)
     assert "2 of 3 jobs already recorded, 1 to run" in flat_text(result.stderr)
-    assert [(r["suite"], r["label"]) for _, r in results.read_strict(out)] == [
+    assert [(r.suite, r.label) for _, r in results.read_strict(out)] == [
         ("attention", "naive"), ("attention", "sdpa"), ("matmul", "cublas")]
 
 
@@ -136,7 +137,7 @@ def test_the_default_file_is_named_from_the_plan_and_the_date(cli, tmp_path, fak
     plan = write_plan(tmp_path, ("matmul", MATMUL), name="nightly.toml")
     assert cli("bench", plan).exit_code == 0
     expected = tmp_path / "results" / f"nightly-{dt.date.today():%Y%m%d}.jsonl"
-    assert [r["label"] for r in results.read(expected)] == ["cublas"]
+    assert [r.label for r in results.read(expected)] == ["cublas"]
 
 
 def test_a_failed_row_fails_the_plan(cli, tmp_path, monkeypatch):
@@ -231,16 +232,17 @@ def test_peer_ratios_from_the_raw_samples_of_both_rows():
     assert [(r.suite, r.label, r.peer) for r in rows] == [("scan", "blelloch", "torch-cumsum"),
                                                          ("scan", "cupy-cumsum", "torch-cumsum"), ("p2p", "copy", "copy")]
     assert rows[0].ratio == pytest.approx(2.0)
-    assert rows[0].interval == pytest.approx(speedup_interval(peer["timing"]["samples"], fast["timing"]["samples"]))
-    assert rows[0].median == fast["timing"]["stats"]["median"] and rows[0].peer_median == peer["timing"]["stats"]["median"]
+    assert rows[0].interval == pytest.approx(speedup_interval(peer.timing.samples, fast.timing.samples))
+    assert rows[0].median == fast.median and rows[0].peer_median == peer.median
     assert (rows[1].status, rows[1].ratio, rows[1].median) == ("FAIL", None, None)
-    assert (rows[2].ratio, rows[2].median) == (None, alone["timing"]["stats"]["median"])  # no ratio with itself
+    assert (rows[2].ratio, rows[2].median) == (None, alone.median)  # no ratio with itself
 
 
 def test_a_peer_run_with_parameters_is_not_the_peer():
     """The peer is its run without --param, as the lesson verdicts take it."""
     plain = fake_record("matmul", "cublas", "m=1", "cublas", median=2.0)
-    tuned = {**fake_record("matmul", "cublas", "m=1", "cublas", median=4.0), "label": "cublas[x=1]"}
+    tuned = fake_record("matmul", "cublas", "m=1", "cublas", median=4.0)
+    tuned.label = "cublas[x=1]"
     (row,) = peer_ratios([tuned, plain])
     assert row.label == "cublas[x=1]" and row.ratio == pytest.approx(0.5)
 
@@ -274,5 +276,5 @@ def test_ctrl_c_keeps_the_records_and_says_how_to_continue(cli, tmp_path, monkey
     out = tmp_path / "r.jsonl"
     result = cli("bench", plan, "--out", out)
     assert result.exit_code == 130, result.output
-    assert [r["label"] for r in results.read(out)] == ["naive", "sdpa"]
+    assert [r.label for r in results.read(out)] == ["naive", "sdpa"]
     assert f"kbench bench {plan} --out {out} continues" in flat_text(result.stderr)

@@ -12,6 +12,7 @@ import sys
 import pytest
 
 import kbench
+from kbench.record import Record
 from kbench.report import CPU_NOTE
 
 CORPUS = __import__("pathlib").Path(__file__).resolve().parent / "corpus"
@@ -210,12 +211,12 @@ def test_real_run_naive_and_triton(cli, tmp_path, jsonl, flat_text, wide_console
     assert re.search(r"naive\*? OK", text) and re.search(r"triton-fa2\*? OK", text), text
 
 
-def _assert_interval_brackets_speedup(record):
-    interval = record["speedup_interval"]
+def _assert_interval_brackets_speedup(record: Record):
+    interval = record.speedup_interval
     assert isinstance(interval, list) and len(interval) == 2
     low, high = interval
     assert isinstance(low, float) and isinstance(high, float)
-    assert 0 < low <= record["speedup"] <= high, record["impl"]
+    assert 0 < low <= record.speedup <= high, record.impl
 
 
 def test_interleaved_run(cli, tmp_path, jsonl, flat_text, wide_console):
@@ -232,7 +233,7 @@ def test_interleaved_run(cli, tmp_path, jsonl, flat_text, wide_console):
         assert r["timing"]["stats"]["n"] == len(r["timing"]["samples"]) >= 1
         assert r["timing"]["checked_calls"]["checked"] >= 1  # the timed calls were judged in bursts too
         assert list(r["correctness"]["distributions"]) == ATTENTION_DISTRIBUTIONS
-        _assert_interval_brackets_speedup(r)
+        _assert_interval_brackets_speedup(Record.from_json(r))
     assert records[0]["speedup"] == pytest.approx(1.0)
     assert records[1]["speedup"] == pytest.approx(
         records[0]["timing"]["stats"]["median"] / records[1]["timing"]["stats"]["median"])
@@ -256,7 +257,7 @@ def test_interleaved_crash_costs_only_its_row(cli, tmp_path, jsonl, flat_text):
     assert "timing" not in records["cheat-segfault"] and "speedup" not in records["cheat-segfault"]
     for name in ("naive", "sdpa"):
         assert records[name]["status"] == "OK", records[name].get("reason")
-        _assert_interval_brackets_speedup(records[name])
+        _assert_interval_brackets_speedup(Record.from_json(records[name]))
     assert "cheat-segfault" in flat_text(result.stderr) and "CRASH" in flat_text(result.stderr)
 
 
@@ -343,13 +344,13 @@ def test_interleaved_runner_takes_turns(registry, monkeypatch, tmp_path):
     assert turns == ["naive", "sdpa-math", "sdpa", "naive", "naive"]
     assert {entry[2] for entry in log if entry[0] == "burst"} == {runner.BURST_SECONDS}
     assert [entry[1] for entry in log if entry[0] == "finish"] == ["naive", "sdpa"]
-    assert [(r["impl"], r["status"]) for r in records] == [
+    assert [(r.impl, r.status) for r in records] == [
         ("naive", "OK"), ("sdpa-math", "CRASH"), ("sdpa", "OK"), ("sdpa-cudnn", "SKIP")]
-    by_name = {r["impl"]: r for r in records}
-    assert by_name["sdpa"]["speedup"] == pytest.approx(2.0)
+    by_name = {r.impl: r for r in records}
+    assert by_name["sdpa"].speedup == pytest.approx(2.0)
     _assert_interval_brackets_speedup(by_name["sdpa"])
     _assert_interval_brackets_speedup(by_name["naive"])
-    assert "speedup" not in by_name["sdpa-math"] and "speedup" not in by_name["sdpa-cudnn"]
+    assert by_name["sdpa-math"].speedup is None and by_name["sdpa-cudnn"].speedup is None
 
 
 def test_format_json(cli, tmp_path, jsonl):
@@ -405,10 +406,12 @@ def test_user_kernel_runs_via_kernels_option(cli, tmp_path, write_kernels, jsonl
 
 # --- exit codes, with the runner replaced (no workers) ------------------------
 
-def _fake_record(status: str, impl: str = "naive") -> dict:
-    return {"schema": 1, "suite": "attention", "impl": impl, "label": impl, "backend": "torch", "case": {},
-            "case_key": "n=1", "status": status, "reason": "" if status == "OK" else f"why {status}",
-            "baseline": "naive", "env": {"device": "cpu"}}
+def _fake_record(status: str, impl: str = "naive") -> Record:
+    timed = {"timing": {"stats": {"median": 1.0, "p20": 1.0, "p80": 1.0, "n": 1}}} if status == "OK" else {}
+    return Record.from_json({"schema": 1, "suite": "attention", "impl": impl, "label": impl, "backend": "torch",
+                             "case": {}, "case_key": "n=1", "status": status,
+                             "reason": "" if status == "OK" else f"why {status}", "baseline": "naive",
+                             "env": {"device": "cpu"}, **timed})
 
 
 @pytest.mark.parametrize("status,code", [("OK", 0), ("SKIP", 0), ("FAIL", 1), ("CRASH", 1), ("TIMEOUT", 1)])

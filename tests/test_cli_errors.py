@@ -187,8 +187,8 @@ def test_device_cuda_without_a_gpu_is_a_usage_error(cli, flat_text, tmp_path):
                  "--out", out)
     if out.exists():  # rows were run after all: remove the worker logs kept for them
         for record in results.read(out):
-            if record.get("log"):
-                Path(record["log"]).unlink(missing_ok=True)
+            if record.log:
+                Path(record.log).unlink(missing_ok=True)
     assert "Traceback" not in result.output
     assert result.exit_code == 2, result.output
     assert result.output.count("kbench: error:") == 1
@@ -248,7 +248,7 @@ def _record(label="naive", status="OK", median=1.0, case_key="n=16"):
 
 
 def _write(path: Path, records, tail: str = "") -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in records) + tail)
+    path.write_text("".join(json.dumps(r.to_json()) + "\n" for r in records) + tail)
     return path
 
 
@@ -302,7 +302,7 @@ def test_a_resumed_file_never_holds_a_case_twice(cli, tmp_path, monkeypatch):
     for _ in range(2):
         assert cli(*args, "--resume").exit_code == 0
     assert len(ran) == 4 and len(set(ran)) == 4
-    keys = [results.key(record) for _, record in results.read_strict(out)]
+    keys = [record.key for _, record in results.read_strict(out)]
     assert len(keys) == len(set(keys)) == 4
     assert cli("compare", out, out).exit_code == 0
 
@@ -321,14 +321,14 @@ def test_resume_removes_a_torn_last_line(cli, tmp_path, monkeypatch, flat_text):
     assert result.exit_code == 0, result.output
     assert [label for label, _ in ran] == ["sdpa"]
     assert f"resuming {out}: removed its torn last line ({len(TORN)} bytes" in flat_text(result.stderr)
-    assert [r["label"] for _, r in results.read_strict(out)] == ["naive", "sdpa"]  # the strict reader: no torn line
+    assert [r.label for _, r in results.read_strict(out)] == ["naive", "sdpa"]  # the strict reader: no torn line
     assert TORN not in out.read_text()
     assert cli("show", out).exit_code == 0
     assert cli("compare", out, out).exit_code == 0
 
 
 def test_drop_torn_last_line_keeps_whole_lines(tmp_path):
-    whole = json.dumps(_record())
+    whole = json.dumps(_record().to_json())
     path = tmp_path / "r.jsonl"
     path.write_text(whole + "\n" + whole)  # a valid last line without its newline: kept (ResultsFile ends it)
     assert results.drop_torn_last_line(path, "--resume") == 0
@@ -344,7 +344,7 @@ def test_drop_torn_last_line_keeps_whole_lines(tmp_path):
 def test_resume_refuses_a_bad_line_before_the_last(kbench_proc, tmp_path):
     """Only the last line can be torn by a kill: a bad line in the middle is left alone and named."""
     out = tmp_path / "damaged.jsonl"
-    out.write_text(json.dumps(_record()) + "\n" + TORN + "\n" + json.dumps(_record("sdpa")) + "\n")
+    out.write_text(json.dumps(_record().to_json()) + "\n" + TORN + "\n" + json.dumps(_record("sdpa").to_json()) + "\n")
     before = out.read_bytes()
     proc = kbench_proc("run", "attention", "--impl", "naive", "--out", out, "--resume", cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr

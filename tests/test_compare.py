@@ -15,6 +15,7 @@ import pytest
 
 from kbench import compare, compare_thresholds, results
 from kbench.errors import UserError
+from kbench.record import Record
 
 ENV = {"kbench": "0.1.0", "device": "cuda",
        "gpu": {"name": "NVIDIA H200", "uuid": "GPU-1", "driver": "580.159.03", "cuda_runtime": "13.0"},
@@ -39,6 +40,11 @@ def record(times=None, label="cupy-fa2", case_key=CASE, suite="attention", statu
         rec["timing"] = {"method": method, "unit": "ms", "samples": times,
                          "stats": {"median": float(np.median(times)), "n": len(times)}, "warnings": []}
     return rec
+
+
+def typed(**changes) -> Record:
+    """record(**changes) as the readers get it."""
+    return Record.from_json(record(**changes))
 
 
 def write(path: Path, records: list[dict]) -> Path:
@@ -146,7 +152,7 @@ def test_env_difference_names_the_field(path, value):
         target = target[part]
     old = target[last]
     target[last] = value
-    assert compare.env_differences(record(env=ENV), record(env=env)) == [(path, old, value)]
+    assert compare.env_differences(typed(env=ENV), typed(env=env)) == [(path, old, value)]
 
 
 def test_env_ignores_what_does_not_change_timings():
@@ -154,13 +160,13 @@ def test_env_ignores_what_does_not_change_timings():
     env["gpu"]["uuid"] = "GPU-2"  # another H200 of the same pool
     env["packages"]["numpy"] = "1.26"
     env["kbench"] = "0.2.0"
-    assert compare.env_differences(record(env=ENV), record(env=env)) == []
+    assert compare.env_differences(typed(env=ENV), typed(env=env)) == []
 
 
 def test_timing_method_and_missing_env_are_differences():
-    diffs = compare.env_differences(record(), record(method="cuda-graph-replay+l2-flush"))
+    diffs = compare.env_differences(typed(), typed(method="cuda-graph-replay+l2-flush"))
     assert diffs == [("timing.method", "cuda-events+l2-flush", "cuda-graph-replay+l2-flush")]
-    assert compare.env_differences(record(), record(env=None))[0] == ("env", "recorded", None)
+    assert compare.env_differences(typed(), typed(env=None))[0] == ("env", "recorded", None)
 
 
 # --- the command: decisions and exit codes ------------------------------------------------------
@@ -338,7 +344,7 @@ def test_last_record_of_a_key_wins(tmp_path):
     first, second = record(status="CRASH", reason="worker killed by SIGSEGV"), record(samples(3.0, seed=2))
     loaded = compare.load(write(tmp_path / "b.jsonl", [first, second]))
     (located,) = loaded.values()
-    assert located.record["timing"]["stats"]["median"] == pytest.approx(3.0, rel=0.01)
+    assert located.record.median == pytest.approx(3.0, rel=0.01)
     assert located.where == f"{tmp_path / 'b.jsonl'}:2"
 
 
@@ -537,7 +543,9 @@ MALFORMED = [
     ("string-time", _with(timing__samples=["1.0"]) + "\n", ":1: timing.samples[0] is '1.0', not a finite number"),
     ("negative-time", _with(timing__samples=[-1.0]) + "\n", ":1: timing.samples[0] is not positive (-1.0)"),
     ("zero-median", _with(timing__stats__median=0) + "\n", ":1: timing.stats.median is not positive (0)"),
-    ("schema-2", _with(schema=2) + "\n", ":1: unknown schema version 2 (this kbench reads version 1)"),
+    ("schema-2", _with(schema=2) + "\n", ":1: schema version 2 is newer than this kbench reads (1): "
+                                          "read it with the kbench that wrote it, or a newer one"),
+    ("schema-0", _with(schema=0) + "\n", ":1: unknown schema version 0 (this kbench reads version 1)"),
     ("no-schema", _with(schema=KeyError) + "\n", ":1: unknown schema version None"),
     ("not-an-object", "[1, 2]\n", ": record 1: expected a JSON object (a record), got int"),
     ("string-line", GOOD + '\n"hello"\n', ":2: expected a JSON object (a record), got str"),

@@ -159,9 +159,9 @@ def test_an_interval_too_few_samples_cannot_bound_is_none_in_the_record_and_the_
     baseline_timing = {}
     _record_for(attention, registry, few(2.0), impl="naive", baseline_timing=baseline_timing)
     row = _record_for(attention, registry, few(1.0), impl="sdpa", baseline_timing=baseline_timing)
-    assert row["speedup"] == pytest.approx(2.0)
-    assert row["speedup_interval"] == [None, None]
-    assert json.loads(results.dumps(row))["speedup_interval"] == [None, None]
+    assert row.speedup == pytest.approx(2.0)
+    assert row.speedup_interval == [None, None]
+    assert json.loads(results.dumps(row.to_json()))["speedup_interval"] == [None, None]
     table, _ = table_for_case("t", [row])
     assert "2.00x" in [cell for column in table.columns for cell in column._cells]
 
@@ -180,19 +180,19 @@ def test_faster_than_light_record_is_a_fail(attention, registry):
     """A 'kernel' timed at 20 us for work that needs at least 278 us on an H200 is not fast: it is wrong."""
     baseline_timing = {}
     record = _record_for(attention, registry, _fake_ok(0.020), baseline_timing=baseline_timing, impl="naive")
-    assert record["status"] == "FAIL"
-    assert record["reason"].startswith("impossible: faster than the roofline: 0.02 ms")
-    assert "need at least 0.2779 ms on H200" in record["reason"]
-    assert "speedup" not in record
+    assert record.status == "FAIL"
+    assert record.reason.startswith("impossible: faster than the roofline: 0.02 ms")
+    assert "need at least 0.2779 ms on H200" in record.reason
+    assert record.speedup is None and "speedup" not in record.to_json()
     assert baseline_timing == {}  # an impossible baseline gives no speedups to the others
-    assert record["metrics"]["pct_of_peak"] > 1000  # kept, for whoever investigates
+    assert record.metrics.pct_of_peak > 1000  # kept, for whoever investigates
 
 
 def test_time_at_or_above_the_roofline_stays_ok(attention, registry):
     for median in (0.300, 0.278 / 1.04):  # a plausible time, and one within the 5 % slack of the floor
         record = _record_for(attention, registry, _fake_ok(median))
-        assert record["status"] == "OK", record["reason"]
-        assert record["reason"] == ""
+        assert record.status == "OK", record.reason
+        assert record.reason == ""
 
 
 def test_record_carries_the_speedups_interval(attention, registry):
@@ -208,15 +208,15 @@ def test_record_carries_the_speedups_interval(attention, registry):
 
     baseline_timing = {}
     base = _record_for(attention, registry, timed(2.0, 0.01), impl="naive", baseline_timing=baseline_timing)
-    assert baseline_timing[BIG.key] is base["timing"]  # the baseline's timing, samples and all
+    assert baseline_timing[BIG.key] is base.timing  # the baseline's timing, samples and all
     row = _record_for(attention, registry, timed(0.5, 0.05), impl="sdpa", baseline_timing=baseline_timing)
-    assert row["speedup"] == pytest.approx(base["timing"]["stats"]["median"] / row["timing"]["stats"]["median"])
-    low, high = row["speedup_interval"]
-    assert [low, high] == list(speedup_interval(base["timing"]["samples"], row["timing"]["samples"]))
-    assert low < row["speedup"] < high and high / low < 1.2
+    assert row.speedup == pytest.approx(base.median / row.median)
+    low, high = row.speedup_interval
+    assert [low, high] == list(speedup_interval(base.timing.samples, row.timing.samples))
+    assert low < row.speedup < high and high / low < 1.2
     # without a baseline timing for the case there is neither a speedup nor an interval
     alone = _record_for(attention, registry, timed(0.5, 0.05), impl="sdpa")
-    assert alone.get("speedup") is None and "speedup_interval" not in alone
+    assert alone.speedup is None and alone.speedup_interval is None
 
 
 def test_memory_floor_applies_only_with_the_l2_flush(attention):
@@ -236,9 +236,9 @@ def test_memory_floor_applies_only_with_the_l2_flush(attention):
 def test_no_speed_of_light_check_without_peaks(attention, registry):
     """CPU wall-clock times and GPUs missing from the peaks table are never judged against a roofline."""
     cpu_env = {"device": "cpu", "gpu": None}
-    assert _record_for(attention, registry, _fake_ok(1e-6, "cpu-wall-clock"), env=cpu_env)["status"] == "OK"
+    assert _record_for(attention, registry, _fake_ok(1e-6, "cpu-wall-clock"), env=cpu_env).status == "OK"
     unknown = {**H200_ENV, "gpu": {**H200_ENV["gpu"], "name": "Some Future GPU"}}
-    assert _record_for(attention, registry, _fake_ok(1e-6), env=unknown)["status"] == "OK"
+    assert _record_for(attention, registry, _fake_ok(1e-6), env=unknown).status == "OK"
 
 
 # --- work on a side stream the events do not cover ----------------------------------------

@@ -104,10 +104,10 @@ def test_cupy_fa2_walkthrough_matches_the_h200s_compiled_kernel(registry, block_
 
     impl = registry.implementations("attention")["cupy-fa2"]
     ((registers, local),) = {
-        (r["config"]["registers_per_thread"], r["config"]["local_bytes_per_thread"])
-        for r in results.read(H200_RECORDS) if r["impl"] == "cupy-fa2" and "config" in r and r["case"]["d"] == d
-        and not r["case"]["causal"] and r["case"]["dtype"] == "fp16"
-        and (r["params"]["block_m"], r["params"]["block_n"], r["params"]["warps"]) == (block_m, block_n, warps)}
+        (r.config["registers_per_thread"], r.config["local_bytes_per_thread"])
+        for r in results.read(H200_RECORDS) if r.impl == "cupy-fa2" and r.config and r.case["d"] == d
+        and not r.case["causal"] and r.case["dtype"] == "fp16"
+        and (r.params["block_m"], r.params["block_n"], r.params["warps"]) == (block_m, block_n, warps)}
     figures = impl.explain(attention_case(d=d), dict(impl.params, block_m=block_m, block_n=block_n, warps=warps))
     assert int(figures["registers per thread"].split()[0]) == registers
     assert f"(stack frame {local} bytes)" in figures["spills per thread"]

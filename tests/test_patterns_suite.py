@@ -23,6 +23,7 @@ from kbench.correctness import check
 from kbench.devices import by_key
 from kbench.errors import UserError
 from kbench.loader import BUILTIN_KERNELS, BUILTIN_SUITES, load_helper
+from kbench.record import Record
 from kbench.registry import Implementation, Needs, Registry, Unsupported, collecting, skip_reason, variants
 from kbench.suite import Case, Suite
 
@@ -487,12 +488,12 @@ def test_runner_takes_each_cases_baseline(registry, tmp_path, monkeypatch):
     finally:
         out.close()
     assert set(started[:4]) == {"transpose-naive", "access-strided"}  # each baseline on both cases, first
-    by = {(r["impl"], r["case"]["lesson"]): r for r in records}
-    assert by[("transpose-padded", "transpose")]["baseline"] == "transpose-naive"
-    assert by[("transpose-padded", "transpose")]["speedup"] == 4.0
-    assert by[("access-coalesced", "access")]["baseline"] == "access-strided"
-    assert by[("access-coalesced", "access")]["speedup"] == 8.0
-    assert by[("access-coalesced", "transpose")]["status"] == "SKIP"
+    by = {(r.impl, r.case["lesson"]): r for r in records}
+    assert by[("transpose-padded", "transpose")].baseline == "transpose-naive"
+    assert by[("transpose-padded", "transpose")].speedup == 4.0
+    assert by[("access-coalesced", "access")].baseline == "access-strided"
+    assert by[("access-coalesced", "access")].speedup == 8.0
+    assert by[("access-coalesced", "transpose")].status == "SKIP"
 
     # --baseline given: one for every case, as before
     out = results.ResultsFile(tmp_path / "s.jsonl")
@@ -501,8 +502,8 @@ def test_runner_takes_each_cases_baseline(registry, tmp_path, monkeypatch):
                                                          baseline="transpose-smem", device="cpu"), out)
     finally:
         out.close()
-    assert {r["baseline"] for r in records} == {"transpose-smem"}
-    assert [r["speedup"] for r in records if r["impl"] == "transpose-padded"] == [2.0]
+    assert {r.baseline for r in records} == {"transpose-smem"}
+    assert [r.speedup for r in records if r.impl == "transpose-padded"] == [2.0]
 
 
 def test_cli_adds_each_lessons_baseline(cli, tmp_path, monkeypatch):
@@ -535,7 +536,7 @@ def test_run_help_shows_the_lessons(cli, flat_text):
 
 # --- the report: what the lesson predicts beside what was measured ----------------------------------------
 
-def _record(impl, median, predicts=None, status="OK", gpu="NVIDIA H200"):
+def _record(impl, median, predicts=None, status="OK", gpu="NVIDIA H200", config=None) -> Record:
     rec = {"schema": 1, "suite": "patterns", "impl": impl, "label": impl, "backend": "cupy",
            "case": {"lesson": "transpose", "n": 8192, "dtype": "fp32"},
            "case_key": "lesson=transpose,n=8192,dtype=fp32",
@@ -547,7 +548,9 @@ def _record(impl, median, predicts=None, status="OK", gpu="NVIDIA H200"):
         rec["speedup"] = 2.0 / median
     if predicts is not None:
         rec["config"] = predicts.config()
-    return rec
+    if config is not None:
+        rec["config"] = config
+    return Record.from_json(rec)
 
 
 def test_report_shows_the_prediction_and_whether_it_holds():
@@ -576,13 +579,13 @@ def test_report_shows_the_prediction_and_whether_it_holds():
     assert "does not hold on NVIDIA H200" in text
     # a range: divergence-warp is predicted 1.5-2.5x; 3x is outside it
     divergence = kernel_module("divergence")
-    rows = [dict(_record("divergence-lane", 3.0, divergence.PREDICTS["divergence-lane"])),
-            dict(_record("divergence-warp", 1.0, divergence.PREDICTS["divergence-warp"]))]
+    rows = [_record("divergence-lane", 3.0, divergence.PREDICTS["divergence-lane"]),
+            _record("divergence-warp", 1.0, divergence.PREDICTS["divergence-warp"])]
     assert lessons.cell(rows[1], rows) == "1.5-2.5x vs divergence-lane: 3.00x, does not hold"
 
 
 def test_report_without_predictions_is_unchanged():
-    rows = [dict(_record("naive", 1.0), config={"tile": 16})]
+    rows = [_record("naive", 1.0, config={"tile": 16})]
     table, _ = report.table_for_case("x", rows)
     assert [c.header for c in table.columns][-1] == "max err" and len(table.columns) == 9
     assert lessons.lines(rows) == []

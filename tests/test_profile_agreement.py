@@ -16,6 +16,7 @@ import pytest
 
 from kbench.errors import UserError
 from kbench.profilers import agreement, ncu
+from kbench.record import Clock, Record
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "profile"
 SYNTHETIC = FIXTURES / "synthetic"
@@ -47,10 +48,14 @@ def _summary_and_run():
                 for impl in ("naive", "sdpa", "triton-fa2")]
     outcomes.append({"label": "sdpa-cudnn", "status": "SKIP"})
     summary = {"tool": "ncu", "case_key": CASE, "implementations": outcomes}
-    records = [{"case_key": CASE, "label": impl, "impl": impl, "status": "OK", "timing": {"stats": {"median": ms}}}
-               for impl, ms in EVENT_MS.items()]
-    records.append({"case_key": "n=256", "label": "naive", "status": "OK", "timing": {"stats": {"median": 9.0}}})
+    records = [_run_record(CASE, impl, ms) for impl, ms in EVENT_MS.items()]
+    records.append(_run_record("n=256", "naive", 9.0))
     return summary, records
+
+
+def _run_record(case_key: str, impl: str, median_ms: float) -> Record:
+    return Record.from_json({"schema": 1, "suite": "attention", "case_key": case_key, "label": impl, "impl": impl,
+                             "status": "OK", "timing": {"stats": {"median": median_ms}}})
 
 
 def test_agreement_rows():
@@ -59,7 +64,7 @@ def test_agreement_rows():
     assert rows["naive"]["ok"] and rows["naive"]["diff"] == pytest.approx(2780.992 / 2796.9 - 1)
     assert rows["sdpa"]["ok"] and rows["triton-fa2"]["ok"]
     assert rows["sdpa-cudnn"]["checked"] is False
-    records[0]["timing"]["stats"]["median"] = 3.2  # naive's events now 15 % slower than ncu's kernels
+    records[0].timing.stats.median = 3.2  # naive's events now 15 % slower than ncu's kernels
     assert agreement.agreement_rows(summary, records)[0]["ok"] is False
 
 
@@ -69,14 +74,14 @@ def test_agreement_needs_the_same_configuration():
     summary, records = _summary_and_run()
     fa2 = next(o for o in summary["implementations"] if o["label"] == "triton-fa2")
     fa2["config"] = {"BLOCK_N": 128, "num_stages": 3, "tuning_seconds": 1.5}
-    records[2]["config"] = {"BLOCK_N": 64, "num_stages": 4, "tuning_seconds": 11.2}
+    records[2].config = {"BLOCK_N": 64, "num_stages": 4, "tuning_seconds": 11.2}
     row = agreement.agreement_rows(summary, records)[2]
     assert row["checked"] is False and "BLOCK_N 64 vs 128" in row["why"] and "num_stages 4 vs 3" in row["why"]
-    records[2]["config"] = {"BLOCK_N": 128, "num_stages": 3, "tuning_seconds": 0.0}  # tuning time alone differs
+    records[2].config = {"BLOCK_N": 128, "num_stages": 3, "tuning_seconds": 0.0}  # tuning time alone differs
     assert agreement.agreement_rows(summary, records)[2]["checked"] is True
     # the autotuner's own timings of each candidate differ from process to process too (a cold Triton cache)
     fa2["config"]["candidates_ms"] = {"0": 0.6252, "1": 0.5802}
-    records[2]["config"]["candidates_ms"] = {"0": 0.6264, "1": 0.5842}
+    records[2].config["candidates_ms"] = {"0": 0.6264, "1": 0.5842}
     assert agreement.agreement_rows(summary, records)[2]["checked"] is True
 
 
@@ -89,7 +94,7 @@ def test_agreement_at_the_runs_sm_clock():
     cycles = 2796.9 * 1700  # the event median's duration at 1700 MHz
     naive["per_call"] = {**naive["per_call"], "cycles": cycles, "time_us": cycles / 1980}
     assert agreement.agreement_rows(summary, records)[0]["ok"] is False  # no run clock yet: 14 % apart
-    records[0]["timing"]["clock"] = {"sm_mhz_median": 1700}
+    records[0].timing.clock = Clock(sm_mhz_median=1700)
     row = agreement.agreement_rows(summary, records)[0]
     assert row["checked"] and row["ok"] and row["diff"] == pytest.approx(0.0, abs=1e-9)
     assert row["profiled_us_at_run_clock"] == pytest.approx(2796.9)
@@ -115,7 +120,7 @@ def test_recorded_agreement_with_the_tile_shape_pinned():
 def test_exit_code():
     summary, records = _summary_and_run()
     assert agreement.exit_code(agreement.agreement_rows(summary, records)) == 0
-    records[0]["timing"]["stats"]["median"] = 3.2
+    records[0].timing.stats.median = 3.2
     assert agreement.exit_code(agreement.agreement_rows(summary, records)) == 1
     assert agreement.exit_code(agreement.agreement_rows(summary, records, min_us=1e6)) == 2  # all under min_us
     assert agreement.exit_code(agreement.agreement_rows(summary, [])) == 2  # no run records
@@ -123,7 +128,7 @@ def test_exit_code():
 
 def test_records_without_a_median_are_not_compared():
     summary, records = _summary_and_run()
-    del records[0]["timing"]["stats"]
+    records[0].timing.stats.median = None  # a record that carries no median
     row = agreement.agreement_rows(summary, records)[0]
     assert row["checked"] is False and row["why"] == "missing figure"
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from kbench import results, runner
 from kbench.errors import UserError
 from kbench.registry import variants
 from kbench.suite import Case
+from test_baseline_resume import fake_record
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
@@ -31,41 +33,63 @@ def test_append_writes_one_line_per_record_and_fsyncs(tmp_path, monkeypatch):
         synced.append((fd, path.read_text()))
 
     monkeypatch.setattr(results.os, "fsync", fake_fsync)
+    a, b = fake_record("a"), fake_record("b", "SKIP")
+    b.config = {"nested": {"x": [1, 2]}}
     out = results.ResultsFile(path)
-    out.append({"a": 1})
-    out.append({"b": "two", "nested": {"x": [1, 2]}})
+    out.append(a)
+    out.append(b)
     out.close()
-    assert [text for _, text in synced] == ['{"a": 1}\n', '{"a": 1}\n{"b": "two", "nested": {"x": [1, 2]}}\n']
+    line_a, line_b = json.dumps(a.to_json()) + "\n", json.dumps(b.to_json()) + "\n"
+    assert '"config": {"nested": {"x": [1, 2]}}' in line_b
+    assert [text for _, text in synced] == [line_a, line_a + line_b]
     assert synced[0][0] == synced[1][0]
-    assert results.read(path) == [{"a": 1}, {"b": "two", "nested": {"x": [1, 2]}}]
+    assert results.read(path) == [a, b]
 
 
 def test_append_keeps_existing_records(tmp_path):
     path = tmp_path / "r.jsonl"
     first = results.ResultsFile(path)
-    first.append({"run": 1})
+    first.append(fake_record("run1"))
     first.close()
     second = results.ResultsFile(path)
-    second.append({"run": 2})
+    second.append(fake_record("run2"))
     second.close()
-    assert results.read(path) == [{"run": 1}, {"run": 2}]
+    assert results.read(path) == [fake_record("run1"), fake_record("run2")]
+
+
+def _line(impl: str) -> str:
+    return json.dumps(fake_record(impl).to_json()) + "\n"
 
 
 def test_read_ignores_torn_last_line_and_blank_lines(tmp_path):
     path = tmp_path / "r.jsonl"
-    path.write_text('{"i": 0}\n\n{"i": 1}\n{"i": 2, "status": "O')
-    assert results.read(path) == [{"i": 0}, {"i": 1}]
+    path.write_text(_line("i0") + "\n" + _line("i1") + _line("i2")[:40])
+    assert results.read(path) == [fake_record("i0"), fake_record("i1")]
+
+
+@pytest.mark.parametrize("bad,why", [
+    ('{"i": 1}\n', "unknown schema version None"),
+    ('[1, 2]\n', "expected a JSON object (a record), got list"),
+    ('{"schema": 2, "suite": "attention"}\n', "schema version 2 is newer than this kbench reads (1)"),
+    ('{"schema": 1, "suite": "attention", "impl": "x", "case_key": "n=1", "status": "GREAT"}\n',
+     "unknown status 'GREAT'"),
+])
+def test_read_refuses_a_json_line_that_is_not_a_record_naming_it(tmp_path, bad, why):
+    path = tmp_path / "r.jsonl"
+    path.write_text(_line("i0") + bad + _line("i2"))
+    with pytest.raises(UserError, match=f"^{re.escape(str(path))}:2: {re.escape(why)}"):
+        results.read(path)
 
 
 def test_append_after_torn_last_line_keeps_the_new_record(tmp_path):
     """A run killed mid-write leaves a torn last line with no newline. The next run appending to
     the same file must not glue its first record onto that fragment (which would lose it too)."""
     path = tmp_path / "r.jsonl"
-    path.write_text('{"i": 0}\n{"i": 1, "sta')
+    path.write_text(_line("i0") + _line("i1")[:40])
     out = results.ResultsFile(path)
-    out.append({"i": 2})
+    out.append(fake_record("i2"))
     out.close()
-    assert results.read(path) == [{"i": 0}, {"i": 2}]
+    assert results.read(path) == [fake_record("i0"), fake_record("i2")]
 
 
 def test_unwritable_path_is_a_user_error(tmp_path):
@@ -103,7 +127,7 @@ def test_runner_writes_each_record_before_the_next_job(registry, tmp_path):
         events.append(("start", variant.impl.name, case.n, lines))
 
     def on_record(record):
-        events.append(("record", record["impl"], record["case"]["n"], path.read_text().count("\n")))
+        events.append(("record", record.impl, record.case["n"], path.read_text().count("\n")))
 
     try:
         returned = runner.run(registry, request, out, on_start=on_start, on_record=on_record)
@@ -117,13 +141,13 @@ def test_runner_writes_each_record_before_the_next_job(registry, tmp_path):
     ]
     on_file = results.read(path)
     assert on_file == returned
-    assert [(r["impl"], r["status"]) for r in on_file] == [("naive", "OK"), ("naive", "OK"),
-                                                           ("sdpa-cudnn", "SKIP"), ("sdpa-cudnn", "SKIP")]
-    assert on_file[0]["speedup"] == pytest.approx(1.0)
-    assert on_file[2]["reason"] == "needs a CUDA device"
-    assert all(r["env"]["device"] == "cpu" for r in on_file)
-    assert all(r["command"] == "test" for r in on_file)
-    assert [r["case_key"] for r in on_file[:2]] == [c.key for c in cases]
+    assert [(r.impl, r.status) for r in on_file] == [("naive", "OK"), ("naive", "OK"),
+                                                     ("sdpa-cudnn", "SKIP"), ("sdpa-cudnn", "SKIP")]
+    assert on_file[0].speedup == pytest.approx(1.0)
+    assert on_file[2].reason == "needs a CUDA device"
+    assert all(r.env["device"] == "cpu" for r in on_file)
+    assert all(r.command == "test" for r in on_file)
+    assert [r.case_key for r in on_file[:2]] == [c.key for c in cases]
 
 
 # --- SIGINT end to end --------------------------------------------------------------------
@@ -237,7 +261,7 @@ def test_second_sigint_while_ending_workers_leaves_no_orphan(interrupted_run, tm
     # Either kbench exits 130 itself, or the second SIGINT ends it (Popen: -2; a shell shows 130).
     assert code in (130, -signal.SIGINT), err
     assert "Traceback" not in err
-    assert [r["impl"] for r in results.read(out)] == ["fast"]
+    assert [r.impl for r in results.read(out)] == ["fast"]
     assert not _alive(worker), f"worker {worker} was left running after kbench exited"
 
 
@@ -252,7 +276,7 @@ def test_sigterm_does_not_leave_the_worker_running(interrupted_run, tmp_path):
 
     proc.send_signal(signal.SIGTERM)
     proc.wait(timeout=120)
-    assert [r["impl"] for r in results.read(out)] == ["fast"]  # what was measured is kept
+    assert [r.impl for r in results.read(out)] == ["fast"]  # what was measured is kept
     # The worker may take a moment to notice that kbench is gone: poll, bounded.
     assert not _still_alive_after(worker, 10.0), f"worker {worker} was left running after kbench was terminated"
 

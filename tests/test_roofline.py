@@ -6,12 +6,13 @@ import pytest
 
 from kbench import metrics, roofline
 from kbench.devices import by_key
+from kbench.record import Record
 
 
-def record(median_ms, flops, nbytes, dtype="fp16", tf32=False, status="OK", label="k"):
-    return {"status": status, "suite": "s", "impl": label, "label": label, "case_key": "c",
-            "case": {"dtype": dtype, "tf32": tf32}, "flops": flops, "min_bytes": nbytes,
-            "timing": {"stats": {"median": median_ms}}}
+def record(median_ms, flops, nbytes, dtype="fp16", tf32=False, status="OK", label="k") -> Record:
+    return Record.from_json({"schema": 1, "status": status, "suite": "s", "impl": label, "label": label,
+                             "case_key": "c", "case": {"dtype": dtype, "tf32": tf32}, "flops": flops,
+                             "min_bytes": nbytes, "timing": {"stats": {"median": median_ms}}})
 
 
 def test_compute_roof_by_unit():

@@ -17,6 +17,7 @@ from kbench import plots as kbench_plots
 from kbench.correctness import check
 from kbench.errors import UserError
 from kbench.loader import BUILTIN_KERNELS, BUILTIN_SUITES, load_helper
+from kbench.record import Record
 from kbench.registry import Unsupported
 from kbench.report import figure_lines
 from kbench.suite import Axis, ByteSize, Case, format_size, parse_size
@@ -478,10 +479,11 @@ def test_closure_figures_reach_the_record_and_the_output(cli, tmp_path, write_ke
 
 
 def test_figure_lines_only_for_ok_records():
-    ok = {"impl": "pipelined", "label": "pipelined", "status": "OK", "figures": {"summary": ["a", "b"]}}
+    ok = {"schema": 1, "suite": "streams", "impl": "pipelined", "label": "pipelined", "case_key": "c",
+          "status": "OK", "timing": {"stats": {"median": 1.0}}, "figures": {"summary": ["a", "b"]}}
     failed = {**ok, "status": "FAIL"}
-    plain = {"impl": "serial", "status": "OK"}
-    assert figure_lines([ok, failed, plain]) == ["pipelined: a", "pipelined: b"]
+    plain = {**ok, "impl": "serial", "label": "serial", "figures": {}}
+    assert figure_lines([Record.from_json(r) for r in (ok, failed, plain)]) == ["pipelined: a", "pipelined: b"]
 
 
 def test_figures_when_the_serial_schedule_does_not_fit(registry, streams, fake_cuda, monkeypatch):

@@ -13,6 +13,7 @@ from rich.console import Console
 from kbench import metrics, report
 from kbench.devices import PEAKS, by_key, peaks_for
 from kbench.errors import UserError
+from kbench.record import Record, Stats
 from kbench.suite import Axis, Case, Suite
 
 # --- axes and cases --------------------------------------------------------------
@@ -214,17 +215,25 @@ def test_peaks_table():
 
 # --- report ----------------------------------------------------------------------------------
 
-def _record(impl, status="OK", median=1.5, reason="", speedup=None, warnings=(), device="cpu"):
-    r = {"suite": "attention", "impl": impl, "backend": "torch", "case_key": "n=1", "status": status,
-         "reason": reason, "baseline": "naive", "env": {"device": device, "gpu": None}}
+def _json(impl, status="OK", median=1.5, reason="", speedup=None, warnings=(), device="cpu", gpu=None,
+          method="cpu-wall-clock", clock=None, **fields) -> dict:
+    """A record as a results file holds it; ``fields`` replace its top-level keys."""
+    r = {"schema": 1, "suite": "attention", "impl": impl, "backend": "torch", "case_key": "n=1", "status": status,
+         "reason": reason, "baseline": "naive", "env": {"device": device, "gpu": gpu}}
     if status == "OK":
-        r["timing"] = {"method": "cpu-wall-clock", "stats": {"median": median, "p20": median * 0.9,
-                                                             "p80": median * 1.1, "n": 7},
+        r["timing"] = {"method": method, "stats": {"median": median, "p20": median * 0.9,
+                                                   "p80": median * 1.1, "n": 7},
                        "warnings": list(warnings)}
+        if clock:
+            r["timing"]["clock"] = clock
         r["metrics"] = {"tflops": 1.234, "gbps": 56.78, "pct_of_peak": None}
         r["correctness"] = {"max_abs_err": 1e-4, "max_rel_err": 2e-4}
         r["speedup"] = speedup
-    return r
+    return {**r, **fields}
+
+
+def _record(impl, **options) -> Record:
+    return Record.from_json(_json(impl, **options))
 
 
 def test_format_time_and_spread():
@@ -232,8 +241,8 @@ def test_format_time_and_spread():
     assert report.format_time(0.0123) == "12.3 us"
     assert report.format_time(12.3456) == "12.346 ms"
     assert report.format_time(2500) == "2.50 s"
-    assert report.spread({"median": 2.0, "p20": 1.8, "p80": 2.2}) == "±10.0%"
-    assert report.spread({}) == "-"
+    assert report.spread(Stats(median=2.0, p20=1.8, p80=2.2)) == "±10.0%"
+    assert report.spread(Stats()) == "-"
 
 
 def test_table_footnotes_mark_rows_with_notes():
@@ -250,9 +259,9 @@ def test_table_footnotes_mark_rows_with_notes():
 
 
 def test_speedup_cell_shows_its_interval():
-    fast = dict(_record("fast", median=1.0, speedup=1.44), speedup_interval=[1.41, 1.47])
-    unknown = dict(_record("few", median=1.2, speedup=1.25), speedup_interval=[0.0, float("inf")])
-    rows = [dict(_record("naive", speedup=1.0), speedup_interval=[0.98, 1.02]), fast, unknown,
+    fast = _record("fast", median=1.0, speedup=1.44, speedup_interval=[1.41, 1.47])
+    unknown = _record("few", median=1.2, speedup=1.25, speedup_interval=[0.0, float("inf")])
+    rows = [_record("naive", speedup=1.0, speedup_interval=[0.98, 1.02]), fast, unknown,
             _record("old", median=2.0, speedup=0.75)]  # a record from before intervals were kept
     table, _ = report.table_for_case("attention: n=1", rows)
     console = Console(width=200, record=True, file=io.StringIO())
@@ -265,10 +274,8 @@ def test_speedup_cell_shows_its_interval():
 
 
 def test_sm_clock_column_appears_when_records_carry_it():
-    clocked = _record("naive", speedup=1.0)
-    clocked["timing"]["clock"] = {"sm_mhz_median": 1845, "throttled": 0}
-    throttled = _record("hot", speedup=1.1)
-    throttled["timing"]["clock"] = {"sm_mhz_median": 1410, "throttled": 12}
+    clocked = _record("naive", speedup=1.0, clock={"sm_mhz_median": 1845, "throttled": 0})
+    throttled = _record("hot", speedup=1.1, clock={"sm_mhz_median": 1410, "throttled": 12})
     rows = [clocked, throttled, _record("noclock"), _record("bad", status="CRASH", reason="killed")]
     table, _ = report.table_for_case("attention: n=1", rows)
     console = Console(width=200, record=True, file=io.StringIO())
@@ -282,7 +289,7 @@ def test_sm_clock_column_appears_when_records_carry_it():
 
 
 def test_print_tables_groups_by_case_and_notes_cpu():
-    rows = [_record("naive"), dict(_record("naive"), case_key="n=2")]
+    rows = [_record("naive"), _record("naive", case_key="n=2")]
     console = Console(width=200, record=True, file=io.StringIO())
     report.print_tables(rows, console)
     text = console.export_text()
@@ -294,11 +301,10 @@ def test_cpu_note_only_for_times_measured_on_the_cpu():
     """On a GPU machine a SKIP row's environment says cpu (nothing ran on the GPU for it): the note about
     CPU wall-clock times must come from a row timed that way, not from any row's device."""
     gpu = {"name": "NVIDIA H200", "driver": "570.1", "cuda_runtime": "12.8"}
-    timed = _record("naive", device="cuda")
-    timed["env"]["gpu"] = gpu
-    timed["timing"]["method"] = "cuda-events+l2-flush"
+    timed = _record("naive", device="cuda", gpu=gpu, method="cuda-events+l2-flush")
     skipped = _record("cupy-fa2", status="SKIP", reason="needs cupy (not installed)", device="cpu")
-    failed_on_cpu = dict(_record("x", device="cpu"), status="FAIL")  # timed, but no time is shown
+    failed_on_cpu = _record("x", device="cpu")  # timed, but no time is shown
+    failed_on_cpu.status = "FAIL"
     for rows, noted in (([timed, skipped], False), ([timed, failed_on_cpu], False), ([timed, _record("y")], True)):
         console = Console(width=200, record=True, file=io.StringIO())
         report.print_tables(rows, console)
@@ -307,7 +313,7 @@ def test_cpu_note_only_for_times_measured_on_the_cpu():
 
 def test_print_tables_gpu_line_and_markup_safety():
     gpu = {"name": "NVIDIA H200", "driver": "570.1", "cuda_runtime": "12.8"}
-    rows = [dict(_record("naive", status="FAIL", reason="values [1, 2] wrong"), env={"device": "cuda", "gpu": gpu})]
+    rows = [_record("naive", status="FAIL", reason="values [1, 2] wrong", device="cuda", gpu=gpu)]
     console = Console(width=200, record=True, file=io.StringIO())
     report.print_tables(rows, console)
     text = console.export_text()
@@ -323,4 +329,5 @@ def test_csv_and_json():
     assert parsed[0]["median_ms"] == "1.5" and parsed[0]["samples"] == "7" and parsed[0]["speedup"] == "1.0"
     assert parsed[1]["status"] == "SKIP" and parsed[1]["median_ms"] == ""
     assert tuple(parsed[0]) == report.CSV_FIELDS
-    assert json.loads(report.to_json(rows)) == rows
+    assert json.loads(report.to_json(rows)) == [r.to_json() for r in rows]
+    assert [r["impl"] for r in json.loads(report.to_json(rows))] == ["naive", "x"]

@@ -72,7 +72,7 @@ def bench_command(
                                    "above 1: faster)", peers.peer_ratios(every)))
     before = len(every) - new
     stderr.print(f"results: {path} ({new} records{f', {before} from before' if before else ''})", highlight=False)
-    if any(r["status"] in results.FAILED for r in every):
+    if any(r.status in results.FAILED for r in every):
         raise typer.Exit(1)
 
 

@@ -24,9 +24,9 @@ def plot_command(
 
     with user_errors():
         records = [r for f in results.results_files(source) for _, r in results.read_strict(f)]
-        by_suite: dict[str, list[dict]] = {}
+        by_suite: dict[str, list] = {}
         for r in records:
-            by_suite.setdefault(r["suite"], []).append(r)
+            by_suite.setdefault(r.suite, []).append(r)
         suites = loader.builtin_suites()
         for name in by_suite:
             own = suites[name].plot_metrics if name in suites else ()

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from kbench.cli.common import stderr, stdout, user_errors
 from kbench.errors import UserError
+from kbench.record import Record
 
 RESULTS = Path("results")
 
@@ -30,17 +31,17 @@ def _latest_per_suite(suites: list[str]) -> list[Path]:
     return list(newest.values())
 
 
-def _records(sources: list[Path], suites: list[str]) -> list[dict]:
+def _records(sources: list[Path], suites: list[str]) -> list[Record]:
     from kbench import results
 
     files = [f for src in sources for f in results.results_files(src)] if sources else _latest_per_suite(suites)
     records = [r for f in files for _, r in results.read_strict(f)]
-    return [r for r in records if not suites or r.get("suite") in suites]
+    return [r for r in records if not suites or r.suite in suites]
 
 
-def _unit_of(record: dict, units: dict) -> str:
-    roof = record.get("roof") or {}
-    return roof.get("unit") or units.get((record.get("suite"), record.get("impl")), "tensor")
+def _unit_of(record: Record, units: dict) -> str:
+    """The unit the record's roof was taken for, else its implementation's (older records have no roof)."""
+    return (record.roof.unit if record.roof else None) or units.get((record.suite, record.impl), "tensor")
 
 
 def roofline_command(
@@ -75,7 +76,7 @@ def roofline_command(
         calibrations = {}  # GPU table key -> the calibration of the device that ran (detected roofs only)
         measured = {}  # point -> TFLOP/s attainable under this GPU's calibrated ceilings
         for r in records:
-            gpu = (r.get("env") or {}).get("gpu") or {}
+            gpu = r.gpu
             peaks = fixed or peaks_for(gpu.get("name"))
             p = roofline.point(r, peaks, _unit_of(r, units)) if peaks else None
             if p is None:

@@ -189,7 +189,7 @@ def run_suite(suite: Suite, cases: list[Case], **options) -> None:
     report.emit(records, prepared.fmt, stdout)
     stderr.print(f"results: {path} ({len(new_records)} records"
                  f"{f', {len(done)} from before' if done else ''})", highlight=False)
-    failed = [r for r in records if r["status"] in results.FAILED]
+    failed = [r for r in records if r.status in results.FAILED]
     if prepared.baseline_file is not None:
         results.write_atomic(prepared.baseline_file, records)
         warning = f" ({len(failed)} of them failed: a later compare reports no time for those)" if failed else ""
@@ -211,7 +211,7 @@ def measure(prepared: PreparedRun, results_file, done: dict, how_to_continue: st
     progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn(), console=stderr, transient=True)
     task = progress.add_task("starting", total=total)
-    measured: list[dict] = []
+    measured: list = []
 
     def on_start(variant, case):
         progress.update(task, description=f"{escape(variant.label)} [dim]{case.key}[/]")
@@ -219,9 +219,9 @@ def measure(prepared: PreparedRun, results_file, done: dict, how_to_continue: st
     def on_record(record):
         measured.append(record)
         progress.advance(task)
-        status = record["status"]
+        status = record.status
         if status in ("FAIL", "CRASH", "TIMEOUT"):
-            progress.console.print(f"  {record['label']} {record['case_key']}: {status} {record.get('reason', '')}",
+            progress.console.print(f"  {record.label} {record.case_key}: {status} {record.reason}",
                                    highlight=False, markup=False)
 
     def on_sigterm(signum, frame):

@@ -19,6 +19,7 @@ import math
 from pathlib import Path
 
 from kbench.errors import UserError
+from kbench.record import Record
 
 TOLERANCE = 0.05
 MIN_US = 50.0
@@ -58,10 +59,10 @@ def read_run(path: Path) -> list[dict]:
     return [record for _, record in read_strict(Path(path))]
 
 
-def check_case(records: list[dict], case_key: str, path: Path) -> None:
+def check_case(records: list[Record], case_key: str, path: Path) -> None:
     """UserError unless the run timed ``case_key``: ``--against`` checks it before anything is profiled."""
-    if not any(record.get("case_key") == case_key and _event_median(record) is not None for record in records):
-        cases = sorted({str(record.get("case_key")) for record in records})
+    if not any(record.case_key == case_key and _event_median(record) is not None for record in records):
+        cases = sorted({record.case_key for record in records})
         raise UserError(f"--against: {path} has no timed record of case {case_key} "
                         f"(its cases: {'; '.join(cases[:3])}{'; ...' if len(cases) > 3 else ''})")
 
@@ -88,30 +89,27 @@ def _measured(key: str) -> bool:
     return "tun" in key or key.endswith("_ms")
 
 
-def _event_median(record: dict) -> float | None:
+def _event_median(record: Record) -> float | None:
     """The record's event median in ms, if it has one."""
-    timing = record.get("timing")
-    stats = timing.get("stats") if isinstance(timing, dict) else None
-    median = stats.get("median") if isinstance(stats, dict) else None
+    median = record.median
     return median if isinstance(median, (int, float)) and median > 0 else None
 
 
-def agreement_rows(summary: dict, records: list[dict], tolerance: float = TOLERANCE,
+def agreement_rows(summary: dict, records: list[Record], tolerance: float = TOLERANCE,
                    min_us: float = MIN_US) -> list[dict]:
     """Per implementation of a ``kbench profile`` summary (results/profiles/NAME.json): its kernel time per
     call against the event median of the same implementation and case in ``records`` (a kbench run)."""
     timed = {}
     for record in records:
-        if (isinstance(record, dict) and record.get("case_key") == summary.get("case_key")
-                and record.get("status") == "OK" and _event_median(record) is not None):
-            timed[record.get("label") or record.get("impl")] = record
+        if record.case_key == summary.get("case_key") and _event_median(record) is not None:
+            timed[record.name] = record
     rows = []
     for outcome in summary.get("implementations", []):
         profiled = (outcome.get("per_call") or {}).get("time_us")
         record = timed.get(outcome["label"])
         event_ms = _event_median(record) if record else None
         verdict = agreement(profiled, event_ms, tolerance, min_us)
-        ran, profiled_config = (record or {}).get("config"), outcome.get("config")
+        ran, profiled_config = record.config if record else None, outcome.get("config")
         if verdict["checked"] and ran and profiled_config and ran != profiled_config:
             # e.g. an autotuner that chose another tile shape in the profiled process: not the same kernel
             differ = sorted(k for k in set(ran) | set(profiled_config)
@@ -135,12 +133,12 @@ def agreement_rows(summary: dict, records: list[dict], tolerance: float = TOLERA
     return rows
 
 
-def same_clock(per_call: dict, record: dict | None) -> tuple[float, float, float] | None:
+def same_clock(per_call: dict, record: Record | None) -> tuple[float, float, float] | None:
     """(the profiled time per call at the run's SM clock in us, the run's clock, the profiled clock) where
     the profiler gave cycles and the run recorded its clock; None otherwise."""
     cycles, time_us = per_call.get("cycles"), per_call.get("time_us")
-    clock = ((record or {}).get("timing") or {}).get("clock") or {}
-    run_mhz = clock.get("sm_mhz_median")
+    clock = record.timing.clock if record and record.timing else None
+    run_mhz = clock.sm_mhz_median if clock else None
     if not cycles or not time_us or not run_mhz:
         return None
     return cycles / run_mhz, run_mhz, cycles / time_us

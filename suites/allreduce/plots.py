@@ -8,29 +8,29 @@ from kbench import plots
 from kbench.errors import UserError
 
 
-def bandwidth_plot(records: list[dict], path: Path, metric: str = "busbw") -> list[Path]:
+def bandwidth_plot(records: list, path: Path, metric: str = "busbw") -> list[Path]:
     """busbw (or algbw) against the message size, one colour per implementation (and per number of ranks
     when that varies): solid the op alone (nccl-tests' method), dotted kbench's median of the closure."""
     from kbench.suite import format_size
 
     key = f"{metric}_gbps"
-    ok = [r for r in records if r.get("status") == "OK" and (r.get("figures") or {}).get(key) is not None]
+    ok = [r for r in records if r.ok and r.figures.get(key) is not None]
     if not ok:
         raise UserError(f"no OK records with a measured {metric} to plot (an allreduce run's results file)")
     plt = plots.pyplot()
     from matplotlib.ticker import FuncFormatter
 
-    ranks_vary = len({r["figures"].get("world_size") for r in ok}) > 1
+    ranks_vary = len({r.figures.get("world_size") for r in ok}) > 1
     lines: dict[str, dict[str, list]] = {}
     for r in ok:
-        name = r.get("label", r["impl"])
+        name = r.name
         if ranks_vary:
-            name += f" ({r['figures'].get('world_size')} ranks)"
+            name += f" ({r.figures.get('world_size')} ranks)"
         line = lines.setdefault(name, {"alone": [], "closure": []})
-        size = r["figures"].get("bytes") or (r.get("case") or {}).get("bytes")
-        line["closure"].append((size, r["figures"][key]))
-        if r["figures"].get(f"alone_{key}") is not None:
-            line["alone"].append((size, r["figures"][f"alone_{key}"]))
+        size = r.figures.get("bytes") or r.case.get("bytes")
+        line["closure"].append((size, r.figures[key]))
+        if r.figures.get(f"alone_{key}") is not None:
+            line["alone"].append((size, r.figures[f"alone_{key}"]))
     fig, ax = plt.subplots(figsize=(9, 6))
     colours = plt.get_cmap("tab10")
     for i, (name, line) in enumerate(sorted(lines.items())):
@@ -44,7 +44,7 @@ def bandwidth_plot(records: list[dict], path: Path, metric: str = "busbw") -> li
                                                else f"{v:g}"))
     ax.set_xlabel("message size")
     ax.set_ylabel(f"{metric} (GB/s)")
-    suite = ok[0]["suite"]
+    suite = ok[0].suite
     ax.set_title(f"{suite}: {metric} against message size ({metric} = "
                  + ("bytes / time x 2(N-1)/N" if metric == "busbw" else "bytes / time") + ")")
     ax.grid(True, which="both", alpha=0.3)

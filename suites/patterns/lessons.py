@@ -7,8 +7,8 @@ from __future__ import annotations
 from rich.markup import escape
 
 
-def median(record: dict) -> float | None:
-    return ((record.get("timing") or {}).get("stats") or {}).get("median") if record["status"] == "OK" else None
+def median(record) -> float | None:
+    return record.median
 
 
 def _span(check: dict) -> str:
@@ -20,16 +20,16 @@ def _span(check: dict) -> str:
     return f"{low:g}-{high:g}x"
 
 
-def verdict(record: dict, records: list[dict]) -> tuple[float, bool] | None:
+def verdict(record, records: list) -> tuple[float, bool] | None:
     """(measured ratio, whether it is what the lesson predicts) for a row whose run.config carries
     ``lesson_check`` ({"versus": IMPL, "low": x or None, "high": y or None}): the lesson holds when
     median(versus) / median(this) lies in [low, high]. None: no prediction, or not both measured."""
-    check = (record.get("config") or {}).get("lesson_check")
+    check = record.config.get("lesson_check")
     mine = median(record)
     if not check or not mine:
         return None
-    versus = [r for r in records if r["impl"] == check["versus"] and median(r)]
-    versus.sort(key=lambda r: r.get("label", r["impl"]) != r["impl"])  # the variant without --param first
+    versus = [r for r in records if r.impl == check["versus"] and median(r)]
+    versus.sort(key=lambda r: r.name != r.impl)  # the variant without --param first
     if not versus:
         return None
     ratio = median(versus[0]) / mine
@@ -37,9 +37,9 @@ def verdict(record: dict, records: list[dict]) -> tuple[float, bool] | None:
     return ratio, (low is None or ratio >= low) and (high is None or ratio <= high)
 
 
-def cell(record: dict, records: list[dict]) -> str:
+def cell(record, records: list) -> str:
     """The table's cell: the predicted ratio and the measured one ("" without a prediction)."""
-    config = record.get("config") or {}
+    config = record.config
     if not config.get("lesson_predicts"):
         return ""
     check = config.get("lesson_check")
@@ -53,18 +53,18 @@ def cell(record: dict, records: list[dict]) -> str:
     return f"{claim}: {ratio:.2f}x, {'holds' if holds else 'does not hold'}"
 
 
-def lines(records: list[dict]) -> list[str]:
+def lines(records: list) -> list[str]:
     """Below the table: each prediction in full (``lesson_predicts``) and, when measured, whether it holds
     on this GPU (some of the classic lessons no longer do on recent ones)."""
     lines = []
     for r in records:
-        text = (r.get("config") or {}).get("lesson_predicts")
+        text = r.config.get("lesson_predicts")
         if not text:
             continue
-        line = f"{r.get('label', r['impl'])}: {text}"
+        line = f"{r.name}: {text}"
         measured = verdict(r, records)
         if measured is not None:
-            gpu = ((r.get("env") or {}).get("gpu") or {}).get("name") or "this device"
+            gpu = r.gpu.get("name") or "this device"
             line += f"; measured {measured[0]:.2f}x: " + ("holds" if measured[1] else f"does not hold on {gpu}")
         lines.append(line)
     return lines

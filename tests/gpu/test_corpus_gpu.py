@@ -47,26 +47,26 @@ def _run(cli, tmp_path, name, impls, *case):
     result = cli("run", "attention", *case, "--device", "cuda", "--kernels", CORPUS, "--kernels", CORPUS_GPU,
                  "--impl", ",".join(impls), "--baseline", "sdpa", "--timeout", "120", "--max-time", "1",
                  "--out", out)
-    records = {r["impl"]: r for r in results.read(out)}
+    records = {r.impl: r for r in results.read(out)}
     for record in records.values():
-        if record.get("log"):
-            Path(record["log"]).unlink(missing_ok=True)
+        if record.log:
+            Path(record.log).unlink(missing_ok=True)
     return result, records
 
 
 def _assert_caught(records, expected):
     for name, (status, fragment) in expected.items():
         record = records[name]
-        assert record["status"] == status, (name, record["status"], record.get("reason"))
-        assert fragment in record["reason"], (name, record["reason"])
-        assert "speedup" not in record
+        assert record.status == status, (name, record.status, record.reason)
+        assert fragment in record.reason, (name, record.reason)
+        assert record.speedup is None
 
 
 def test_cpu_corpus_on_cuda(cli, tmp_path):
     result, records = _run(cli, tmp_path, "cpu-corpus", CPU_CHEATS, "--n", "256", "--d", "64", "--heads", "2")
     assert result.exit_code == 1, result.output
     _assert_caught(records, CPU_CHEATS)
-    assert records["sdpa"]["status"] == "OK"
+    assert records["sdpa"].status == "OK"
 
 
 def test_gpu_corpus(cli, tmp_path):
@@ -74,14 +74,13 @@ def test_gpu_corpus(cli, tmp_path):
     result, records = _run(cli, tmp_path, "gpu-corpus", GPU_CHEATS, "--n", "4096", "--d", "128", "--batch", "4",
                            "--heads", "8")
     assert result.exit_code == 1, result.output
-    assert records["sdpa"]["status"] == "OK", records["sdpa"].get("reason")
+    assert records["sdpa"].status == "OK", records["sdpa"].reason
     expected = dict(GPU_CHEATS)
-    gpu = (records["sdpa"].get("env") or {}).get("gpu") or {}
-    if peaks_for(gpu.get("name")) is None:  # no datasheet roofline for this GPU: nothing is impossible
+    if peaks_for(records["sdpa"].gpu.get("name")) is None:  # no datasheet roofline for this GPU: nothing is impossible
         expected.pop("cheat-faster-than-light")
     _assert_caught(records, expected)
-    timing = records["sdpa"]["timing"]
-    assert "uncovered" not in timing and timing["synced_wall_ms"] > 0  # a right kernel is not flagged
+    timing = records["sdpa"].timing
+    assert timing.uncovered is None and timing.synced_wall_ms > 0  # a right kernel is not flagged
 
 
 def test_fp32_matmul_on_tf32_fails_on_the_gpu(cli, tmp_path):
@@ -91,11 +90,11 @@ def test_fp32_matmul_on_tf32_fails_on_the_gpu(cli, tmp_path):
     result = cli("run", "matmul", "--m", "2048", "--n", "2048", "--k", "2048", "--dtype", "fp32", "--device", "cuda",
                  "--kernels", CORPUS, "--impl", "cublas,cheat-tf32", "--timeout", "120", "--max-time", "1",
                  "--out", out)
-    records = {r["impl"]: r for r in results.read(out)}
+    records = {r.impl: r for r in results.read(out)}
     assert result.exit_code == 1, result.output
-    assert records["cublas"]["status"] == "OK", records["cublas"].get("reason")
-    assert records["cheat-tf32"]["status"] == "FAIL"
-    assert "is over what a correct fp32 kernel makes" in records["cheat-tf32"]["reason"]
+    assert records["cublas"].status == "OK", records["cublas"].reason
+    assert records["cheat-tf32"].status == "FAIL"
+    assert "is over what a correct fp32 kernel makes" in records["cheat-tf32"].reason
 
 
 def test_interleaved_run_records_clocks_and_intervals(cli, tmp_path):
@@ -105,8 +104,7 @@ def test_interleaved_run_records_clocks_and_intervals(cli, tmp_path):
                  "--impl", "naive,sdpa,triton-fa2", "--interleave", "--max-time", "1", "--out", out)
     assert result.exit_code == 0, result.output
     for record in results.read(out):
-        assert record["status"] == "OK", record.get("reason")
-        clock = record["timing"]["clock"]
-        assert clock["sm_mhz_median"] > 0
-        low, high = record["speedup_interval"]
-        assert low <= record["speedup"] <= high
+        assert record.status == "OK", record.reason
+        assert record.timing.clock.sm_mhz_median > 0
+        low, high = record.speedup_interval
+        assert low <= record.speedup <= high
