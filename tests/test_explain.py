@@ -88,7 +88,7 @@ def test_cupy_fa2_walkthrough_reads_ptxas(registry):
     assert "blocks per SM (sm_90)" in figures
 
 
-H200_RECORDS = Path(__file__).resolve().parent.parent / "results" / "baselines" / "h200-cupy-fa2-bench.jsonl"
+H200_RECORDS = Path(__file__).resolve().parent / "fixtures" / "h200" / "cupy-fa2-bench.jsonl"
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed: no ptxas figures")
@@ -98,7 +98,7 @@ H200_RECORDS = Path(__file__).resolve().parent.parent / "results" / "baselines" 
     (64, 64, 4, 64)])
 def test_cupy_fa2_walkthrough_matches_the_h200s_compiled_kernel(registry, block_m, block_n, warps, d):
     """explain's registers and stack frame (ptxas here) against the attributes CuPy read from the kernel
-    NVRTC compiled on the H200 (results/baselines/h200-cupy-fa2-bench.jsonl). All 18 configurations of
+    NVRTC compiled on the H200 (tests/fixtures/h200/cupy-fa2-bench.jsonl). All 18 configurations of
     that file agreed when checked on 2026-11-29; three of them are re-checked here (non-causal)."""
     from kbench import results
 

@@ -212,9 +212,9 @@ def test_agreement_command_bad_input(cli, args, message, tmp_path, monkeypatch):
 def test_the_performance_reports_check(cli, wide_console):
     """docs/performance.md's "kbench profile agrees with kbench run": its command on its committed files
     gives its table's figures (at the run's clock, so the clocks column is filled)."""
-    baselines = Path(__file__).resolve().parent.parent / "results" / "baselines"
-    result = cli("profile", "agreement", baselines / "h200-attention-n4096-b4h16-ncu.json",
-                 baselines / "h200-attention-n4096-b4h16-interleaved.jsonl")
+    h200 = Path(__file__).resolve().parent / "fixtures" / "h200"
+    result = cli("profile", "agreement", h200 / "attention-n4096-b4h16-ncu.json",
+                 h200 / "attention-n4096-b4h16-interleaved.jsonl")
     assert result.exit_code == 0, result.output
     rows = _rows(result.output)
     for label, figures in {"naive": ("5,566.1", "5,769.1", "5,768.8", "1,891, 1,824"),

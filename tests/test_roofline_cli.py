@@ -1,4 +1,4 @@
-"""`kbench roofline` and `kbench plot` on results recorded on the H200 (results/baselines/)."""
+"""`kbench roofline` and `kbench plot` on results recorded on the H200 (tests/fixtures/h200/)."""
 
 import copy
 import json
@@ -8,7 +8,7 @@ import pytest
 
 from kbench.loader import PROJECT_ROOT
 
-H200_RUN = PROJECT_ROOT / "results" / "baselines" / "h200-attention-n4096.jsonl"
+H200_RUN = PROJECT_ROOT / "tests" / "fixtures" / "h200" / "attention-n4096.jsonl"
 
 
 def test_roofline_of_a_recorded_h200_run(cli):

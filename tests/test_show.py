@@ -6,7 +6,7 @@ import json
 
 from kbench.loader import PROJECT_ROOT
 
-H200_RUN = PROJECT_ROOT / "results" / "baselines" / "h200-attention-n4096.jsonl"
+H200_RUN = PROJECT_ROOT / "tests" / "fixtures" / "h200" / "attention-n4096.jsonl"
 
 
 def test_show_a_recorded_run(cli):
