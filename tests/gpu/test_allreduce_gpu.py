@@ -2,7 +2,7 @@
 started by kbench): nccl, nccl-ring and ring give every rank the exact sum at odd sizes and in bf16,
 and over a size sweep with their bus bandwidths recorded and plotted; ring at each pipelining depth;
 the p2p copy and its bandwidth matrix. (Refusing --bytes that are not whole elements, and the ring over
-gloo processes, are tested on the CPU: tests/test_allreduce.py.)"""
+gloo processes, are tested on the CPU: tests/suites/test_allreduce.py.)"""
 
 from __future__ import annotations
 

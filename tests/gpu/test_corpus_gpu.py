@@ -1,4 +1,4 @@
-"""The corpus on a GPU (skipped without CUDA): the kernels of tests/corpus_gpu/ that only a GPU can
+"""The corpus on a GPU (skipped without CUDA): the kernels of tests/corpus/kernels_gpu/ that only a GPU can
 show (a side stream the events miss, an illegal memory access, a time faster than the roofline), and
 the CPU corpus again on CUDA tensors; TF32 caught in an fp32 product; an interleaved run's clocks."""
 
@@ -15,7 +15,7 @@ from kbench.devices import peaks_for
 pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("needs_cuda", "compiled_triton")]
 
 TESTS = Path(__file__).resolve().parent.parent
-CORPUS, CORPUS_GPU = TESTS / "corpus", TESTS / "corpus_gpu"
+CORPUS, CORPUS_GPU = TESTS / "corpus" / "kernels", TESTS / "corpus" / "kernels_gpu"
 
 # The CPU corpus on CUDA tensors: the same reasons (one trial per input distribution, the suite's default).
 BOUND = "is over what a correct fp16 kernel makes"

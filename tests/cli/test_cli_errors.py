@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kbench import results
-from test_baseline_resume import fake_record
+from fake_records import fake_record
 
 BAD_RUNS = [
     # (id, args after `run attention`, expected fragment of the error message)

@@ -18,7 +18,7 @@ from kbench.errors import UserError
 from kbench.profilers import agreement, ncu
 from kbench.record import Clock, Record
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "profile"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "profile"
 SYNTHETIC = FIXTURES / "synthetic"
 PINNED = FIXTURES / "h200-n4096-pinned"
 CASE = "n=4096,d=128,batch=2,heads=16,dtype=fp16,causal=False"
@@ -212,7 +212,7 @@ def test_agreement_command_bad_input(cli, args, message, tmp_path, monkeypatch):
 def test_the_performance_reports_check(cli, wide_console):
     """docs/performance.md's "kbench profile agrees with kbench run": its command on its committed files
     gives its table's figures (at the run's clock, so the clocks column is filled)."""
-    h200 = Path(__file__).resolve().parent / "fixtures" / "h200"
+    h200 = Path(__file__).resolve().parents[1] / "fixtures" / "h200"
     result = cli("profile", "agreement", h200 / "attention-n4096-b4h16-ncu.json",
                  h200 / "attention-n4096-b4h16-interleaved.jsonl")
     assert result.exit_code == 0, result.output

@@ -15,7 +15,7 @@ from kbench.registry import (Implementation, Needs, Registry, Unsupported, colle
                              parse_param_args, skip_reason, suite, variants)
 from kbench.suite import Case, Suite
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 BUILTIN_ATTENTION = {"naive", "sdpa", "sdpa-cudnn", "sdpa-efficient", "sdpa-math", "triton-fa2", "cupy-fa2"}
 
 

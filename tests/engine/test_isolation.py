@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 IMPLS = ["iso-ok", "iso-abort", "iso-segv", "iso-hang", "iso-raise", "iso-unwritten"]
 TIMEOUT_S = 6
 

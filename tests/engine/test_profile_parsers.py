@@ -17,7 +17,7 @@ import pytest
 
 from kbench.profilers import common, ncu, nsys, torch_profiler
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "profile"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "profile"
 SYNTHETIC = FIXTURES / "synthetic"
 CASE = "n=4096,d=128,batch=2,heads=16,dtype=fp16,causal=False"
 MIN_BYTES = 4 * 2 * 16 * 4096 * 128 * 2  # attention's fewest bytes at that case: Q, K, V in, O out, fp16

@@ -23,8 +23,8 @@ from kbench.loader import BUILTIN_SUITES, load_helper
 from kbench.registry import Implementation, Needs, Unsupported
 from kbench.suite import Case
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-BUILDERS = Path(__file__).resolve().parent / "fixtures" / "allreduce" / "builders.py"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+BUILDERS = Path(__file__).resolve().parents[1] / "fixtures" / "allreduce" / "builders.py"
 busbw = load_helper(BUILTIN_SUITES / "_common" / "bandwidth.py")
 distributed = load_helper(BUILTIN_SUITES / "allreduce" / "rank_group.py")
 exact_sums = load_helper(BUILTIN_SUITES / "_common" / "exact_sums.py")

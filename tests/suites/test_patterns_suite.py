@@ -424,7 +424,7 @@ def _launched(registry):
 
 
 def test_the_cuda_sources_are_built_by_test_cuda_sources():
-    """tests/test_cuda_sources.py compiles every .cu under kernels/ (sm_80, sm_90, warnings as errors)."""
+    """tests/suites/test_cuda_sources.py compiles every .cu under kernels/ (sm_80, sm_90, warnings as errors)."""
     sources = {p.name for p in BUILTIN_KERNELS.rglob("*.cu") if p.parent.name == "patterns"}
     assert sources == {"transpose.cu", "access.cu", "divergence.cu", "constant.cu", "ptx.cu"}
 

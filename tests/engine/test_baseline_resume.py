@@ -15,22 +15,12 @@ import pytest
 
 from kbench import results, runner
 from kbench.errors import UserError
-from kbench.record import Record
 from kbench.registry import variants
 from kbench.suite import Case
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
-KEY = "n=1"
+from fake_records import KEY, fake_record
 
-
-def fake_record(impl: str, status: str = "OK", case_key: str = KEY, median: float = 1.0) -> Record:
-    rec = {"schema": 1, "suite": "attention", "impl": impl, "label": impl, "backend": "torch", "case": {},
-           "case_key": case_key, "status": status, "reason": "" if status == "OK" else f"why {status}",
-           "baseline": "naive", "env": {"device": "cpu"}}
-    if status == "OK":
-        rec["timing"] = {"method": "cpu-wall-clock", "samples": [median] * 3,
-                         "stats": {"median": median, "p20": median, "p80": median, "n": 3}, "warnings": []}
-    return Record.from_json(rec)
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
 # --- baseline names ---------------------------------------------------------------------------

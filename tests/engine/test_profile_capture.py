@@ -1,5 +1,5 @@
 """kbench.profilers.capture without a profiler: the checked settings, the plan, the exit code and --compare's
-figures. The whole run, with fake ncu and nsys executables, is tests/test_profile_cli.py's."""
+figures. The whole run, with fake ncu and nsys executables, is tests/cli/test_profile_cli.py's."""
 
 from __future__ import annotations
 

@@ -88,7 +88,7 @@ def test_cupy_fa2_walkthrough_reads_ptxas(registry):
     assert "blocks per SM (sm_90)" in figures
 
 
-H200_RECORDS = Path(__file__).resolve().parent / "fixtures" / "h200" / "cupy-fa2-bench.jsonl"
+H200_RECORDS = Path(__file__).resolve().parents[1] / "fixtures" / "h200" / "cupy-fa2-bench.jsonl"
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed: no ptxas figures")
@@ -313,7 +313,7 @@ def test_triton_fa2_shared_memory_estimate(registry):
     the others as Triton 3.6 compiled them for sm_90 (`kbench explain attention --impl triton-fa2`);
     within the 1 KiB of barriers the estimate leaves out."""
     impl = registry.implementations("attention")["triton-fa2"]
-    fixture = json.loads((Path(__file__).resolve().parent / "fixtures" / "profile" / "h200-n4096-pinned"
+    fixture = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "profile" / "h200-n4096-pinned"
                           / "profile.json").read_text())
     measured = {"1": next(k["smem"] for i in fixture["implementations"] if i["impl"] == "triton-fa2"
                           for k in i["kernels"])}
@@ -374,7 +374,7 @@ def test_triton_fa2_walkthrough_against_ncu_on_the_h200(registry):
     shared-memory estimate for that configuration through pointer loads."""
     from kbench.profilers import ncu
 
-    text = (Path(__file__).resolve().parent / "fixtures" / "profile" / "ncu_raw_20261129_triton-fa2.csv").read_text()
+    text = (Path(__file__).resolve().parents[1] / "fixtures" / "profile" / "ncu_raw_20261129_triton-fa2.csv").read_text()
     (kernel,) = ncu.parse_raw(text)
     metrics = kernel["metrics"]
     impl = registry.implementations("attention")["triton-fa2"]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 SUITES = FIXTURES / "suite_folder"
 KERNELS = FIXTURES / "suite_folder_kernels"
 

@@ -17,9 +17,9 @@ from kbench import results, runner
 from kbench.errors import UserError
 from kbench.registry import variants
 from kbench.suite import Case
-from test_baseline_resume import fake_record
+from fake_records import fake_record
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
 # --- ResultsFile and read() ---------------------------------------------------------

@@ -15,7 +15,7 @@ import kbench
 from kbench.record import Record
 from kbench.report import CPU_NOTE
 
-CORPUS = __import__("pathlib").Path(__file__).resolve().parent / "corpus"
+CORPUS = __import__("pathlib").Path(__file__).resolve().parents[1] / "corpus" / "kernels"
 ATTENTION_DISTRIBUTIONS = ["normal", "large-scores", "outliers", "near-constant", "growing"]
 
 SMALL = ("--n", "64", "--d", "64", "--max-time", "0.3", "--min-time", "0.05")

@@ -12,8 +12,8 @@ import pytest
 from kbench import results
 from kbench.record import SCHEMA, Clock, Record, RecordError, Stats, Timing
 
-BASELINES = Path(__file__).resolve().parent.parent / "results" / "baselines"
-H200_FIXTURES = Path(__file__).resolve().parent / "fixtures" / "h200"  # older record shapes among them
+BASELINES = Path(__file__).resolve().parents[2] / "results" / "baselines"
+H200_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "h200"  # older record shapes among them
 RECORD_FILES = sorted(BASELINES.glob("*.jsonl")) + sorted(H200_FIXTURES.glob("*.jsonl"))
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "profile"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "profile"
 SYNTHETIC = FIXTURES / "synthetic"
 BIG = ["--n", "4096", "--d", "128", "--batch", "2", "--heads", "16"]  # the case the synthetic CSVs describe
 RANGE = "kbench/attention/naive/n=4096,d=128,batch=2,heads=16,dtype=fp16,causal=False"

@@ -1,4 +1,4 @@
-"""The corpus of wrong kernels (tests/corpus/): each must be reported FAIL, CRASH or TIMEOUT with the
+"""The corpus of wrong kernels (tests/corpus/kernels/): each must be reported FAIL, CRASH or TIMEOUT with the
 right reason, never as a fast success. Plus the speed-of-light and side-stream checks, fed with
 synthetic timings (a CPU has no roofline and no streams)."""
 
@@ -15,7 +15,7 @@ from kbench.isolation import WorkerProcess
 from kbench.registry import Variant
 from kbench.suite import Case
 
-CORPUS = Path(__file__).resolve().parent / "corpus"
+CORPUS = Path(__file__).resolve().parent / "kernels"
 CASE = {"n": 32, "d": 16, "batch": 1, "heads": 2, "dtype": "fp16", "causal": False}
 SHAPE = "(1, 2, 32, 16)"
 NUMEL = 1 * 2 * 32 * 16
@@ -100,7 +100,7 @@ def test_the_same_product_on_tf32_passes_with_tf32(corpus_worker):
 
 
 def test_crash_hang_and_wrong_answer_end_to_end(cli, tmp_path, jsonl, flat_text, wide_console):
-    """Through `kbench run --kernels tests/corpus`: isolation turns a segfault into CRASH and a hang
+    """Through `kbench run --kernels tests/corpus/kernels`: isolation turns a segfault into CRASH and a hang
     into TIMEOUT, the rows show no time, and the exit code is 1."""
     out = tmp_path / "corpus.jsonl"
     result = cli("run", "attention", "--n", "32", "--d", "16", "--heads", "2", "--kernels", CORPUS,
