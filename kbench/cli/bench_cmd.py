@@ -21,8 +21,7 @@ import typer
 
 from kbench import bench_plan, loader
 from kbench.cli import run_cmd
-from kbench.cli.common import ClickException, click_error_line, stderr, stdout, user_errors
-from kbench.cli.suite_options import suite_command
+from kbench.cli.common import stderr, stdout, user_errors
 from kbench.errors import UserError
 from kbench.registry import Registry, _did_you_mean
 
@@ -112,8 +111,6 @@ def prepare_run(plan: bench_plan.Plan, run: bench_plan.PlannedRun, load) -> run_
     if run.suite not in suites:
         raise UserError(f"{plan.path}: run {run.number}: unknown suite {run.suite!r}"
                         f"{_did_you_mean(run.suite, suites)} (suites: {', '.join(suites)})")
-    suite = suites[run.suite]
-    command = shlex.join(["kbench", "run", suite.name, *run.args])
 
     def refuse_own_options(ctx: typer.Context, options: dict) -> None:
         for name, flag in NOT_IN_A_PLAN.items():
@@ -121,20 +118,7 @@ def prepare_run(plan: bench_plan.Plan, run: bench_plan.PlannedRun, load) -> run_
                 raise UserError(f"{flag} is not for a plan's run: kbench bench writes one results file "
                                 "(kbench bench --out FILE) and prints tables")
 
-    def prepare(suite, cases, **options):
-        return run_cmd.prepare(suite, cases, **options, command=command, load=load)
-
-    app = typer.Typer(add_completion=False)
-    app.command(context_settings={"help_option_names": []})(
-        suite_command(suite, prepare, [run_cmd.run_options], before_cases=refuse_own_options,
-                      one_line_errors=False))
     try:
-        ready = typer.main.get_command(app).main(list(run.args), prog_name=f"kbench run {suite.name}",
-                                                 standalone_mode=False)
-    except ClickException as exc:
-        raise UserError(f"{where}: {click_error_line(exc)}") from None
+        return run_cmd.prepare_args(suites[run.suite], list(run.args), load=load, before_cases=refuse_own_options)
     except UserError as exc:
         raise UserError(f"{where}: {exc}") from None
-    if not isinstance(ready, run_cmd.PreparedRun):  # nothing else returns without an error; never a silent skip
-        raise UserError(f"{where}: its args {list(run.args)} do not make a run")
-    return ready

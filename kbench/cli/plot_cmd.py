@@ -20,10 +20,10 @@ def plot_command(
                                                           "(allreduce: busbw or algbw, against the message size)."),
 ) -> None:
     """Throughput against size for each implementation of a sweep, with the peer dashed."""
-    from kbench import loader, plots, results
+    from kbench import api, loader, plots
 
     with user_errors():
-        records = [r for f in results.results_files(source) for _, r in results.read_strict(f)]
+        records = api.load(source).records
         by_suite: dict[str, list] = {}
         for r in records:
             by_suite.setdefault(r.suite, []).append(r)

@@ -238,3 +238,28 @@ def measure(prepared: PreparedRun, results_file, done: dict, how_to_continue: st
     finally:
         signal.signal(signal.SIGTERM, previous)
     return measured
+
+
+def prepare_args(suite: Suite, args: list[str], *, load: Callable[[list[Path]], Registry] = load_registry,
+                 before_cases=None) -> PreparedRun:
+    """``kbench run SUITE ARGS`` parsed by the suite's own run options and checked by prepare(), without
+    running anything (a bench plan's runs, the Python API's kbench.run); UserError for a mistake."""
+    from kbench.cli.common import ClickException, click_error_line
+    from kbench.cli.suite_options import suite_command
+
+    command = shlex.join(["kbench", "run", suite.name, *args])
+
+    def checked(suite, cases, **options):
+        return prepare(suite, cases, **options, command=command, load=load)
+
+    app = typer.Typer(add_completion=False)
+    app.command(context_settings={"help_option_names": []})(
+        suite_command(suite, checked, [run_options], before_cases=before_cases, one_line_errors=False))
+    try:
+        ready = typer.main.get_command(app).main(list(args), prog_name=f"kbench run {suite.name}",
+                                                 standalone_mode=False)
+    except ClickException as exc:
+        raise UserError(click_error_line(exc)) from None
+    if not isinstance(ready, PreparedRun):  # nothing else returns without an error; never a silent skip
+        raise UserError(f"the args {list(args)} do not make a run")
+    return ready

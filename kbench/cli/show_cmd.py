@@ -16,11 +16,11 @@ def show_command(
     fmt: str = typer.Option("table", "--format", help="table, json or csv."),
 ) -> None:
     """Show stored results: one table per case, with the same columns as `kbench run`."""
-    from kbench import report, results
+    from kbench import api, report
 
     with user_errors():
         report.check_format(fmt)
-        records = [r for src in sources for f in results.results_files(src) for _, r in results.read_strict(f)]
+        records = api.load(*sources).records
         if not records:
             raise UserError("no records in " + ", ".join(map(str, sources)))
     report.emit(records, fmt, stdout)
