@@ -294,6 +294,45 @@ def compare_markdown(pairs, summary: str, notes: list[str] = ()) -> str:
     return "\n".join(lines) + "\n"
 
 
+COMPARE_FORMATS = ("table", "json")
+
+
+def _shifted(value: float | None) -> float | None:
+    """A ratio as a change (0.2 is 20 % slower); None stays None, an unbounded end stays inf."""
+    return None if value is None else value - 1
+
+
+def compare_document(pairs, verdict: str, code: int, counts: dict[str, int], alpha: float,
+                     thresholds: dict[str, tuple[float, str]]) -> dict:
+    """`kbench compare --format json`: the table's content as numbers, for scripts. Medians in ms; a
+    change is CURRENT's median over BASE's, minus 1; ``change_interval`` is where that change lies (an
+    end that the samples cannot bound is null, as are values a pair has none of)."""
+    return {
+        "verdict": verdict,  # the line the table ends with: "passed: 4 same", "FAILED: 1 slower, 3 same"
+        "passed": code == 0,
+        "exit_code": code,
+        "counts": counts,  # pairs per decision, every decision named
+        "alpha": alpha,
+        "thresholds": {suite: {"threshold": value, "source": source} for suite, (value, source) in thresholds.items()},
+        "pairs": [{
+            "suite": p.suite,
+            "case_key": p.case_key,
+            "implementation": p.label,
+            "base_median_ms": p.median("base"),
+            "current_median_ms": p.median("current"),
+            "change": _shifted(p.ratio),
+            "change_interval": None if p.low is None else [_shifted(p.low), _shifted(p.high)],
+            "p_value": p.p_value,
+            "threshold": p.threshold,
+            "decision": p.decision,
+            "note": p.note,
+            "env_differences": [{"field": name, "base": a, "current": b} for name, a, b in p.env_diff],
+            "base_record": p.base.where if p.base else None,  # file:line
+            "current_record": p.current.where if p.current else None,
+        } for p in pairs],
+    }
+
+
 FORMATS = ("table", "json", "csv")
 
 
