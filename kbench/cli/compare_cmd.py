@@ -33,7 +33,7 @@ def compare_command(
     force: bool = typer.Option(
         False, "--force", help="Compare records from different environments (GPU, driver, CUDA, libraries)."),
     markdown: Optional[Path] = typer.Option(
-        None, "--markdown", help="Append a markdown summary to this file (e.g. $GITHUB_STEP_SUMMARY)."),
+        None, "--markdown", help="Append a markdown summary to this file, e.g. $GITHUB_STEP_SUMMARY (default: none)."),
     fmt: str = typer.Option(
         "table", "--format",
         help="table, or json: one JSON document on stdout (per pair: medians, change, interval, p, decision; "
