@@ -16,8 +16,9 @@ from kbench.record import Correctness, Metrics, Record, Stats, Timing
 from rich.table import Table
 
 STATUS_STYLE = {"OK": "green", "FAIL": "bold red", "SKIP": "yellow", "CRASH": "bold red", "TIMEOUT": "bold red"}
+CPU_METHOD = "cpu-wall-clock"  # Timing.method of a time taken on CPU tensors
 CPU_NOTE = ("CPU run: times are wall clock on CPU tensors (Triton through its interpreter); "
-            "they show that the kernels run, not GPU performance.")
+            "they show that the kernels run, not GPU performance (so no TFLOP/s, GB/s or % peak).")
 
 
 def format_time(ms: float | None) -> str:
@@ -50,6 +51,16 @@ def _median(record: Record) -> float | None:
     return record.median
 
 
+THROUGHPUT_COLUMNS = ("TFLOP/s", "GB/s", "% peak")
+
+
+def cpu_timed_only(records: list[Record]) -> bool:
+    """Whether every row that shows a time was timed by the CPU wall clock (and one does): TFLOP/s, GB/s
+    and % of a GPU's peak say nothing then (0.00, 0.0, -), so the table leaves those columns out."""
+    timed = [r for r in records if r.ok]
+    return bool(timed) and all(r.timing.method == CPU_METHOD for r in timed)
+
+
 def table_for_case(title: str, records: list[Record], suite=None) -> tuple[Table, list[str]]:
     """The case's table and its footnotes (reasons for non-OK rows, measurement warnings), with the
     columns the case's suite adds (Suite.columns)."""
@@ -58,7 +69,8 @@ def table_for_case(title: str, records: list[Record], suite=None) -> tuple[Table
     table = Table(title=title, title_justify="left", header_style="bold", box=box.SIMPLE_HEAD)
     clocks = any(_clock(r) for r in records)
     bounded = any(_share_of_bound(r) is not None for r in records)
-    for name in ("implementation", "status", "median", "spread", "TFLOP/s", "GB/s", "% peak",
+    throughput = not cpu_timed_only(records)
+    for name in ("implementation", "status", "median", "spread", *(THROUGHPUT_COLUMNS if throughput else []),
                  f"vs {baseline} [95% CI]", "max err", *(["of bound"] if bounded else []),
                  *(["SM MHz"] if clocks else [])):
         table.add_column(name, justify="left" if name in ("implementation", "status") else "right")
@@ -78,9 +90,7 @@ def table_for_case(title: str, records: list[Record], suite=None) -> tuple[Table
             f"[{STATUS_STYLE.get(r.status, '')}]{r.status}[/]",
             format_time(r.median) if r.ok else "-",
             spread(r.timing.stats) if r.ok else "-",
-            _num(m.tflops, ".2f"),
-            _num(m.gbps, ".1f"),
-            _num(m.pct_of_peak, ".1f"),
+            *([_num(m.tflops, ".2f"), _num(m.gbps, ".1f"), _num(m.pct_of_peak, ".1f")] if throughput else []),
             _speedup_cell(speed, r.speedup_interval) if speed else "-",
             _num(r.correctness.max_abs_err, ".1e") if r.correctness else "-",
             *([_num(_share_of_bound(r), ".2f")] if bounded else []),
@@ -146,7 +156,7 @@ def print_tables(records: list[Record], console: Console) -> None:
             console.print(f"  {escape(line)}", highlight=False)
         console.print()
     # Only a time shown makes the note true: a SKIP row's environment says cpu on a GPU machine too.
-    if any(r.ok and r.timing.method == "cpu-wall-clock" for r in records):
+    if any(r.ok and r.timing.method == CPU_METHOD for r in records):
         console.print(f"[bold yellow]note:[/] {CPU_NOTE}")
     gpu = next((r.gpu for r in records if r.gpu), None)
     if gpu:
@@ -282,6 +292,45 @@ def compare_markdown(pairs, summary: str, notes: list[str] = ()) -> str:
                  "(distribution-free); *p*: two-sided Mann-Whitney U. A pair is *slower* or *faster* only when "
                  "its change is beyond the threshold and p < alpha.")
     return "\n".join(lines) + "\n"
+
+
+COMPARE_FORMATS = ("table", "json")
+
+
+def _shifted(value: float | None) -> float | None:
+    """A ratio as a change (0.2 is 20 % slower); None stays None, an unbounded end stays inf."""
+    return None if value is None else value - 1
+
+
+def compare_document(pairs, verdict: str, code: int, counts: dict[str, int], alpha: float,
+                     thresholds: dict[str, tuple[float, str]]) -> dict:
+    """`kbench compare --format json`: the table's content as numbers, for scripts. Medians in ms; a
+    change is CURRENT's median over BASE's, minus 1; ``change_interval`` is where that change lies (an
+    end that the samples cannot bound is null, as are values a pair has none of)."""
+    return {
+        "verdict": verdict,  # the line the table ends with: "passed: 4 same", "FAILED: 1 slower, 3 same"
+        "passed": code == 0,
+        "exit_code": code,
+        "counts": counts,  # pairs per decision, every decision named
+        "alpha": alpha,
+        "thresholds": {suite: {"threshold": value, "source": source} for suite, (value, source) in thresholds.items()},
+        "pairs": [{
+            "suite": p.suite,
+            "case_key": p.case_key,
+            "implementation": p.label,
+            "base_median_ms": p.median("base"),
+            "current_median_ms": p.median("current"),
+            "change": _shifted(p.ratio),
+            "change_interval": None if p.low is None else [_shifted(p.low), _shifted(p.high)],
+            "p_value": p.p_value,
+            "threshold": p.threshold,
+            "decision": p.decision,
+            "note": p.note,
+            "env_differences": [{"field": name, "base": a, "current": b} for name, a, b in p.env_diff],
+            "base_record": p.base.where if p.base else None,  # file:line
+            "current_record": p.current.where if p.current else None,
+        } for p in pairs],
+    }
 
 
 FORMATS = ("table", "json", "csv")

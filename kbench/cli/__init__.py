@@ -20,7 +20,9 @@ class KbenchGroup(TyperGroup):
     instead of Typer's usage text and boxed panel: scripts and CI logs read one line per error.
 
     Click is run with standalone_mode=False, so its exceptions come here rather than to its printer;
-    what standalone mode would do with the rest is done below (the exit codes stay Click's)."""
+    what standalone mode would do with the rest is done below (the exit codes stay Click's). A shell's
+    completion request (_KBENCH_COMPLETE in the environment) is answered inside super().main, which
+    exits before any parsing, so it never reaches the error line."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         if not standalone_mode:  # a caller that handles Click's exceptions itself
@@ -44,7 +46,6 @@ app = typer.Typer(
     cls=KbenchGroup,
     help="Check, time and profile interchangeable GPU kernel implementations against their peers.",
     no_args_is_help=True,
-    add_completion=False,
     pretty_exceptions_show_locals=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )

@@ -33,12 +33,20 @@ def compare_command(
     force: bool = typer.Option(
         False, "--force", help="Compare records from different environments (GPU, driver, CUDA, libraries)."),
     markdown: Optional[Path] = typer.Option(
-        None, "--markdown", help="Append a markdown summary to this file (e.g. $GITHUB_STEP_SUMMARY)."),
+        None, "--markdown", help="Append a markdown summary to this file, e.g. $GITHUB_STEP_SUMMARY (default: none)."),
+    fmt: str = typer.Option(
+        "table", "--format",
+        help="table, or json: one JSON document on stdout (per pair: medians, change, interval, p, decision; "
+             "the verdict and exit code), for scripts. The exit code is the same either way."),
 ) -> None:
     """Compare CURRENT's timings with BASE's, case by case; exit 1 on a regression or a failure in CURRENT."""
     with user_errors():
+        from kbench import report
+
+        if fmt not in report.COMPARE_FORMATS:
+            raise UserError(f"--format: unknown format {fmt!r} (choose from {', '.join(report.COMPARE_FORMATS)})")
         try:
-            code = run_compare(base, current, threshold, allow_missing, force, markdown)
+            code = run_compare(base, current, threshold, allow_missing, force, markdown, fmt)
         except UserError as exc:
             if markdown is not None:  # the CI job's page says why there is no comparison
                 _append(markdown, f"## kbench compare\n\n**could not compare (exit 2)**: {exc}\n", quiet=True)
@@ -62,8 +70,8 @@ def _listed(keys: list, describe) -> str:
 
 
 def run_compare(base: Path, current: Path, threshold: str | None, allow_missing: bool, force: bool,
-                markdown: Path | None) -> int:
-    from kbench import compare, compare_thresholds, report
+                markdown: Path | None, fmt: str = "table") -> int:
+    from kbench import compare, compare_thresholds, report, results
 
     cli_threshold = compare_thresholds.parse_fraction(threshold, "--threshold") if threshold is not None else None
     settings = compare_thresholds.load()
@@ -79,12 +87,11 @@ def run_compare(base: Path, current: Path, threshold: str | None, allow_missing:
     else:
         base_records = compare.load(base)
     pairs = compare.pair_up(base_records, current_records)
-    sources: dict[str, str] = {}
+    thresholds: dict[str, tuple[float, str]] = {}  # suite -> (threshold, where it comes from)
 
     def threshold_of(suite: str) -> float:
-        value, source = compare_thresholds.threshold_for(suite, settings, cli_threshold)
-        sources[suite] = f"{suite} {value:.3g} ({source})"
-        return value
+        thresholds[suite] = compare_thresholds.threshold_for(suite, settings, cli_threshold)
+        return thresholds[suite][0]
 
     compare.judge(pairs, threshold_of, alpha)
 
@@ -111,17 +118,21 @@ def run_compare(base: Path, current: Path, threshold: str | None, allow_missing:
     code = compare.exit_code(pairs)
     summary = ", ".join(f"{n} {decision}" for decision, n in tally.items() if n)
     verdict = ("FAILED: " if code else "passed: ") + (summary or "nothing to compare")
-    notes = [f"thresholds: {', '.join(sources.values())}; alpha {alpha:g}"] if sources else []
+    sources = ", ".join(f"{suite} {value:.3g} ({source})" for suite, (value, source) in thresholds.items())
+    notes = [f"thresholds: {sources}; alpha {alpha:g}"] if thresholds else []
     if mismatched:
         notes.append(f"--force: {len(mismatched)} pair(s) compared across different environments "
                      f"(first: {compare.describe_env_diff(mismatched[0].env_diff)})")
 
-    stdout.print("kbench compare: CURRENT against BASE, median times (a change > 0 is slower)", highlight=False)
-    for table in report.compare_tables(pairs):
-        stdout.print(table)
-    for note in notes:
-        stdout.print(f"  {note}", highlight=False, markup=False)
-    stdout.print(f"[bold {'red' if code else 'green'}]{verdict}[/]", highlight=False)
+    if fmt == "json":  # plain print: nothing but the document on stdout, however wide the terminal
+        print(results.dumps(report.compare_document(pairs, verdict, code, tally, alpha, thresholds), indent=2))
+    else:
+        stdout.print("kbench compare: CURRENT against BASE, median times (a change > 0 is slower)", highlight=False)
+        for table in report.compare_tables(pairs):
+            stdout.print(table)
+        for note in notes:
+            stdout.print(f"  {note}", highlight=False, markup=False)
+        stdout.print(f"[bold {'red' if code else 'green'}]{verdict}[/]", highlight=False)
     if markdown is not None:
         _append(markdown, report.compare_markdown(pairs, f"**{verdict}**", notes))
     return code

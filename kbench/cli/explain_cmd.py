@@ -37,7 +37,7 @@ def build() -> typer.Typer:
 def _explain_options(suite: Suite) -> list[inspect.Parameter]:
     return [
         option("impl", Optional[str], None, "--impl", help="Implementations to explain (default: all)."),
-        option("param", Optional[List[str]], None, "--param", help="An implementation parameter NAME=VALUE."),
+        option("param", Optional[List[str]], None, "--param", help="An implementation parameter NAME=VALUE (default: each implementation's own values)."),
     ]
 
 

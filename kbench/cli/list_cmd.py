@@ -16,8 +16,9 @@ from kbench.suite import Case
 
 
 def list_command(
-    kernels: Optional[List[Path]] = typer.Option(None, "--kernels",
-                                                 help="Extra folder of kernel files, or one kernel file (repeatable)."),
+    kernels: Optional[List[Path]] = typer.Option(
+        None, "--kernels", help="Extra folder of kernel files, or one kernel file (repeatable), besides the built-in "
+                                "kernels and $KBENCH_KERNELS's (default: those only)."),
 ) -> None:
     """List suites and implementations, with what each needs and whether it can run here."""
     from kbench.runner import host_has_gpu

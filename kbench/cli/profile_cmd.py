@@ -65,17 +65,19 @@ def _profile_options(suite: Suite) -> list[inspect.Parameter]:
         option("nsys", bool, False, "--nsys", help="Nsight Systems (also accepted before SUITE)."),
         option("torch_profiler", bool, False, "--torch-profiler", help="torch.profiler (also before SUITE)."),
         option("impl", Optional[str], None, "--impl", help="Implementations to profile, comma-separated (default: all)."),
-        option("param", Optional[List[str]], None, "--param", help="An implementation parameter NAME=VALUE (repeatable)."),
+        option("param", Optional[List[str]], None, "--param", help="An implementation parameter NAME=VALUE (repeatable; default: each implementation's own values)."),
         option("compare", Optional[Tuple[str, str]], None, "--compare",
-                help="Two implementations' figures side by side (profiles just those two unless --impl says more)."),
+                help="Two implementations' figures side by side (profiles just those two unless --impl says more; "
+                     "default: each implementation's figures alone)."),
         option("calls", Optional[int], None, "--calls",
                 help="Timed calls profiled per implementation (default: ncu 1, nsys 10, torch-profiler 5)."),
         option("set_name", str, DEFAULT_SET, "--set",
                 help=f"ncu: a section set (`ncu --list-sets`) instead of kbench's sections ({', '.join(DEFAULT_SECTIONS)})."),
         option("metrics", Optional[str], None, "--metrics",
-                help="ncu: collect exactly these metrics (comma-separated) and no sections."),
+                help="ncu: collect exactly these metrics (comma-separated) and no sections (default: --set's sections)."),
         option("kernel_name", Optional[str], None, "--kernel-name",
-                help="ncu: profile only kernels matching this filter (NAME or regex:EXPR), passed to ncu as is."),
+                help="ncu: profile only kernels matching this filter (NAME or regex:EXPR), passed to ncu as is "
+                     "(default: every kernel)."),
         option("launch_count", int, DEFAULT_LAUNCH_COUNT, "--launch-count",
                 help="ncu: the most kernels profiled per implementation (a cap: the --calls calls are profiled whole "
                      "unless they launch more)."),
@@ -87,13 +89,14 @@ def _profile_options(suite: Suite) -> list[inspect.Parameter]:
         option("seed", int, 0, "--seed", help="Seed of the correctness check's random inputs."),
         option("trials", int, 1, "--trials", help="Correctness trials before the profiled calls."),
         option("kernels", Optional[List[Path]], None, "--kernels",
-                help="Extra folder of kernel files, or one kernel file (repeatable)."),
+                help="Extra folder of kernel files, or one kernel file (repeatable), besides the built-in kernels "
+                     "and $KBENCH_KERNELS's (default: those only)."),
         option("device", str, "auto", "--device", help="auto, cuda or cpu (ncu and nsys need cuda)."),
         option("cuda_graph", bool, False, "--cuda-graph/--no-cuda-graph",
                 help="Profile CUDA-graph replays of the closure."),
         option("against", Optional[Path], None, "--against",
                 help="A kbench run's results file of this case: then check that the profiler's time per call "
-                     "agrees with its event medians (5 %; see kbench profile agreement)."),
+                     "agrees with its event medians (5 %; see kbench profile agreement; default: no check)."),
     ]
 
 

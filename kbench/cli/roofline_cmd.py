@@ -52,7 +52,7 @@ def roofline_command(
                                                       "entry: h200, h100, h100-pcie, "
                                                       "a100 (312 TFLOP/s over 2 TB/s), a100-80, "
                                                       "a100-40, a100-pcie, a100-pcie-40, l40s, l4, rtx4090."),
-    plot: Optional[Path] = typer.Option(None, "--plot", help="Also draw the roofline to this PNG (and an SVG beside it)."),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="Also draw the roofline to this PNG, and an SVG beside it (default: the table only)."),
 ) -> None:
     """Each result against its roof: arithmetic intensity, attained and attainable TFLOP/s, % of roof, bound."""
     from kbench import calibrate, loader, roofline

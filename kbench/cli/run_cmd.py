@@ -49,7 +49,8 @@ def run_options(suite: Suite) -> list[inspect.Parameter]:
     return [
         option("impl", Optional[str], None, "--impl", help="Implementations to run, comma-separated (default: all)."),
         option("param", Optional[List[str]], None, "--param",
-               help="An implementation parameter, NAME=VALUE or a sweep NAME=V1,V2 (repeatable; see kbench list)."),
+               help="An implementation parameter, NAME=VALUE or a sweep NAME=V1,V2 (repeatable; see kbench list; "
+                    "default: each implementation's own values)."),
         _baseline_option(suite),
         option("seed", int, 0, "--seed", help="Seed of the first correctness trial's random inputs."),
         option("trials", int, suite.trials, "--trials", help="Correctness trials, each on fresh random inputs."),
@@ -58,10 +59,12 @@ def run_options(suite: Suite) -> list[inspect.Parameter]:
         option("resume", bool, False, "--resume",
                help="Continue an interrupted run: skip what --out already records (by implementation and case)."),
         option("save_baseline", Optional[str], None, "--save-baseline",
-               help="Also write the run's records to results/baselines/NAME.jsonl, atomically, once it completes."),
+               help="Also write the run's records to results/baselines/NAME.jsonl, atomically, once it completes "
+                    "(default: none)."),
         option("fmt", str, "table", "--format", help="Output: table, json or csv."),
         option("kernels", Optional[List[Path]], None, "--kernels",
-               help="Extra folder of kernel files, or one kernel file (repeatable); also $KBENCH_KERNELS."),
+               help="Extra folder of kernel files, or one kernel file (repeatable), besides the built-in kernels "
+                    "and $KBENCH_KERNELS's (default: those only)."),
         option("timeout", float, 600.0, "--timeout", help="Seconds one implementation may take on one case."),
         option("cuda_graph", bool, False, "--cuda-graph/--no-cuda-graph",
                help="Time CUDA-graph replays (for launch-bound sizes)."),

@@ -28,7 +28,7 @@ EXAMPLE_VALUES = "10,20,30,40"
 
 
 def mma_command(
-    lane: Optional[int] = typer.Option(None, "--lane", help="Show one lane (0-31) instead of all 32."),
+    lane: Optional[int] = typer.Option(None, "--lane", help="Show one lane, 0-31 (default: all 32)."),
 ) -> None:
     """Which elements of A, B and D each lane holds in mma.sync.m16n8k16 (f16/bf16 in, f32 out)."""
 

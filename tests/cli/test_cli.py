@@ -79,6 +79,28 @@ def test_env_help(cli, flat_text):
     assert "--json" in text
 
 
+def test_root_help_offers_shell_completion(cli, flat_text):
+    result = cli("--help")
+    assert result.exit_code == 0, result.output
+    text = flat_text(result.stdout)
+    assert "--install-completion" in text and "--show-completion" in text
+
+
+@pytest.mark.parametrize("words, cword, expected", [
+    ("kbench ro", 1, "roofline"),  # a command
+    ("kbench run at", 2, "attention"),  # a suite, added at start-up
+    ("kbench compare a b --allow", 4, "--allow-missing"),  # an option
+])
+def test_shell_completion_answers_through_the_root_command(kbench_proc, proc_env, words, cword, expected):
+    """What the installed bash script runs on <TAB>: KbenchGroup.main must hand the request to Click's
+    completion (and exit 0) rather than treat the empty command line as an error."""
+    env = proc_env(_KBENCH_COMPLETE="complete_bash", COMP_WORDS=words, COMP_CWORD=str(cword))
+    proc = kbench_proc(env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert expected in proc.stdout.split()
+    assert proc.stderr == ""
+
+
 def test_version(cli):
     result = cli("--version")
     assert result.exit_code == 0

@@ -506,6 +506,85 @@ def test_markdown_unwritable_is_exit_2(cli, tmp_path, base_file, flat_text, wide
     assert "--markdown: cannot write" in flat_text(result.stderr)
 
 
+# --- --format json -------------------------------------------------------------------------------
+
+def _document(result) -> dict:
+    """The JSON document compare printed: stdout must hold that and nothing else."""
+    return json.loads(result.stdout)
+
+
+def test_json_document_carries_each_pair_and_the_verdict(cli, tmp_path, base_file):
+    cur = current_like(tmp_path, {("sdpa", CASE2): record(samples(0.6, seed=14), label="sdpa", case_key=CASE2)})
+    result = run_compare(cli, base_file, cur, "--format", "json")
+    assert result.exit_code == 1, result.output  # the same exit code as the table's
+    doc = _document(result)
+    assert doc["verdict"] == "FAILED: 1 slower, 3 same" and doc["passed"] is False and doc["exit_code"] == 1
+    assert doc["counts"]["slower"] == 1 and doc["counts"]["same"] == 3 and doc["counts"]["failed"] == 0
+    assert doc["alpha"] == compare_thresholds.DEFAULT_ALPHA
+    assert doc["thresholds"] == {"attention": {"threshold": 0.05, "source": "default"}}
+    by_key = {(p["implementation"], p["case_key"]): p for p in doc["pairs"]}
+    assert len(by_key) == 4
+    slower = by_key[("sdpa", CASE2)]
+    assert slower["decision"] == "slower" and slower["suite"] == "attention"
+    assert slower["base_median_ms"] == pytest.approx(float(np.median(samples(0.5, seed=4))))
+    assert slower["current_median_ms"] == pytest.approx(float(np.median(samples(0.6, seed=14))))
+    assert slower["change"] == pytest.approx(slower["current_median_ms"] / slower["base_median_ms"] - 1)
+    low, high = slower["change_interval"]
+    assert 0.05 < low <= slower["change"] <= high  # beyond the threshold, the whole interval
+    assert slower["p_value"] < doc["alpha"] and slower["threshold"] == 0.05
+    assert slower["base_record"] == f"{base_file}:4" and slower["current_record"] == f"{cur}:4"
+    assert by_key[("cupy-fa2", CASE)]["decision"] == "same"
+
+
+def test_json_numbers_are_the_ones_the_table_shows(cli, tmp_path, base_file, flat_text, wide_console):
+    cur = current_like(tmp_path, {("cupy-fa2", CASE): record(samples(0.8, seed=11), label="cupy-fa2")})
+    table = flat_text(run_compare(cli, base_file, cur).stdout)
+    doc = _document(run_compare(cli, base_file, cur, "--format", "json"))
+    for pair in doc["pairs"]:
+        low, high = pair["change_interval"]
+        shown = f"{pair['change']:+.1%} {low:+.1%} .. {high:+.1%} {pair['p_value']:.2g}"
+        assert shown in table, (shown, table)
+    assert doc["verdict"] in table
+
+
+def test_json_names_what_was_not_compared(cli, tmp_path, base_file):
+    failed = record(label="sdpa", status="FAIL", reason="wrong values")
+    cur = current_like(tmp_path, {("sdpa", CASE): failed}, drop=[("cupy-fa2", CASE2)])
+    result = run_compare(cli, base_file, cur, "--format", "json", "--allow-missing")
+    assert result.exit_code == 1, result.output
+    by_key = {(p["implementation"], p["case_key"]): p for p in _document(result)["pairs"]}
+    assert by_key[("sdpa", CASE)]["decision"] == "failed" and by_key[("sdpa", CASE)]["note"] == "FAIL: wrong values"
+    missing = by_key[("cupy-fa2", CASE2)]
+    assert missing["decision"] == "missing" and missing["current_median_ms"] is None
+    assert missing["base_median_ms"] == pytest.approx(0.3, rel=0.01) and missing["current_record"] is None
+    assert missing["change"] is None and missing["change_interval"] is None and missing["p_value"] is None
+
+
+def test_json_stdout_is_only_the_document_when_notes_are_printed(cli, tmp_path):
+    cur = write(tmp_path / "c.jsonl", [record()])
+    result = run_compare(cli, tmp_path / "no-baseline.jsonl", cur, "--format", "json", "--allow-missing")
+    assert result.exit_code == 0, result.output
+    assert "no baseline" in result.stderr
+    doc = _document(result)
+    assert doc["verdict"] == "passed: 1 new" and [p["decision"] for p in doc["pairs"]] == ["new"]
+
+
+def test_json_lists_the_environment_differences_compared_anyway(cli, tmp_path):
+    other = json.loads(json.dumps(ENV))
+    other["packages"]["torch"] = "2.13.0"
+    base = write(tmp_path / "b.jsonl", [record(samples(seed=1))])
+    cur = write(tmp_path / "c.jsonl", [record(samples(seed=2), env=other)])
+    (pair,) = _document(run_compare(cli, base, cur, "--force", "--format", "json"))["pairs"]
+    assert pair["env_differences"] == [{"field": "packages.torch", "base": "2.11.0", "current": "2.13.0"}]
+
+
+def test_unknown_compare_format_is_one_error_line(cli, tmp_path, base_file, flat_text):
+    summary = tmp_path / "summary.md"
+    result = run_compare(cli, base_file, current_like(tmp_path), "--format", "csv", "--markdown", summary)
+    _one_error_line(result, "--format: unknown format 'csv' (choose from table, json)", flat_text)
+    assert not summary.exists()  # refused before anything is compared
+
+
 # --- files from elsewhere: every malformed file is one clear error ---------------------------------
 
 GOOD = json.dumps(record(samples(n=5)))

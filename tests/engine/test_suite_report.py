@@ -288,6 +288,30 @@ def test_sm_clock_column_appears_when_records_carry_it():
     assert row["noclock"].rstrip().endswith("-")
 
 
+def _headers(rows) -> list[str]:
+    table, _ = report.table_for_case("attention: n=1", rows)
+    return [column.header for column in table.columns]
+
+
+def test_cpu_table_leaves_out_the_throughput_columns():
+    gpu = {"name": "NVIDIA H200", "driver": "570.1", "cuda_runtime": "12.8"}
+    on_gpu = _record("naive", device="cuda", gpu=gpu, method="cuda-events+l2-flush")
+    skipped = _record("cupy-fa2", status="SKIP", reason="needs a CUDA device")
+    crashed = _record("bad", status="CRASH", reason="killed", method="cuda-events+l2-flush")
+    throughput = ["TFLOP/s", "GB/s", "% peak"]
+    cpu_only = _headers([_record("naive", speedup=1.0), _record("sdpa"), skipped])
+    assert not set(throughput) & set(cpu_only)
+    assert cpu_only == ["implementation", "status", "median", "spread", "vs naive [95% CI]", "max err"]
+    # One GPU time among the rows, or no time at all: the columns stay (the layout of a GPU run).
+    for rows in ([on_gpu, _record("sdpa")], [on_gpu, skipped], [skipped, crashed]):
+        headers = _headers(rows)
+        assert headers[4:7] == throughput and len(headers) == 9, rows
+    # The rows' cells follow their headers: the CPU row's speedup sits under "vs naive".
+    table, _ = report.table_for_case("attention: n=1", [_record("naive", speedup=1.0)])
+    cells = {column.header: column._cells[0] for column in table.columns}
+    assert cells["vs naive [95% CI]"] == "1.00x" and cells["max err"] == "1.0e-04"
+
+
 def test_print_tables_groups_by_case_and_notes_cpu():
     rows = [_record("naive"), _record("naive", case_key="n=2")]
     console = Console(width=200, record=True, file=io.StringIO())
