@@ -11,7 +11,8 @@ Each implementation declares its unit (`@implementation(..., unit=...)`):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, field
 
 from kbench.devices import DevicePeaks
 from kbench.record import Record
@@ -105,3 +106,45 @@ def measured_attainable(p: Point, calibration: dict | None) -> float | None:
     memory = p.intensity * calibration["hbm_tbs"]
     key = MEASURED_COMPUTE[p.roof_label]
     return memory if key is None else min(calibration[key], memory)
+
+
+def unit_of(record: Record, units: dict) -> str:
+    """The unit the record's roof was taken for, else its implementation's in ``units`` ((suite, impl) ->
+    unit; older records have no roof)."""
+    return (record.roof.unit if record.roof else None) or units.get((record.suite, record.impl), "tensor")
+
+
+@dataclass
+class Placement:
+    """Records placed on their GPUs' rooflines (kbench roofline's table and plot)."""
+
+    points: list = field(default_factory=list)  # (DevicePeaks, Point): each placed record and the roofs it met
+    skipped: int = 0  # records without a GPU time or a known GPU
+    calibrations: dict = field(default_factory=dict)  # GPU table key -> its measured ceilings (detected roofs)
+    measured: dict = field(default_factory=dict)  # id(point) -> TFLOP/s attainable under the measured ceilings
+
+
+def place(records: list[Record], units: dict, fixed: DevicePeaks | None = None) -> Placement:
+    """Each record against the roofs of the GPU that ran it, or of ``fixed`` (another GPU's datasheet: a
+    point is then judged impossible only against the GPU that ran it)."""
+    from kbench import calibrate
+    from kbench.devices import peaks_for
+
+    placed = Placement()
+    for r in records:
+        gpu = r.gpu
+        peaks = fixed or peaks_for(gpu.get("name"))
+        p = point(r, peaks, unit_of(r, units)) if peaks else None
+        if p is None:
+            placed.skipped += 1
+            continue
+        own = peaks_for(gpu.get("name")) if fixed else None
+        if own is not None and own.key != fixed.key:
+            p = dataclasses.replace(p, own_valid=point(r, own, unit_of(r, units)).below_roof, ran_on=own.key)
+        placed.points.append((peaks, p))
+        if fixed is None:  # measured roofs belong to the GPU that ran, not to another one
+            calibration = calibrate.load_for(gpu)
+            placed.measured[id(p)] = measured_attainable(p, calibration)
+            if calibration:
+                placed.calibrations[peaks.key] = calibration
+    return placed

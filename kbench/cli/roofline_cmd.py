@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import List, Optional
 
@@ -39,11 +38,6 @@ def _records(sources: list[Path], suites: list[str]) -> list[Record]:
     return [r for r in records if not suites or r.suite in suites]
 
 
-def _unit_of(record: Record, units: dict) -> str:
-    """The unit the record's roof was taken for, else its implementation's (older records have no roof)."""
-    return (record.roof.unit if record.roof else None) or units.get((record.suite, record.impl), "tensor")
-
-
 def roofline_command(
     suites: Optional[List[str]] = typer.Argument(None, help="Suites to include (default: all in the files)."),
     sources: Optional[List[Path]] = typer.Option(None, "--from", help="Results file or folder (repeatable); "
@@ -55,8 +49,8 @@ def roofline_command(
     plot: Optional[Path] = typer.Option(None, "--plot", help="Also draw the roofline to this PNG, and an SVG beside it (default: the table only)."),
 ) -> None:
     """Each result against its roof: arithmetic intensity, attained and attainable TFLOP/s, % of roof, bound."""
-    from kbench import calibrate, loader, roofline
-    from kbench.devices import by_key, peaks_for
+    from kbench import loader, roofline
+    from kbench.devices import by_key
     from kbench.registry import _did_you_mean
 
     with user_errors():
@@ -72,26 +66,8 @@ def roofline_command(
                                 f"(suites: {', '.join(registry.suites)})")
         records = _records(list(sources or []), list(suites or []))
         units = {(s, name): impl.unit for s, table in registry.impls.items() for name, impl in table.items()}
-        points, skipped = [], 0
-        calibrations = {}  # GPU table key -> the calibration of the device that ran (detected roofs only)
-        measured = {}  # point -> TFLOP/s attainable under this GPU's calibrated ceilings
-        for r in records:
-            gpu = r.gpu
-            peaks = fixed or peaks_for(gpu.get("name"))
-            p = roofline.point(r, peaks, _unit_of(r, units)) if peaks else None
-            if p is None:
-                skipped += 1
-                continue
-            own = peaks_for(gpu.get("name")) if fixed else None
-            if own is not None and own.key != fixed.key:  # judged impossible only against the GPU that ran it
-                p = dataclasses.replace(p, own_valid=roofline.point(r, own, _unit_of(r, units)).below_roof,
-                                        ran_on=own.key)
-            points.append((peaks, p))
-            if fixed is None:  # measured roofs belong to the GPU that ran, not to another one
-                calibration = calibrate.load_for(gpu)
-                measured[id(p)] = roofline.measured_attainable(p, calibration)
-                if calibration:
-                    calibrations[peaks.key] = calibration
+        placed = roofline.place(records, units, fixed)
+        points, skipped, calibrations, measured = placed.points, placed.skipped, placed.calibrations, placed.measured
         if not points:
             raise UserError("no OK GPU results to place on a roofline (CPU runs and failed rows have none)")
         table = Table(title="roofline" + (f" of {fixed.name} ({fixed.source})" if fixed else ""),
