@@ -114,15 +114,11 @@ def run(suite: str, **options) -> ResultSet:
 def _args(suite, options: dict) -> list[str]:
     """Keyword arguments as `kbench run SUITE` arguments: n=[256, 1024] -> --n 256,1024; causal=True ->
     --causal; interleave=False -> nothing, or --no-NAME where the option has that form."""
-    import typer
-
     from kbench.cli import run_cmd
-    from kbench.cli.suite_options import suite_command
     from kbench.errors import UserError
 
-    app = typer.Typer(add_completion=False)
-    app.command()(suite_command(suite, lambda *a, **k: None, [run_cmd.run_options]))
-    params = {p.name: p for p in typer.main.get_command(app).params if p.param_type_name == "option"}
+    command = run_cmd.run_command(suite, handler=lambda *a, **k: None)
+    params = {p.name: p for p in command.params if p.param_type_name == "option"}
     args = []
     for name, value in options.items():
         param = params.get(name)

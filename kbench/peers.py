@@ -31,8 +31,9 @@ def _timed(record: Record | None) -> Record | None:
     return record if record is not None and record.median else None
 
 
-def _peer_row(rows: list[Record], peer: str) -> Record | None:
-    """The peer's record among one case's rows: its run without --param first."""
+def peer_row(rows: list[Record], peer: str) -> Record | None:
+    """The peer's record among one case's rows: its run without --param first (a suite's own
+    comparisons, the patterns lessons', take the same row)."""
     candidates = [r for r in rows if r.impl == peer]
     candidates.sort(key=lambda r: r.name != r.impl)
     return candidates[0] if candidates else None
@@ -50,12 +51,12 @@ def peer_ratios(records: list[Record]) -> list[PeerRatio]:
     for (suite, case_key), rows in by_case.items():
         for record in rows:
             peer = record.baseline or ""
-            peer_row = _peer_row(rows, peer)
-            if record is peer_row and len(rows) > 1:
+            peers_row = peer_row(rows, peer)
+            if record is peers_row and len(rows) > 1:
                 continue
-            mine, theirs = _timed(record), _timed(peer_row)
+            mine, theirs = _timed(record), _timed(peers_row)
             ratio = interval = None
-            if mine and theirs and record is not peer_row:
+            if mine and theirs and record is not peers_row:
                 ratio = theirs.median / mine.median
                 if mine.timing.samples and theirs.timing.samples:
                     interval = tuple(v if math.isfinite(v) and v > 0 else None

@@ -47,10 +47,6 @@ def spread(stats: Stats) -> str:
     return f"±{(stats.p80 - stats.p20) / 2 / stats.median:.1%}"
 
 
-def _median(record: Record) -> float | None:
-    return record.median
-
-
 THROUGHPUT_COLUMNS = ("TFLOP/s", "GB/s", "% peak")
 
 

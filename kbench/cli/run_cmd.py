@@ -248,21 +248,28 @@ def prepare_args(suite: Suite, args: list[str], *, load: Callable[[list[Path]], 
     """``kbench run SUITE ARGS`` parsed by the suite's own run options and checked by prepare(), without
     running anything (a bench plan's runs, the Python API's kbench.run); UserError for a mistake."""
     from kbench.cli.common import ClickException, click_error_line
-    from kbench.cli.suite_options import suite_command
 
     command = shlex.join(["kbench", "run", suite.name, *args])
 
     def checked(suite, cases, **options):
         return prepare(suite, cases, **options, command=command, load=load)
 
-    app = typer.Typer(add_completion=False)
-    app.command(context_settings={"help_option_names": []})(
-        suite_command(suite, checked, [run_options], before_cases=before_cases, one_line_errors=False))
     try:
-        ready = typer.main.get_command(app).main(list(args), prog_name=f"kbench run {suite.name}",
-                                                 standalone_mode=False)
+        ready = run_command(suite, checked, before_cases).main(list(args), prog_name=f"kbench run {suite.name}",
+                                                               standalone_mode=False)
     except ClickException as exc:
         raise UserError(click_error_line(exc)) from None
     if not isinstance(ready, PreparedRun):  # nothing else returns without an error; never a silent skip
         raise UserError(f"the args {list(args)} do not make a run")
     return ready
+
+
+def run_command(suite: Suite, handler: Callable, before_cases=None):
+    """``kbench run SUITE`` as a Click command calling ``handler(suite, cases, **options)`` (its errors
+    reach the caller): what a bench plan's args and kbench.run's keyword arguments are parsed by."""
+    from kbench.cli.suite_options import suite_command
+
+    app = typer.Typer(add_completion=False)
+    app.command(context_settings={"help_option_names": []})(
+        suite_command(suite, handler, [run_options], before_cases=before_cases, one_line_errors=False))
+    return typer.main.get_command(app)

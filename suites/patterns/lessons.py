@@ -6,9 +6,7 @@ from __future__ import annotations
 
 from rich.markup import escape
 
-
-def median(record) -> float | None:
-    return record.median
+from kbench.peers import peer_row
 
 
 def _span(check: dict) -> str:
@@ -25,14 +23,13 @@ def verdict(record, records: list) -> tuple[float, bool] | None:
     ``lesson_check`` ({"versus": IMPL, "low": x or None, "high": y or None}): the lesson holds when
     median(versus) / median(this) lies in [low, high]. None: no prediction, or not both measured."""
     check = record.config.get("lesson_check")
-    mine = median(record)
+    mine = record.median
     if not check or not mine:
         return None
-    versus = [r for r in records if r.impl == check["versus"] and median(r)]
-    versus.sort(key=lambda r: r.name != r.impl)  # the variant without --param first
-    if not versus:
+    versus = peer_row([r for r in records if r.median], check["versus"])  # timed, without --param first
+    if versus is None:
         return None
-    ratio = median(versus[0]) / mine
+    ratio = versus.median / mine
     low, high = check.get("low"), check.get("high")
     return ratio, (low is None or ratio >= low) and (high is None or ratio <= high)
 
