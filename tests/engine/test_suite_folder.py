@@ -55,3 +55,23 @@ def test_a_missing_suite_folder_is_one_line(kbench_proc, proc_env, tmp_path):
     assert done.returncode != 0
     assert "KBENCH_SUITES" in done.stderr and "is not a folder" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_broken_or_clashing_suite_costs_only_itself(kbench_proc, proc_env, flat, tmp_path):
+    """A suite folder whose definition raises, and one that reuses a built-in suite's name, are each one
+    warning line naming the file; the built-in suites still list and run."""
+    broken, clash = tmp_path / "suites" / "broken", tmp_path / "suites" / "clash"
+    broken.mkdir(parents=True)
+    clash.mkdir()
+    (broken / "suite.py").write_text('raise RuntimeError("boom")\n')
+    (clash / "suite.py").write_text("from kbench.registry import suite\nfrom kbench.suite import Suite\n\n\n"
+                                    "@suite\nclass Attention(Suite):\n    name = 'attention'\n")
+    env = proc_env(KBENCH_SUITES=str(tmp_path / "suites"))
+    done = kbench_proc("run", "attention", "--n", "16", "--d", "16", "--impl", "naive", "--max-time", "0.02",
+                       "--out", tmp_path / "r.jsonl", env=env)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    warnings = flat(done.stderr)  # rich wraps long lines
+    assert f"could not load {broken / 'suite.py'}: RuntimeError: boom" in warnings
+    assert f"could not load {clash / 'suite.py'}: ValueError: suite 'attention' is defined twice" in warnings
+    assert "naive" in done.stdout and "OK" in done.stdout  # the built-in attention, not the clashing one
