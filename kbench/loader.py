@@ -12,6 +12,7 @@ import functools
 import hashlib
 import importlib.util
 import os
+import site
 import sys
 import traceback
 from pathlib import Path
@@ -39,6 +40,10 @@ BUILTIN_KERNELS = _builtin("builtin_kernels", "kernels")
 ENV_KERNELS = "KBENCH_KERNELS"
 # Extra suite folders, separated like PATH: each holds suite folders (NAME/suite.py) or suite files.
 ENV_SUITES = "KBENCH_SUITES"
+# Folders of Python packages installed with `pip install --target DIR`, separated like PATH: the
+# packages an optional implementation needs (FlashAttention-4, FlashInfer), brought as wheels to a
+# machine that has no package index.
+ENV_SITE_DIRS = "KBENCH_SITE_DIRS"
 
 
 def python_files(folder: Path) -> list[Path]:
@@ -114,6 +119,25 @@ def load_helper(path: Path):
     return sys.modules[name]
 
 
+def add_site_dirs_from_env() -> list[Path]:
+    """Put $KBENCH_SITE_DIRS's folders on the import path with site.addsitedir, as site-packages is:
+    their .pth files run too. PYTHONPATH would skip those, and some packages need them
+    (nvidia-cutlass-dsl's puts the CuTe DSL's `cutlass` package on the path). A folder that does not
+    exist is a UserError. Each folder is added once per process (its .pth files run once)."""
+    folders = [Path(p) for p in os.environ.get(ENV_SITE_DIRS, "").split(os.pathsep) if p]
+    for folder in folders:
+        if not folder.is_dir():
+            raise UserError(f"{ENV_SITE_DIRS}: {str(folder)!r} is not a folder")
+        resolved = str(folder.resolve())
+        if resolved not in _site_dirs_added:
+            site.addsitedir(resolved)
+            _site_dirs_added.add(resolved)
+    return folders
+
+
+_site_dirs_added: set[str] = set()
+
+
 def kernel_dirs_from_env() -> list[Path]:
     raw = os.environ.get(ENV_KERNELS, "")
     return [Path(p) for p in raw.split(os.pathsep) if p]
@@ -154,6 +178,7 @@ def load(kernel_dirs: list[Path] | tuple = (), with_kernels: bool = True) -> Reg
     registry = Registry.with_suites(suites, suite_errors)
     if not with_kernels:
         return registry
+    add_site_dirs_from_env()  # before any kernel file looks for the packages it needs
     folders = [BUILTIN_KERNELS, *kernel_dirs_from_env(), *map(Path, kernel_dirs)]
     for folder in folders:
         if folder.is_file() and folder.suffix == ".py":  # one kernel file: loaded even if named _x.py

@@ -144,6 +144,7 @@ class Timing(Part):
     clock: Clock | None = optional()
     sample_sm_mhz: list = optional([])
     synced_wall_ms: float | None = optional()
+    host_enqueue_ms: float | None = optional()  # the host's time to queue one call (CUDA)
     uncovered: str | None = optional()  # why the events missed part of the call's work
     checked_calls: dict = optional({})
     extra: dict = field(default_factory=dict)

@@ -7,6 +7,13 @@ batches and read after one synchronise; sampling stops by :class:`StopRule`.
 With ``cuda_graph`` the closure is captured once and each sample replays it,
 which removes the CPU launch gaps between the kernels of a launch-bound closure.
 
+The stream is held before each start event (nvbench's blocking kernel): a GPU-side sleep, longer
+than the host takes to queue one call, runs ahead of the start event, so by the time the GPU
+reaches it the whole call is queued behind it. The events then time the GPU's work, not the host's
+pace: a library whose Python side takes longer than its kernel (a DSL's launch path) would
+otherwise be timed at its host speed. What the host takes to queue a call is recorded beside it
+(``host_enqueue_ms``), with a warning where it exceeds the GPU time.
+
 Each timed call (and each timed graph replay) runs inside an NVTX range named by
 ``Settings.nvtx_range`` (:mod:`kbench.nvtx`): pushed before the start event is
 recorded and popped after the end event, so the range adds no GPU time and a
@@ -44,6 +51,13 @@ UNCOVERED_SLACK_MS = 0.05
 LAUNCH_BOUND_MS = 0.020
 # On a CPU the timed calls are judged in batches of this many (the last of each, and others at random).
 CPU_CHECK_BATCH = 8
+# The hold before each start event: this many times the host's median time to queue a call, plus the
+# slack (the clock stamp's and the events' own launches), at most HOLD_MAX_S (a call that waits on the
+# GPU inside, e.g. reading a result, takes as long to queue as to run; holding longer gains nothing).
+HOLD_FACTOR = 2.0
+HOLD_SLACK_S = 50e-6
+HOLD_MAX_S = 0.02
+SLEEP_CYCLES_PER_S = 2.0e9  # torch.cuda._sleep counts SM cycles; 2 GHz is above any datacenter GPU's SM clock
 
 
 @dataclass
@@ -81,6 +95,23 @@ def _warm_up(call, sync, settings: Settings) -> float:
         if calls >= 10_000:
             break
     return (time.perf_counter() - start) / calls
+
+
+def host_enqueue_s(call, sync, calls: int = 5) -> float:
+    """The median host time to queue one call (no synchronise inside the timing; one after each)."""
+    times = []
+    for _ in range(calls):
+        sync()
+        t0 = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - t0)
+    sync()
+    times.sort()
+    return times[len(times) // 2]
+
+
+def hold_seconds(enqueue_s: float) -> float:
+    return min(HOLD_MAX_S, HOLD_FACTOR * enqueue_s + HOLD_SLACK_S)
 
 
 def _finish(samples_s: list[float], stop_reason: str, method: str, settings: Settings, extra_warnings=()) -> dict:
@@ -237,6 +268,11 @@ class TorchCuda:
         l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
         return torch.empty(max(2 * l2, 1 << 20) // 4, dtype=torch.int32, device="cuda")
 
+    def hold(self, seconds: float) -> None:
+        """Queue a GPU-side sleep of about ``seconds`` (longer where the SM clock runs under
+        SLEEP_CYCLES_PER_S, which only lengthens a hold: harmless)."""
+        self.torch.cuda._sleep(int(seconds * SLEEP_CYCLES_PER_S))
+
     def sample_clocks(self, capacity: int):
         """Per-sample SM clock stamps (kbench.clocks.SampleClocks), or None where Triton cannot build them."""
         from kbench.clocks import SampleClocks
@@ -258,10 +294,11 @@ class TorchCuda:
 class CudaSampler(_Sampler):
     """CUDA-event samples of a closure, taken in bursts like :class:`CpuSampler`'s.
 
-    Per sample, outside the timed region: the guard poisons the output, the L2 flush runs, and,
-    where Triton can build it, a stamp of SM 0's cycle counter and the global timer is written
-    just before the start event and just after the end event (:class:`kbench.clocks.SampleClocks`),
-    which gives each sample's own mean SM clock. Inside: the start event, the call, the end event.
+    Per sample, outside the timed region: the guard poisons the output, the L2 flush runs, the
+    stream is held (where the seam can: ``hold``) while the host queues the rest, and, where Triton
+    can build it, a stamp of SM 0's cycle counter and the global timer is written just before the
+    start event and just after the end event (:class:`kbench.clocks.SampleClocks`), which gives each
+    sample's own mean SM clock. Inside: the start event, the call, the end event.
     """
 
     def __init__(self, fn, settings: Settings, device_uuid: str | None = None, cuda=None, guard=None):
@@ -273,6 +310,8 @@ class CudaSampler(_Sampler):
             self.call = self.cuda.capture(fn)
             self.method = "cuda-graph-replay"
         self.per_call = _warm_up(self.call, self.cuda.synchronize, settings)
+        self.hold = getattr(self.cuda, "hold", None)
+        self.enqueue_s = host_enqueue_s(self.call, self.cuda.synchronize)
         self.flush = None
         if settings.flush_l2:
             self.flush = self.cuda.flush_buffer()
@@ -297,6 +336,8 @@ class CudaSampler(_Sampler):
                 checks.before()  # poison the output: untimed, like the flush after it
                 if self.flush is not None:
                     self.flush.zero_()
+                if self.hold is not None:  # the GPU sleeps while the host queues the stamp and the call
+                    self.hold(hold_seconds(self.enqueue_s))
                 if stamps is not None:
                     stamps.stamp(2 * index)
                 self.ranges.push()  # host-side, before the start event: the range adds no GPU time
@@ -333,6 +374,12 @@ class CudaSampler(_Sampler):
             warnings.append(f"{clock['throttled']} of {len(self.samples)} samples ran under "
                             f"{THROTTLE_FRACTION:.0%} of the {clock['sm_mhz_max_rated']} MHz maximum SM clock")
         result = _finish(self.samples, self.stop_reason or "stopped", self.method, self.settings, warnings)
+        result["host_enqueue_ms"] = round(self.enqueue_s * 1e3, 6)
+        if self.enqueue_s * 1e3 > result["stats"]["median"]:
+            result["warnings"].append(
+                f"host-bound: queuing a call takes {self.enqueue_s * 1e3:.3g} ms of host time, more than its "
+                f"{result['stats']['median']:.3g} ms on the GPU (timed with the stream held; a loop of calls "
+                "without a CUDA graph runs at the host's pace)")
         result["clock"] = clock
         if self.sample_mhz:
             result["sample_sm_mhz"] = [round(mhz) if mhz == mhz else None for mhz in self.sample_mhz]

@@ -140,6 +140,11 @@ class FakeCuda:
     def __init__(self, trace):
         self.trace = trace
         self.captures = 0
+        self.holds: list[float] = []
+
+    def hold(self, seconds):
+        self.holds.append(seconds)
+        self.trace.items.append(("hold", self.trace.depth))
 
     def synchronize(self):
         self.trace.items.append(("sync", self.trace.depth))
@@ -170,9 +175,9 @@ def test_cuda_ranges_wrap_exactly_the_timed_calls(trace, monkeypatch, graph):
     assert result["stats"]["n"] == 5
     kinds = trace.kinds()
     first, last = kinds.index("push"), len(kinds) - 1 - kinds[::-1].index("pop")
-    sampling = [kind for kind in kinds[first - 1:last + 1] if kind != "sync"]  # a sync ends each batch
-    # per sample: flush (outside), push, start event, the call, end event, pop
-    assert sampling == ["flush", "push", "record", "call", "record", "pop"] * 5
+    sampling = [kind for kind in kinds[first - 2:last + 1] if kind != "sync"]  # a sync ends each batch
+    # per sample: flush and hold (outside), push, start event, the call, end event, pop
+    assert sampling == ["flush", "hold", "push", "record", "call", "record", "pop"] * 5
     assert [item[1] for item in trace.items if item[0] == "record"] == [1] * 10  # events recorded inside
     calls = [item for item in trace.items if item[0] == "call"]
     assert sum(1 for c in calls if c[2] == 1) == 5  # the timed calls, and only they, in a range
@@ -184,6 +189,40 @@ def test_cuda_ranges_wrap_exactly_the_timed_calls(trace, monkeypatch, graph):
     if graph:
         assert {c[1] for c in calls if c[2] == 1} == {"replay"}
         assert result["method"].startswith("cuda-graph-replay")
+
+
+def test_the_hold_outlasts_the_hosts_time_to_queue_a_call(trace, monkeypatch):
+    """Each sample's hold (a GPU-side sleep queued before the start event) lasts longer than the host
+    takes to queue a call, so the events time the GPU's work rather than the host's pace; a call whose
+    host side is slower than its GPU time is reported as host-bound."""
+    clock = Clock()
+    monkeypatch.setattr(kbench.timing.time, "perf_counter", clock)
+
+    def slow_to_queue():  # 40 ticks of the fake clock (0.625 s) on the host for each call
+        clock.now += 40 / 64
+        trace.items.append(("call", "fn", trace.depth))
+
+    fake = FakeCuda(trace)
+    rule = StopRule(target_noise=0.5, min_samples=3, min_time=0.0, max_time=1e9, max_samples=3)
+    result = measure_cuda(slow_to_queue, Settings(stop=rule, warmup_time=0.0, warmup_calls=1,
+                                                  nvtx_range=NAME), cuda=fake)
+    assert len(fake.holds) == 3
+    queue_s = result["host_enqueue_ms"] / 1e3
+    assert queue_s >= 40 / 64
+    assert all(hold == min(kbench.timing.HOLD_MAX_S, 2 * queue_s + kbench.timing.HOLD_SLACK_S)
+               for hold in fake.holds)
+    assert any(w.startswith("host-bound: queuing a call takes") for w in result["warnings"])  # 1 ms events
+
+
+def test_a_quick_host_side_is_not_host_bound(trace, monkeypatch):
+    monkeypatch.setattr(kbench.timing.time, "perf_counter", lambda: 0.0)
+    fake = FakeCuda(trace)
+    rule = StopRule(target_noise=0.5, min_samples=3, min_time=0.0, max_time=100.0, max_samples=3)
+    result = measure_cuda(counting(trace, {"name": "fn"}), Settings(stop=rule, warmup_time=0.0, warmup_calls=1),
+                          cuda=fake)
+    assert result["host_enqueue_ms"] == 0.0
+    assert fake.holds == [kbench.timing.HOLD_SLACK_S] * 3
+    assert not any(w.startswith("host-bound") for w in result["warnings"])
 
 
 def test_cuda_batches_stop_at_max_samples(trace, monkeypatch):
@@ -256,7 +295,7 @@ def test_cuda_timed_calls_are_poisoned_and_judged_outside_the_timed_region(trace
     kinds = trace.kinds()
     first, last = kinds.index("poison"), len(kinds) - 1 - kinds[::-1].index("judge")
     sampling = [kind for kind in kinds[first:last + 1] if kind != "sync"]
-    assert sampling == ["poison", "flush", "push", "record", "call", "record", "pop", "judge"] * 5
+    assert sampling == ["poison", "flush", "hold", "push", "record", "call", "record", "pop", "judge"] * 5
     assert {item[1] for item in trace.items if item[0] in ("poison", "judge")} == {0}  # outside the range
     assert "poison" not in kinds[:first] and all(item[0] != "judge" for item in trace.items[:first])
     assert result["checked_calls"] == {"calls": 5, "checked": 5}

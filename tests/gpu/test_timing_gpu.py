@@ -1,0 +1,47 @@
+"""CUDA-event timing on a GPU: the stream hold before each start event makes the events time the GPU's
+work even where the host is slower to queue a call than the GPU is to run it."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from kbench.stopping import StopRule
+from kbench.timing import Settings, TorchCuda, measure_cuda
+
+pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("needs_cuda")]
+
+HOST_S = 0.002  # the host side of each call: longer than the L2 flush, far longer than the copy
+
+
+class Unheld(TorchCuda):
+    hold = None  # the seam without a hold: the events see the host's pace
+
+
+def _slow_host_copy():
+    import torch
+
+    x = torch.randn(1 << 20, device="cuda")
+    y = torch.empty_like(x)
+
+    def call():
+        time.sleep(HOST_S)  # what a heavy Python launch path costs
+        y.copy_(x)
+
+    return call
+
+
+def _measure(cuda) -> dict:
+    rule = StopRule(target_noise=0.5, min_samples=20, min_time=0.0, max_time=5.0, max_samples=20)
+    return measure_cuda(_slow_host_copy(), Settings(stop=rule, warmup_calls=3, warmup_time=0.0), cuda=cuda)
+
+
+def test_held_events_time_the_gpu_not_the_host():
+    held, unheld = _measure(TorchCuda()), _measure(Unheld())
+    assert held["host_enqueue_ms"] >= HOST_S * 1e3
+    assert any(w.startswith("host-bound") for w in held["warnings"])
+    # a 4 MiB copy takes a few microseconds; the host's 2 ms must not be in it
+    assert held["stats"]["median"] < 0.1 * HOST_S * 1e3, held["stats"]
+    # without the hold the GPU waits for the host inside the timed region (the flush ran out long before)
+    assert unheld["stats"]["median"] > 0.5 * HOST_S * 1e3, unheld["stats"]
