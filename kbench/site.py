@@ -95,7 +95,9 @@ def _change_cell(step) -> tuple[str, str]:
     pair = step.pair
     change = "" if pair.ratio is None else f" {pair.ratio - 1:+.1%}"
     p = "" if pair.p_value is None else f" (p {pair.p_value:.2g})"
-    return f"{pair.decision}{change}{p}", pair.decision
+    # Judged all the same, as compare --force would: the cell says which fields differ.
+    env = f"; env differs: {', '.join(name for name, _, _ in pair.env_diff)}" if pair.env_diff else ""
+    return f"{pair.decision}{change}{p}{env}", pair.decision
 
 
 def case_table(case: history.CaseHistory, suite) -> str:

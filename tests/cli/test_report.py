@@ -67,34 +67,68 @@ def _report(cli, *args):
 
 
 def test_the_site_of_the_committed_baselines(cli, tmp_path):
+    """Every suite of results/baselines has its page, linked from the index, with the terminal's table of
+    each case's latest run, a plot of each case and the roofline, and nothing fetched from elsewhere."""
+    from rich.text import Text
+
+    from kbench import api, history, loader, report
+
     out = tmp_path / "site"
     result = _report(cli, BASELINES, "--out", out)
+    records = api.load(BASELINES).records
+    suites = list(dict.fromkeys(r.suite for r in records))
     index = Page(out / "index.html")
-    suites = {"attention", "matmul", "reduction", "scan", "patterns", "streams", "allreduce", "p2p"}
-    assert set(index.links) == {f"suite-{s}.html" for s in suites}
+    assert index.links == [f"suite-{s}.html" for s in suites]
     rows = {row["suite"]: row for row in index.table_with("regressions")}
-    assert rows["attention"]["GPU"] == "NVIDIA H200" and rows["attention"]["commits"] == "3b0c0f7 (1)"
-    assert rows["attention"]["dates (UTC)"] == "2026-12-01" and rows["attention"]["regressions"] == "0"
-    for suite in suites:  # a progress line per suite page
-        assert f"suite-{suite}.html" in result.stderr
-    page = Page(out / "suite-attention.html")
-    table = {row["implementation"]: row for row in page.table_with("vs naive [95% CI]")}
-    # The terminal table's cells (kbench show's): median, spread, speedup with its interval, clock.
-    assert table["sdpa-cudnn*"]["median"] == "839.8 us" and table["sdpa-cudnn*"]["spread"] == "±1.2%"
-    assert table["sdpa-cudnn*"]["vs naive [95% CI]"] == "6.88x [6.81-7.00]"
-    assert table["sdpa-math"]["SM MHz"] == "1960" and table["sdpa-math"]["vs previous run"] == "-"
-    assert "sdpa-cudnn: 176 of 176 samples ran under 90% of the 1980 MHz maximum SM clock" in "".join(page.text)
-    # One history plot per case and the roofline, each an SVG in plots/ beside the page.
-    assert page.images == ["plots/attention-case-0.svg", "plots/attention-nvidia-h200-roofline.svg"]
-    patterns = Page(out / "suite-patterns.html")
-    assert len(patterns.images) == 5 + 1
-    assert "lesson predicts: measured" in patterns.table_with("lesson predicts: measured")[0]
+    for suite in suites:
+        mine = [r for r in records if r.suite == suite]
+        commits = sorted({history.commit_of(r)[:7] for r in mine})
+        assert rows[suite]["GPU"] == "NVIDIA H200" and rows[suite]["records"] == str(len(mine))
+        assert rows[suite]["commits"].split(" (")[0] in (commits[0], f"{commits[0]} .. {commits[-1]}")
+        assert f"suite-{suite}.html" in result.stderr  # a progress line per page
+        page = Page(out / f"suite-{suite}.html")
+        cases = history.histories(mine, lambda s: 0.05, 0.01)
+        # The terminal's table of each case's latest run (kbench show's cells), then its change since the run before.
+        tables = [t for t in page.tables if t[0][1][-1] == "vs previous run"]
+        assert len(tables) == len(cases)
+        for table, case in zip(tables, cases):
+            expected = report.case_rows(case.latest.records, loader.builtin_suites().get(suite))
+            assert table[0][1][:-1] == expected.headers
+            own = len(expected.headers) - expected.suite_columns
+            assert [cells[:-1] for _, cells in table[1:]] == [
+                row[:own] + [Text.from_markup(c).plain for c in row[own:]] for row in expected.rows]
+        # One history plot per case and the roofline, each an SVG in plots/ beside the page.
+        assert page.images[:len(cases)] == [f"plots/{suite}-case-{n}.svg" for n in range(len(cases))]
+        assert page.images[len(cases):] in ([], [f"plots/{suite}-nvidia-h200-roofline.svg"])
     for name in [*index.links, "index.html"]:
         html = (out / name).read_text()
         assert "http://" not in html and "https://" not in html  # nothing to fetch when viewed
     for svg in (out / "plots").iterdir():
         assert svg.suffix == ".svg" and svg.read_text().lstrip().startswith("<?xml")
-        assert "http-equiv" not in svg.read_text() and "xlink:href=\"http" not in svg.read_text()
+        assert 'href="http' not in svg.read_text()
+
+
+def test_the_table_is_kbench_shows(cli, tmp_path):
+    """A recorded H200 run: the page's cells are the ones `kbench show` prints for it."""
+    out = tmp_path / "site"
+    _report(cli, PROJECT_ROOT / "tests" / "fixtures" / "h200" / "attention-n4096.jsonl", "--out", out)
+    page = Page(out / "suite-attention.html")
+    table = {row["implementation"]: row for row in page.table_with("vs naive [95% CI]")}
+    assert list(table) == ["naive", "cupy-fa2", "sdpa", "sdpa-cudnn", "sdpa-efficient", "sdpa-math", "triton-fa2"]
+    cudnn = table["sdpa-cudnn"]
+    assert (cudnn["status"], cudnn["median"], cudnn["spread"], cudnn["TFLOP/s"], cudnn["GB/s"], cudnn["% peak"],
+            cudnn["vs naive [95% CI]"], cudnn["max err"], cudnn["SM MHz"]) == (
+        "OK", "459.0 us", "±2.4%", "598.87", "292.4", "60.6", "6.09x", "1.1e-04", "1830")
+    assert table["naive"]["vs previous run"] == "-"  # one run: nothing to compare with
+    assert page.images == ["plots/attention-case-0.svg", "plots/attention-nvidia-h200-roofline.svg"]
+
+
+def test_a_suites_own_columns_are_in_its_table(cli, tmp_path):
+    out = tmp_path / "site"
+    _report(cli, BASELINES / "h200-patterns.jsonl", "--out", out)
+    rows = Page(out / "suite-patterns.html").table_with("lesson predicts: measured")
+    assert rows[0]["lesson predicts: measured"] == "baseline"
+    assert any(row["lesson predicts: measured"].endswith(("holds", "does not hold")) for row in rows)
 
 
 def _history_file(tmp_path, records) -> Path:
@@ -202,3 +236,13 @@ def test_help_imports_no_plotting_or_tables(proc_env, tmp_path):
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["False"] * 4
+
+
+def test_a_step_across_environments_says_which_fields_differ(cli, tmp_path):
+    records = attention_history(runs=2, slower_at=None)
+    for r in records[4:]:  # the second run on a newer driver
+        r.env["gpu"]["driver"] = "590.10"
+    out = tmp_path / "site"
+    _report(cli, _history_file(tmp_path, records), "--out", out)
+    latest = {row["implementation"]: row for row in Page(out / "suite-attention.html").table_with("vs previous run")}
+    assert latest["naive"]["vs previous run"].endswith("; env differs: gpu.driver")
