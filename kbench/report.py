@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+from dataclasses import dataclass
 
 from rich import box
 from rich.console import Console
@@ -48,6 +49,7 @@ def spread(stats: Stats) -> str:
 
 
 THROUGHPUT_COLUMNS = ("TFLOP/s", "GB/s", "% peak")
+LEFT_COLUMNS = ("implementation", "status")  # the rest are numbers, right-aligned
 
 
 def cpu_timed_only(records: list[Record]) -> bool:
@@ -57,22 +59,29 @@ def cpu_timed_only(records: list[Record]) -> bool:
     return bool(timed) and all(r.timing.method == CPU_METHOD for r in timed)
 
 
-def table_for_case(title: str, records: list[Record], suite=None) -> tuple[Table, list[str]]:
-    """The case's table and its footnotes (reasons for non-OK rows, measurement warnings), with the
-    columns the case's suite adds (Suite.columns)."""
+@dataclass
+class CaseRows:
+    """A case's results table as plain text, for the terminal (table_for_case) and the HTML report
+    (kbench.site) alike: the headers, one row of cells per record, and the footnotes (reasons for
+    non-OK rows, measurement warnings). The suite's own columns come last, their cells in rich markup."""
+
+    headers: list[str]
+    rows: list[list[str]]
+    footnotes: list[str]
+    suite_columns: int = 0  # how many of the last columns are the suite's (Suite.columns)
+
+
+def case_rows(records: list[Record], suite=None) -> CaseRows:
+    """The cells of a case's table, with the columns the case's suite adds (Suite.columns)."""
     baseline = (records[0].baseline or "") if records else ""
     extra = suite.columns(records) if suite is not None else []
-    table = Table(title=title, title_justify="left", header_style="bold", box=box.SIMPLE_HEAD)
     clocks = any(_clock(r) for r in records)
     bounded = any(_share_of_bound(r) is not None for r in records)
     throughput = not cpu_timed_only(records)
-    for name in ("implementation", "status", "median", "spread", *(THROUGHPUT_COLUMNS if throughput else []),
-                 f"vs {baseline} [95% CI]", "max err", *(["of bound"] if bounded else []),
-                 *(["SM MHz"] if clocks else [])):
-        table.add_column(name, justify="left" if name in ("implementation", "status") else "right")
-    for column in extra:
-        table.add_column(escape(column.header), overflow="fold")
-    footnotes = []
+    headers = ["implementation", "status", "median", "spread", *(THROUGHPUT_COLUMNS if throughput else []),
+               f"vs {baseline} [95% CI]", "max err", *(["of bound"] if bounded else []),
+               *(["SM MHz"] if clocks else []), *(column.header for column in extra)]
+    rows, footnotes = [], []
     for i, r in enumerate(records):
         m = r.metrics if r.ok and r.metrics else Metrics()
         name = r.name
@@ -81,9 +90,9 @@ def table_for_case(title: str, records: list[Record], suite=None) -> tuple[Table
             footnotes.append(f"{name}: {'; '.join(notes)}")
             name += "*"
         speed = r.speedup if r.ok else None
-        cells = [
-            escape(name),
-            f"[{STATUS_STYLE.get(r.status, '')}]{r.status}[/]",
+        rows.append([
+            name,
+            r.status,
             format_time(r.median) if r.ok else "-",
             spread(r.timing.stats) if r.ok else "-",
             *([_num(m.tflops, ".2f"), _num(m.gbps, ".1f"), _num(m.pct_of_peak, ".1f")] if throughput else []),
@@ -91,10 +100,27 @@ def table_for_case(title: str, records: list[Record], suite=None) -> tuple[Table
             _num(r.correctness.max_abs_err, ".1e") if r.correctness else "-",
             *([_num(_share_of_bound(r), ".2f")] if bounded else []),
             *([_clock(r) or "-"] if clocks else []),
-        ]
-        cells += [column.cells[i] or "-" for column in extra]
+            *(column.cells[i] or "-" for column in extra),
+        ])
+    return CaseRows(headers, rows, footnotes, len(extra))
+
+
+def table_for_case(title: str, records: list[Record], suite=None) -> tuple[Table, list[str]]:
+    """The case's rich table and its footnotes."""
+    case = case_rows(records, suite)
+    table = Table(title=title, title_justify="left", header_style="bold", box=box.SIMPLE_HEAD)
+    own = len(case.headers) - case.suite_columns  # the columns before the suite's
+    for i, name in enumerate(case.headers):
+        if i < own:
+            table.add_column(escape(name), justify="left" if name in LEFT_COLUMNS else "right")
+        else:
+            table.add_column(escape(name), overflow="fold")
+    status = case.headers.index("status")
+    for row in case.rows:
+        cells = [escape(cell) for cell in row[:own]] + row[own:]  # the suite's cells are markup already
+        cells[status] = f"[{STATUS_STYLE.get(row[status], '')}]{row[status]}[/]"
         table.add_row(*cells)
-    return table, footnotes
+    return table, case.footnotes
 
 
 def _speedup_cell(speed: float, interval) -> str:

@@ -9,7 +9,7 @@ from typer.core import TyperGroup
 
 from kbench import __version__
 from kbench.cli import (bench_cmd, calibrate_cmd, compare_cmd, env_cmd, explain_cmd, list_cmd, plot_cmd,
-                        profile_cmd, roofline_cmd, run_cmd, show_cmd)
+                        profile_cmd, report_cmd, roofline_cmd, run_cmd, show_cmd)
 from kbench.cli.common import ClickException, click_error_line, print_error, stderr
 from kbench.errors import UserError
 
@@ -83,6 +83,7 @@ for _name in ("explain", "profile"):
         app.add_typer(_suite_groups[_name], name=_name)
 app.command("roofline")(roofline_cmd.roofline_command)
 app.command("plot")(plot_cmd.plot_command)
+app.command("report")(report_cmd.report_command)
 app.command("calibrate")(calibrate_cmd.calibrate_command)
 
 

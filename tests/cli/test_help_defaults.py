@@ -50,7 +50,7 @@ def _shown_default(option: TyperOption) -> str | None:
 
 def test_every_command_is_walked():
     names = {" ".join(path) for path, _ in COMMANDS}
-    for name in ("compare", "show", "plot", "roofline", "bench", "list", "env", "calibrate", "run attention",
+    for name in ("compare", "show", "plot", "report", "roofline", "bench", "list", "env", "calibrate", "run attention",
                  "run matmul", "explain attention", "explain mma", "explain softmax", "profile attention"):
         assert name in names, name
 

@@ -50,3 +50,17 @@ def test_records_name_the_cupy_of_every_extra(extras):
     cupys = {name for reqs in extras.values() for name in _names(reqs) if name.startswith("cupy")}
     assert cupys <= set(envinfo.PACKAGES)
     assert {f"packages.{name}" for name in cupys} <= set(compare.ENV_FIELDS)
+
+
+def test_test_extra_drives_the_report_browser_test(extras):
+    # tests/cli/test_report_browser.py drives Debian's Chromium with Playwright; in CI it must run, not skip.
+    assert "playwright" in _names(extras["test"])
+
+
+def test_ci_runs_exactly_the_readmes_test_command():
+    readme = (PROJECT_ROOT / "README.md").read_text()
+    block = readme.split("Run the tests (this is exactly what `.ci/run` runs):\n\n", 1)[1].split("\n\n", 1)[0]
+    commands = [line.strip() for line in block.splitlines()]
+    assert commands[0].startswith("apt-get") and "chromium" in commands[0]
+    script = (PROJECT_ROOT / ".ci" / "run").read_text().splitlines()
+    assert script[-len(commands):] == commands
