@@ -33,12 +33,22 @@ def from_nvcc(source: Path, name_expression: str, arch: str = "sm_90") -> dict |
         unit.write_text(f'#include "{Path(source).resolve()}"\n'
                         f"void* kbench_instantiate = (void*)&{name_expression};\n")
         headers = Path(source).resolve().parent.parent / "_cuda"  # kernels/_cuda: kbench's own .cuh files
-        done = subprocess.run([nvcc, "-std=c++17", f"-I{headers}", f"-arch={arch}", "-cubin", "-Xptxas", "-v",
+        done = subprocess.run([nvcc, "-std=c++17", f"-I{headers}", *arch_flags(arch), "-cubin", "-Xptxas", "-v",
                                "-o", str(Path(tmp) / "out.cubin"), str(unit)],
                               capture_output=True, text=True, timeout=600)
     if done.returncode != 0:
         raise RuntimeError(f"nvcc failed on {name_expression}: {done.stderr.strip().splitlines()[-1:]}")
     return dict(_ptxas_figures(done.stderr), source=f"ptxas ({arch}, nvcc)")
+
+
+def arch_flags(arch: str) -> list[str]:
+    """nvcc's flags for one target: -arch=sm_XY, or for an arch-specific target (sm_90a: wgmma,
+    setmaxnreg) the explicit -gencode=arch=compute_90a,code=sm_90a, which builds that target alone
+    (some nvcc releases also run a plain sm_90 pass for the -arch=sm_90a shorthand, which rejects them)."""
+    if arch.endswith("a"):
+        number = arch.removeprefix("sm_")
+        return [f"-gencode=arch=compute_{number},code=sm_{number}"]
+    return [f"-arch={arch}"]
 
 
 def _ptxas_figures(text: str) -> dict:

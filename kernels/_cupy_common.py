@@ -86,25 +86,30 @@ def crt_include() -> Path:
 
 
 @lru_cache(maxsize=None)
-def compiled_module(source: str, name: str):
+def compiled_module(source: str, name: str, arch: str | None = None):
     """The cupy.RawModule of one template instance of a .cu (NVRTC once per process, CuPy's disk
     cache across runs): its kernel (compiled) and its globals (a __constant__ array) come from it.
 
     CuPy adds the include folder of CUDA's own headers; a source that includes
     <mma.h> also gets a folder with the crt/ headers mma.h needs (see crt_include).
+    ``arch`` (e.g. "sm_90a", for wgmma and setmaxnreg) is added as NVRTC's -arch: CuPy appends its
+    own -arch=sm_XY of the device after it, and NVRTC (13.0) then builds for the arch-specific
+    target, the one that has the features (seen on NVRTC's cubin: wgmma assembled with both given).
     """
     import cupy
 
     text = source_text(Path(source))
     options = ("-std=c++17",)
+    if arch:
+        options += (f"-arch={arch}",)
     if "#include <mma.h>" in text:
         options += (f"-I{crt_include()}",)
     return cupy.RawModule(code=text, options=options, name_expressions=(name,))
 
 
-def compiled(source: str, name: str):
+def compiled(source: str, name: str, arch: str | None = None):
     """The kernel of one template instance of a .cu (see compiled_module)."""
-    return compiled_module(source, name).get_function(name)
+    return compiled_module(source, name, arch).get_function(name)
 
 
 def smem_optin_limit(tensor) -> int:
@@ -155,13 +160,14 @@ def launch_size(plan: dict) -> tuple[int, int]:
     return math.prod(plan["grid"]), math.prod(plan["block"])
 
 
-def resource_figures(source: Path, name: str, blocks: int, threads: int, dynamic_smem: int = 0) -> dict:
+def resource_figures(source: Path, name: str, blocks: int, threads: int, dynamic_smem: int = 0,
+                     arch: str = "sm_90") -> dict:
     """`kbench explain`'s ptxas figures of one kernel instance: registers, spills, shared memory,
     blocks per SM and waves on an H200 (or why they are unknown here)."""
     from kbench.kernel_resources import from_nvcc, launch_figures
 
     try:
-        res = from_nvcc(source, name)
+        res = from_nvcc(source, name, arch=arch)
     except RuntimeError as exc:
         return {"registers": f"could not compile: {exc}"}
     if res is None:

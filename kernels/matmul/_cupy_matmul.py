@@ -60,7 +60,8 @@ class _Placeholder:
 PLACEHOLDER = _Placeholder()
 
 
-def explain_launch(case, plan: dict, source: Path, tile: tuple[int, int], dynamic_smem: int = 0) -> dict:
+def explain_launch(case, plan: dict, source: Path, tile: tuple[int, int], dynamic_smem: int = 0,
+                   arch: str = "sm_90") -> dict:
     """Launch geometry, global traffic of a tile_m x tile_n tiling, ptxas resources and occupancy on an H200."""
     from kbench.dtypes import ELEMENT_BYTES
 
@@ -77,5 +78,5 @@ def explain_launch(case, plan: dict, source: Path, tile: tuple[int, int], dynami
         "global loads of the tiling": f"A read {a_reads}x, B read {b_reads}x: {moved:,} bytes, "
                                       f"{moved / fewest:.1f}x the fewest {fewest:,} (L2 serves most re-reads)",
         "arithmetic intensity of those loads": f"{2.0 * case.m * case.n * case.k / moved:.1f} FLOP/byte",
-        **_cupy.resource_figures(source, plan["name"], blocks, threads, dynamic_smem),
+        **_cupy.resource_figures(source, plan["name"], blocks, threads, dynamic_smem, arch),
     }

@@ -26,7 +26,8 @@ def checked(suite, impl, case, params, label: str, problems: list[str]) -> None:
 def matmul(registry) -> tuple[int, list[str]]:
     """Each CUDA matmul at odd and even shapes. K and N not multiples of 8 take the bounds-checked
     element-wise paths; 64 x 136 x 72 the vector / cp.async / direct-fragment paths with edge tiles in
-    M and N; 33 x 40 x 24 a K tail that is a multiple of 8 but not of 16 (wmma's staged last k-step)."""
+    M and N; 33 x 40 x 24 a K tail that is a multiple of 8 but not of 16 (wmma's staged last k-step).
+    On an sm_90 GPU also wgmma, at the shapes its TMA loads can read."""
     types = {"tiled-smem": ("fp32",), "tiled-regblock": ("fp32",), "wmma": ("fp16", "bf16"),
              "wmma-smem": ("fp16", "bf16")}
     shapes = ((1, 1, 1), (17, 17, 17), (100, 77, 33), (64, 136, 72), (33, 40, 24), (130, 264, 200))
@@ -37,6 +38,17 @@ def matmul(registry) -> tuple[int, list[str]]:
             for m, n, k in shapes:
                 case = Case({"m": m, "n": n, "k": k, "dtype": dtype, "tf32": False})
                 checked(suite, impls[name], case, impls[name].params, f"{name} {dtype} {m}x{n}x{k}", problems)
+                count += 1
+    # wgmma (Hopper only) at the shapes TMA reads (K and N multiples of 8), both kernels, edge tiles.
+    import torch
+
+    if tuple(torch.cuda.get_device_capability()) == (9, 0):
+        impl = impls["wgmma"]
+        for variant in ("ws", "plain"):
+            for m, n, k in ((64, 136, 72), (33, 40, 24), (130, 264, 200)):
+                case = Case({"m": m, "n": n, "k": k, "dtype": "fp16", "tf32": False})
+                checked(suite, impl, case, {**impl.params, "variant": variant}, f"wgmma {variant} {m}x{n}x{k}",
+                        problems)
                 count += 1
     return count, problems
 

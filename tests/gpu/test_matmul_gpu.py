@@ -1,7 +1,8 @@
 """The matmul implementations right on a GPU at odd and even shapes: cuBLAS and kbench's CUDA C++ kernels
-(each dtype they take and each tile configuration the benchmarks time) checked in this process against
-the float64 reference, and the Triton matmul through `kbench run` (its workers compile the kernel and
-autotune it per shape). (The CUDA kernels under compute-sanitizer: test_sanitizer_gpu.py.)"""
+(each dtype they take and each tile configuration the benchmarks time; the Hopper wgmma kernel at the
+shapes TMA can read, on sm_90 only) checked in this process against the float64 reference, and the
+Triton matmul through `kbench run` (its workers compile the kernel and autotune it per shape). (The CUDA
+kernels under compute-sanitizer: test_sanitizer_gpu.py.)"""
 
 from __future__ import annotations
 
@@ -58,6 +59,55 @@ def test_cuda_kernel_matches_float64_at_every_shape(registry, name, dtype, param
         if not verdict.ok:
             problems.append(f"{m}x{n}x{k}: {verdict.reason[:300]}")
     assert not problems, f"{_id((name, dtype, params))} is wrong at:\n" + "\n".join(problems)
+
+
+# wgmma (Hopper only: a SKIP elsewhere) reads A and B through TMA, which needs K and N multiples of 8: one
+# row, one element pair; a K tail inside a 64-wide k-step; edge tiles in M and N; fewer k-steps than
+# stages with more tiles than SMs (the persistent blocks' ring runs on across tiles); several tiles per
+# block with a long K; the odd benchmark shape.
+WGMMA_SHAPES = ((1, 8, 8), (33, 40, 24), (64, 136, 72), (130, 264, 200), (256, 512, 1024), (3000, 3000, 64),
+                (4096, 2048, 1000), (5000, 3000, 7000))
+# Both kernels, each tile width and warpgroup count, a deep and a shallow ring; bf16 differs in its
+# conversions and its wgmma type: the default of each kernel covers them.
+WGMMA_CONFIGS = ([("fp16", {}), ("bf16", {}), ("fp16", {"block_n": 128, "stages": 6}), ("fp16", {"block_n": 64}),
+                  ("fp16", {"block_m": 64}), ("fp16", {"stages": 2})]
+                 + [(dtype, {"variant": "plain", **config}) for dtype, config in
+                    (("fp16", {}), ("bf16", {}), ("fp16", {"block_n": 128}), ("fp16", {"block_m": 64, "stages": 2}))])
+
+
+@pytest.mark.parametrize("dtype,params", WGMMA_CONFIGS, ids=[_id(("wgmma", d, p)) for d, p in WGMMA_CONFIGS])
+def test_wgmma_matches_float64_at_every_shape(registry, dtype, params):
+    import torch
+
+    suite, impl = registry.suite("matmul"), registry.implementations("matmul")["wgmma"]
+    capability = torch.cuda.get_device_capability()
+    problems = []
+    for m, n, k in WGMMA_SHAPES:
+        case = Case({"m": m, "n": n, "k": k, "dtype": dtype, "tf32": False})
+        reason = skip_reason(impl, case, "cuda", capability)
+        if reason or tuple(capability) != (9, 0):
+            pytest.skip(f"wgmma: {reason or 'needs sm_90 (Hopper)'}")
+        try:
+            verdict = correctness.check(suite, impl, case, "cuda", seed=1, trials=2, params={**impl.params, **params})
+        except Exception as exc:  # noqa: BLE001 - every shape is tried, the failures listed together
+            problems.append(f"{m}x{n}x{k}: {type(exc).__name__}: {str(exc)[:300]}")
+            continue
+        if not verdict.ok:
+            problems.append(f"{m}x{n}x{k}: {verdict.reason[:300]}")
+    assert not problems, f"{_id(('wgmma', dtype, params))} is wrong at:\n" + "\n".join(problems)
+
+
+def test_wgmma_refuses_shapes_tma_cannot_read(registry):
+    import torch
+
+    from kbench.registry import Unsupported
+
+    if tuple(torch.cuda.get_device_capability()) != (9, 0):
+        pytest.skip("wgmma: needs sm_90 (Hopper)")
+    suite, impl = registry.suite("matmul"), registry.implementations("matmul")["wgmma"]
+    case = Case({"m": 1000, "n": 777, "k": 333, "dtype": "fp16", "tf32": False})
+    with pytest.raises(Unsupported, match="TMA cannot read A: .*333 must be a multiple of 8"):
+        correctness.check(suite, impl, case, "cuda", seed=1, trials=1, params=impl.params)
 
 
 # Every new shape autotunes the Triton matmul over its twelve configurations: two shapes, one with
