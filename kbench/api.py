@@ -26,6 +26,8 @@ class ResultSet:
     """Records of one or more runs, in the order they were measured or read."""
 
     records: list[Record] = field(default_factory=list)
+    # Where each record was read, as (file, line), beside records; empty for records measured here.
+    origins: list[tuple[Path, int]] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.records)
@@ -38,8 +40,15 @@ class ResultSet:
 
     def where(self, suite: str | None = None, impl: str | None = None, status: str | None = None) -> ResultSet:
         """The records of one suite, implementation and/or status."""
-        return ResultSet([r for r in self.records if (suite is None or r.suite == suite)
-                          and (impl is None or r.impl == impl) and (status is None or r.status == status)])
+        kept = [i for i, r in enumerate(self.records) if (suite is None or r.suite == suite)
+                and (impl is None or r.impl == impl) and (status is None or r.status == status)]
+        return ResultSet([self.records[i] for i in kept], [self.origins[i] for i in kept] if self.origins else [])
+
+    def located(self) -> Iterator[tuple[Record, Path | None, int | None]]:
+        """(record, file, line) for every record; file and line are None for records measured here."""
+        for index, record in enumerate(self.records):
+            file, line = self.origins[index] if self.origins else (None, None)
+            yield record, file, line
 
     def to_pandas(self):
         """A pandas DataFrame, one row per record: suite, implementation, label, every case axis as a
@@ -81,11 +90,13 @@ def load(*paths: str | Path) -> ResultSet:
 
     if not paths:
         raise TypeError("kbench.load() needs at least one file or folder")
-    records = []
+    records, origins = [], []
     for path in paths:
         for file in results.results_files(Path(path)):
-            records += [record for _, record in results.read_strict(file)]
-    return ResultSet(records)
+            for line, record in results.read_strict(file):
+                records.append(record)
+                origins.append((file, line))
+    return ResultSet(records, origins)
 
 
 def run(suite: str, **options) -> ResultSet:

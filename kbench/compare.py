@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 
 from kbench import results
 from kbench.record import Record
@@ -86,20 +86,20 @@ class Pair:
 
 # --- reading -----------------------------------------------------------------------------
 
-def load(path: Path) -> dict[tuple, Located]:
-    """Every record of a results file or of the *.jsonl files of a folder, by key (the last one wins;
-    two OK records of one key in one file are a UserError naming both lines)."""
+def by_key(located: Iterable[tuple[Record, Path, int]]) -> dict[tuple, Located]:
+    """Records read from results files (``kbench.load(...).located()``), by key: the last one wins; two
+    OK records of one key in one file are a UserError naming both lines."""
     by_key: dict[tuple, Located] = {}
-    for file in results.results_files(path):
-        ok_lines: dict[tuple, int] = {}  # this file's OK records: key -> line
-        for line, record in results.read_strict(file):
-            key = record.key
-            if record.ok:
-                if key in ok_lines:
-                    raise UserError(f"{file}: lines {ok_lines[key]} and {line} both hold an OK record of "
-                                    f"{describe_key(key)} (two runs into one file?): keep one of them")
-                ok_lines[key] = line
-            by_key[key] = Located(record, f"{file}:{line}")
+    ok_lines: dict[tuple[Path, tuple], int] = {}  # (file, key) -> line of that file's OK record
+    for record, file, line in located:
+        key = record.key
+        if record.ok:
+            first = ok_lines.get((file, key))
+            if first is not None:
+                raise UserError(f"{file}: lines {first} and {line} both hold an OK record of "
+                                f"{describe_key(key)} (two runs into one file?): keep one of them")
+            ok_lines[(file, key)] = line
+        by_key[key] = Located(record, f"{file}:{line}")
     return by_key
 
 

@@ -71,7 +71,7 @@ def _listed(keys: list, describe) -> str:
 
 def run_compare(base: Path, current: Path, threshold: str | None, allow_missing: bool, force: bool,
                 markdown: Path | None, fmt: str = "table") -> int:
-    from kbench import compare, compare_thresholds, report, results
+    from kbench import api, compare, compare_thresholds, report, results
 
     cli_threshold = compare_thresholds.parse_fraction(threshold, "--threshold") if threshold is not None else None
     settings = compare_thresholds.load()
@@ -79,13 +79,13 @@ def run_compare(base: Path, current: Path, threshold: str | None, allow_missing:
         stderr.print(f"note: {settings.note}", highlight=False, markup=False)
     alpha = settings.alpha or compare_thresholds.DEFAULT_ALPHA
 
-    current_records = compare.load(current)
+    current_records = compare.by_key(api.load(current).located())
     if allow_missing and not Path(base).exists():  # no baseline yet (a first run): every case is new
         stderr.print(f"note: no baseline at {str(base)!r}: every case of CURRENT is new (--allow-missing)",
                      highlight=False, markup=False)
         base_records = {}
     else:
-        base_records = compare.load(base)
+        base_records = compare.by_key(api.load(base).located())
     pairs = compare.pair_up(base_records, current_records)
     thresholds: dict[str, tuple[float, str]] = {}  # suite -> (threshold, where it comes from)
 

@@ -32,6 +32,16 @@ def test_load_gives_one_row_per_record_with_the_case_axes_as_columns():
     assert len(loaded.where(suite="scan")) == len(frame[frame.suite == "scan"]) > 0
 
 
+def test_loaded_records_know_their_file_and_line_for_compare():
+    """kbench compare reads each side through kbench.load: a record's file:line, kept through where()."""
+    loaded = kbench.load(BASELINES).where(suite="scan")
+    first_scan = next((f, line) for f in results.results_files(BASELINES) for line, r in results.read_strict(f)
+                      if r.suite == "scan")
+    record, file, line = next(loaded.located())
+    assert (file, line) == first_scan and record is loaded[0]
+    assert [located[0] for located in loaded.located()] == loaded.records
+
+
 def test_run_measures_as_the_command_line_does(tmp_path):
     out = tmp_path / "r.jsonl"
     measured = kbench.run("attention", impl="naive,sdpa", n=[32, 48], d=16, max_time=0.05, device="cpu", out=out)

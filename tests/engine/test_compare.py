@@ -13,9 +13,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import kbench
 from kbench import compare, compare_thresholds, results
 from kbench.errors import UserError
 from kbench.record import Record
+
+
+def load_keyed(path):
+    """A results file's records by key, as kbench compare reads each side."""
+    return compare.by_key(kbench.load(path).located())
+
 
 ENV = {"kbench": "0.1.0", "device": "cuda",
        "gpu": {"name": "NVIDIA H200", "uuid": "GPU-1", "driver": "580.159.03", "cuda_runtime": "13.0"},
@@ -335,14 +342,14 @@ def test_many_missing_are_listed_briefly(cli, tmp_path, flat_text):
 def test_records_match_by_label_and_old_records_fall_back_to_impl(tmp_path):
     old = record(label="naive")
     del old["label"]
-    base = compare.load(write(tmp_path / "b.jsonl", [old, record(label="cupy-fa2[block_m=64]")]))
+    base = load_keyed(write(tmp_path / "b.jsonl", [old, record(label="cupy-fa2[block_m=64]")]))
     assert set(base) == {("attention", "naive", CASE), ("attention", "cupy-fa2[block_m=64]", CASE)}
 
 
 def test_last_record_of_a_key_wins(tmp_path):
     """A case that CRASHed, then was run again into the same file: the later record is the one compared."""
     first, second = record(status="CRASH", reason="worker killed by SIGSEGV"), record(samples(3.0, seed=2))
-    loaded = compare.load(write(tmp_path / "b.jsonl", [first, second]))
+    loaded = load_keyed(write(tmp_path / "b.jsonl", [first, second]))
     (located,) = loaded.values()
     assert located.record.median == pytest.approx(3.0, rel=0.01)
     assert located.where == f"{tmp_path / 'b.jsonl'}:2"
