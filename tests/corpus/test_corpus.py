@@ -5,6 +5,7 @@ synthetic timings (a CPU has no roofline and no streams)."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -252,11 +253,42 @@ def test_uncovered_work_rule():
     assert "12.5 ms" in why and "side stream" in why
 
 
-def test_synced_wall_ms_times_each_call_with_a_synchronise():
+def test_a_host_bound_call_is_not_work_off_the_stream():
+    """A library whose Python side outlasts its kernel: long with a synchronise, but the GPU is done
+    soon after the call returns and the call does not wait on the GPU. Work still running after the
+    return, or a call that waits on the GPU inside (a side stream it synchronises), is still flagged."""
+    assert timing.uncovered_work(0.025, 0.25, after_return_ms=0.03, waits_on_gpu=lambda: False) == ""
+    assert timing.uncovered_work(0.025, 0.25, after_return_ms=0.2, waits_on_gpu=lambda: False) != ""
+    assert timing.uncovered_work(0.025, 0.25, after_return_ms=0.03, waits_on_gpu=lambda: True) != ""
+    assert timing.uncovered_work(0.025, 0.25, after_return_ms=0.03) != ""  # nothing says it does not wait
+
+
+def test_synced_calls_time_each_call_with_a_synchronise():
     calls = []
-    wall = timing.synced_wall_ms(lambda: calls.append("call"), lambda: calls.append("sync"), per_call_s=0.1)
+    synced = timing.synced_calls(lambda: calls.append("call"), lambda: calls.append("sync"), per_call_s=0.1)
     assert calls == ["call", "sync"] * 3  # at least 3 calls, each followed by a synchronise
-    assert wall >= 0
+    assert synced.wall_ms >= synced.after_return_ms >= 0
+
+
+class _HeldStream:
+    """A seam whose hold makes a synchronise wait that long (as a GPU-side sleep would)."""
+
+    def __init__(self):
+        self.pending_s = 0.0
+
+    def hold(self, seconds):
+        self.pending_s = seconds
+
+    def synchronize(self):
+        time.sleep(self.pending_s)
+        self.pending_s = 0.0
+
+
+def test_waits_on_gpu_tells_a_synchronising_call_from_host_work():
+    cuda = _HeldStream()
+    assert timing.waits_on_gpu(cuda.synchronize, cuda, enqueue_s=1e-4)  # the call synchronises inside
+    assert not timing.waits_on_gpu(lambda: time.sleep(1e-4), cuda, enqueue_s=1e-4)  # the host's own work
+    assert timing.waits_on_gpu(lambda: None, object(), enqueue_s=1e-4)  # no hold: cannot tell, so it may
 
 
 def _fake_sampler(extra: dict):
