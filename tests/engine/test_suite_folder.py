@@ -4,6 +4,7 @@ the Suite hooks shows up, with no edit to kbench itself."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -29,7 +30,8 @@ def test_a_suite_folder_adds_its_column_and_lines_to_the_table(kbench_proc, env,
     assert done.returncode == 0, done.stderr
     text = flat(done.stdout)
     assert "parity" in text  # the column's header
-    assert "loop OK" in text and "twice OK" in text
+    # a row's name carries a * where a footnote (high noise on a busy CPU, say) is under the table
+    assert re.search(r"loop\*? OK", text) and re.search(r"twice\*? OK", text)
     assert "scale: 2 rows, 2 OK" in text  # the summary line under the table
     shown = kbench_proc("show", out, env=env)  # a stored file gets the same additions
     assert shown.returncode == 0, shown.stderr

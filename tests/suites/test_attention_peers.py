@@ -71,8 +71,8 @@ def fake_flashinfer(monkeypatch):
 
     module = types.ModuleType("flashinfer")
     module.single_prefill_with_kv_cache = single_prefill_with_kv_cache
+    module.__version__ = "0+stand-in"
     monkeypatch.setitem(sys.modules, "flashinfer", module)
-    monkeypatch.setattr("importlib.metadata.version", lambda name: "0+stand-in")
     return calls
 
 
@@ -108,8 +108,8 @@ def test_a_wrong_layout_fails_the_check(registry, attention, monkeypatch):
 
     module = types.ModuleType("flashinfer")
     module.single_prefill_with_kv_cache = swapped
+    module.__version__ = "0+stand-in"
     monkeypatch.setitem(sys.modules, "flashinfer", module)
-    monkeypatch.setattr("importlib.metadata.version", lambda name: "0+stand-in")
     verdict = check(attention, registry.implementations("attention")["flashinfer"], CASES[0], "cpu",
                     seed=1, trials=1)
     assert not verdict.ok
