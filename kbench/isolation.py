@@ -78,8 +78,11 @@ class WorkerProcess:
     device, it takes jobs one JSON line at a time and answers with records, and is killed with
     everything it started when it hangs or dies."""
 
-    def __init__(self, kernel_dirs=(), device: str = "auto", env: dict | None = None):
-        spec = json.dumps({"kernel_dirs": [str(p) for p in kernel_dirs], "device": device})
+    def __init__(self, kernel_dirs=(), device: str = "auto", env: dict | None = None, suite: str | None = None,
+                 wait: bool = True):
+        """Start the worker; with ``wait`` also wait until it is ready (:meth:`wait_ready`). ``suite``: the
+        one suite its jobs are of (it loads only that suite's built-in kernels)."""
+        spec = json.dumps({"kernel_dirs": [str(p) for p in kernel_dirs], "device": device, "suite": suite})
         self.log = tempfile.NamedTemporaryFile(prefix="kbench-worker-", suffix=".log", delete=False)
         self.process = subprocess.Popen(
             [sys.executable, "-m", "kbench.worker", spec],
@@ -92,9 +95,18 @@ class WorkerProcess:
         self._buffer = b""
         self.keep_log = False
         self.busy = False  # a job is in flight: closing must not wait for it
-        hello = self._read(STARTUP_TIMEOUT, what="start")
-        self.device = hello["device"]
-        self.env = hello["env"]
+        self.ready = False
+        self.device: str | None = None
+        self.env: dict | None = None
+        if wait:
+            self.wait_ready()
+
+    def wait_ready(self) -> None:
+        """Wait for the worker's hello: its imports done, its CUDA context made, its kernels loaded (or
+        WorkerGone where it died or hung on the way)."""
+        if not self.ready:
+            hello = self._read(STARTUP_TIMEOUT, what="start")
+            self.device, self.env, self.ready = hello["device"], hello["env"], True
 
     def run(self, job: dict, timeout: float) -> dict:
         """Send one job and wait for its record; raises WorkerGone after a crash or timeout."""
@@ -153,11 +165,21 @@ class WorkerProcess:
                 self.process.kill()
         self.process.wait()
 
+    def release(self) -> None:
+        """Let an idle worker end on its own (its stdin closed) without waiting for it; :meth:`close`
+        it later to reap it (or kill it, if it is still there)."""
+        if self.alive and not self.busy:
+            try:
+                self.process.stdin.close()
+            except OSError:
+                pass
+
     def close(self) -> None:
         """End the worker: an idle one exits when its stdin closes; a busy (hung) one is killed at once."""
         try:
             if self.alive and not self.busy:
-                self.process.stdin.close()
+                if not self.process.stdin.closed:
+                    self.process.stdin.close()
                 self.process.wait(timeout=10)
         except (OSError, subprocess.TimeoutExpired):
             pass

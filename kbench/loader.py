@@ -169,17 +169,22 @@ def builtin_suites() -> dict[str, Suite]:
     return dict(_builtin_suites()[0])
 
 
-def load(kernel_dirs: list[Path] | tuple = (), with_kernels: bool = True) -> Registry:
+def load(kernel_dirs: list[Path] | tuple = (), with_kernels: bool = True, suite: str | None = None) -> Registry:
     """A fresh registry of the suites and the built-in kernels plus user kernel folders (or single files).
 
     The suites are the ones loaded once per process (:func:`builtin_suites`); the kernel files are
-    executed again for each registry, so every call sees the folders as they are now."""
+    executed again for each registry, so every call sees the folders as they are now. With ``suite``,
+    of the built-in kernels only that suite's folder (``kernels/SUITE/``) is loaded, where it has one:
+    a worker runs one suite's jobs. The user's folders are always loaded whole."""
     suites, suite_errors = _builtin_suites()
     registry = Registry.with_suites(suites, suite_errors)
     if not with_kernels:
         return registry
     add_site_dirs_from_env()  # before any kernel file looks for the packages it needs
-    folders = [BUILTIN_KERNELS, *kernel_dirs_from_env(), *map(Path, kernel_dirs)]
+    builtin = BUILTIN_KERNELS
+    if suite is not None and (BUILTIN_KERNELS / suite).is_dir():
+        builtin = BUILTIN_KERNELS / suite
+    folders = [builtin, *kernel_dirs_from_env(), *map(Path, kernel_dirs)]
     for folder in folders:
         if folder.is_file() and folder.suffix == ".py":  # one kernel file: loaded even if named _x.py
             load_file(folder.resolve(), registry)

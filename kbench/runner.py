@@ -17,11 +17,12 @@ from typing import Callable
 from kbench import envinfo, metrics, results, roofline
 from kbench.devices import peaks_for
 from kbench.stats import speedup_interval
-from kbench.isolation import WorkerGone, WorkerProcess
+from kbench.isolation import WorkerGone
 from kbench.record import Correctness, Metrics, Record, Roof, Timing
-from kbench.registry import Implementation, Registry, Variant, skip_reason
+from kbench.registry import Implementation, Registry, Variant, out_of_case, skip_reason
 from kbench.selection import baselines
 from kbench.suite import Case
+from kbench.worker_starter import WorkerStarter
 
 
 @dataclass
@@ -85,20 +86,35 @@ def run(
         if record.impl == baseline_of.get(record.case_key) and record.ok:
             baseline_timing.setdefault(record.case_key, record.timing)
     recorder = _Recorder(suite, request, out, on_record, baseline_timing, baseline_of)
-    if request.interleave:
-        _run_interleaved(suite, request, recorder, on_start, done, baseline_of, static_device)
-        return recorder.records
-    for group in _by_implementation(request.variants, set(baseline_of.values())):
-        jobs = _ImplJobs(group[0].impl, request, static_device)
+
+    def has_work(variants: list[Variant]) -> bool:  # a job that needs a worker
+        return any((suite.name, v.label, case.key) not in done and not skip_reason(v.impl, case, static_device)
+                   for v in variants for case in request.cases)
+
+    if request.interleave:  # a worker per variant, all of them at once for each case
+        needed = sum(has_work([v]) for v in request.variants)
+        starter = WorkerStarter(request.kernel_dirs, request.device, suite.name, needed=needed, ahead=needed)
         try:
-            for variant in group:
-                for case in request.cases:
-                    if (suite.name, variant.label, case.key) in done:
-                        continue
-                    on_start(variant, case)
-                    recorder.write(variant, case, *jobs.measure(variant, case))
+            _run_interleaved(suite, request, recorder, on_start, done, baseline_of, static_device, starter)
         finally:
-            jobs.close()
+            starter.close()
+        return recorder.records
+    groups = _by_implementation(request.variants, set(baseline_of.values()))
+    starter = WorkerStarter(request.kernel_dirs, request.device, suite.name, needed=sum(map(has_work, groups)))
+    try:
+        for group in groups:
+            jobs = _ImplJobs(group[0].impl, request, static_device, starter)
+            try:
+                for variant in group:
+                    for case in request.cases:
+                        if (suite.name, variant.label, case.key) in done:
+                            continue
+                        on_start(variant, case)
+                        recorder.write(variant, case, *jobs.measure(variant, case))
+            finally:
+                jobs.close()
+    finally:
+        starter.close()
     return recorder.records
 
 
@@ -127,14 +143,15 @@ BURST_SECONDS = 0.05
 
 
 def _run_interleaved(suite, request, recorder: _Recorder, on_start, done, baseline_of,
-                     static_device) -> None:
+                     static_device, starter: WorkerStarter) -> None:
     """Case by case: every implementation is checked and warmed up in its own worker, then they take
     turns of BURST_SECONDS of sampling until each one's stop rule is met, so the rows of one table
     are sampled under the same clock and temperature. Records are written baselines first, as they
     finish, so each can carry its speedup."""
     baselines_set = set(baseline_of.values())
     order = sorted(request.variants, key=lambda variant: variant.impl.name not in baselines_set)
-    workers = {variant.label: _ImplJobs(variant.impl, request, static_device) for variant in order}
+    workers = {variant.label: _ImplJobs(variant.impl, request, static_device, starter) for variant in order}
+    starter.top_up()  # every worker starts now, side by side; each takes its first job in turn
     try:
         for case in request.cases:
             pending = [v for v in order if (suite.name, v.label, case.key) not in done]
@@ -165,26 +182,34 @@ def _run_interleaved(suite, request, recorder: _Recorder, on_start, done, baseli
 class _ImplJobs:
     """The jobs of one implementation (all its variants), sharing one worker until it crashes or hangs."""
 
-    def __init__(self, impl: Implementation, request: RunRequest, static_device: str):
+    def __init__(self, impl: Implementation, request: RunRequest, static_device: str, starter: WorkerStarter):
         self.impl = impl
         self.request = request
         self.static_device = static_device
-        self.worker: WorkerProcess | None = None
+        self.starter = starter
+        self.worker = None
         self.env: dict | None = None
 
     def measure(self, variant: Variant, case: Case) -> tuple[dict, dict | None]:
         """Returns the job's result fields and the environment it ran in (None if no worker ran)."""
-        reason = skip_reason(self.impl, case, self.static_device)
-        if reason:
-            return {"status": "SKIP", "reason": reason}, self.env
+        skipped = self._skip(case)
+        if skipped:
+            return skipped, self.env
         return self._ask(self._job(variant, case))
+
+    def _skip(self, case: Case) -> dict | None:
+        """The SKIP this job is before any worker runs (not part of the case, no GPU...), or None."""
+        reason = skip_reason(self.impl, case, self.static_device)
+        if not reason:
+            return None
+        return {"status": "SKIP", "reason": reason, **({"out_of_case": True} if out_of_case(self.impl, case) else {})}
 
     def start(self, variant: Variant, case: Case) -> tuple[dict | None, dict | None]:
         """Interleaved mode: send the job and wait until it is checked and warmed up. (None, env) when
         it is ready for bursts; (its result, env) when it ended there (SKIP, FAIL, CRASH...)."""
-        reason = skip_reason(self.impl, case, self.static_device)
-        if reason:
-            return {"status": "SKIP", "reason": reason}, self.env
+        skipped = self._skip(case)
+        if skipped:
+            return skipped, self.env
         result, env = self._ask({**self._job(variant, case), "interleave": True})
         return (None, env) if result.get("type") == "ready" else (result, env)
 
@@ -216,7 +241,7 @@ class _ImplJobs:
         """Send one message to the worker (started if need be) and return its answer and environment."""
         try:
             if self.worker is None:
-                self.worker = WorkerProcess(self.request.kernel_dirs, self.request.device)
+                self.worker = self.starter.take()
                 self.env = self.worker.env
             result = self.worker.run(message, self.request.timeout)
         except WorkerGone as gone:
@@ -229,8 +254,13 @@ class _ImplJobs:
         return result, self.env
 
     def close(self) -> None:
+        """Done with the worker: a crashed or hung one is killed now; an idle one ends on its own while
+        the next implementation measures (reaped when the run ends)."""
         if self.worker is not None:
-            self.worker.close()
+            if self.worker.alive and not self.worker.busy:
+                self.starter.release(self.worker)
+            else:
+                self.worker.close()
             self.worker = None
 
 
@@ -241,7 +271,7 @@ def _record(suite, variant: Variant, case, request, result, env, baseline_timing
     record = Record(
         created_at=results.now(), suite=suite.name, impl=impl.name, label=variant.label, params=variant.params,
         backend=impl.backend, case=case.values, case_key=case.key, status=result.get("status"),
-        reason=result.get("reason", ""), baseline=baseline, flops=suite.flops(case), min_bytes=suite.min_bytes(case),
+        reason=result.get("reason", ""), out_of_case=result.get("out_of_case"), baseline=baseline, flops=suite.flops(case), min_bytes=suite.min_bytes(case),
         correctness=_part(Correctness, result, "correctness"), timing=_part(Timing, result, "timing"),
         config=result.get("config") or {}, figures=result.get("figures") or {}, log=result.get("log"),
     )

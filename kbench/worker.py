@@ -232,7 +232,7 @@ def serve(spec: dict, send, jobs, **hello) -> None:
 
     from kbench import envinfo, loader
 
-    registry = loader.load(spec.get("kernel_dirs", []))
+    registry = loader.load(spec.get("kernel_dirs", []), suite=spec.get("suite"))
     env = envinfo.collect(device)
     send({"type": "hello", "device": device, "env": env, **hello})
     jobs = iter(jobs)

@@ -357,3 +357,14 @@ def test_boolean_parameter_values_parse_as_booleans():
     for falsy in ("false", "0", "off", "no"):
         out = variants([impl], {"flag": [falsy, "true"]})
         assert [v.params["flag"] for v in out] == [False, True]
+
+
+def test_a_workers_registry_loads_only_its_suites_built_in_kernels():
+    """A worker runs one suite's jobs: it loads kernels/SUITE/ (and the user's folders), not every suite."""
+    from kbench import loader
+
+    only = loader.load([], suite="reduction")
+    assert set(only.implementations("reduction")) == set(loader.load([]).implementations("reduction"))
+    assert not only.implementations("attention") and not only.implementations("matmul")
+    outside = loader.load([], suite="a-suite-without-a-kernel-folder")  # a $KBENCH_SUITES suite: all of them
+    assert outside.implementations("attention")

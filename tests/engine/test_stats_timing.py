@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import kbench.timing
-from kbench.stats import (IQR_TO_SIGMA, MEDIAN_SE_FACTOR, median_interval, median_noise, ratio_interval,
+from kbench.stats import (IQR_TO_SIGMA, MEDIAN_SE_FACTOR, binomial_half_ppf, median_interval, median_noise, ratio_interval,
                           speedup_interval, summarize)
 from kbench.stopping import CPU_DEFAULTS, StopRule, rule_for
 from kbench.timing import CpuSampler, Settings, _batch_size, measure_cpu
@@ -81,6 +81,16 @@ def test_speedup_interval_covers_the_true_ratio_at_least_95_percent_of_the_time(
         low, high = speedup_interval(base, row)
         covered += low <= 3.0 <= high
     assert covered >= 0.95 * 400
+
+
+# Not a dyadic q such as 0.5, which some P(Binomial(n, 1/2) <= k) equals exactly: there the two round
+# apart (the intervals' quantiles, alpha/2 and alpha/4, are never dyadic).
+@pytest.mark.parametrize("q", [0.00125, 0.005, 0.0125, 0.025, 0.05, 0.3])
+def test_binomial_half_ppf_is_scipys_binom_ppf(q):
+    from scipy.stats import binom
+
+    for n in [*range(1, 120), 1000, 11076]:
+        assert binomial_half_ppf(q, n) == int(binom.ppf(q, n, 0.5)), (q, n)
 
 
 def test_compare_reexports_the_intervals():

@@ -1,0 +1,88 @@
+"""Workers started ahead (kbench/worker_starter.py): the next implementation's worker starts while the
+current one measures, never more than the run will take, and none is left behind."""
+
+from __future__ import annotations
+
+import os
+
+from kbench import worker_starter
+from kbench.isolation import WorkerProcess
+from kbench.worker_starter import WorkerStarter
+
+
+class FakeWorker:
+    started: list = []
+
+    def __init__(self, kernel_dirs, device, suite=None, wait=True):
+        self.suite, self.ready, self.alive, self.busy = suite, False, True, False
+        self.released = self.closed = self.killed = False
+        FakeWorker.started.append(self)
+
+    def wait_ready(self):
+        self.ready = True
+
+    def release(self):
+        self.released = True
+
+    def kill(self):
+        self.killed, self.alive = True, False
+
+    def close(self):
+        self.closed, self.alive = True, False
+
+
+def _starter(needed, ahead):
+    FakeWorker.started = []
+    return WorkerStarter((), "cpu", "attention", needed=needed, ahead=ahead, start=FakeWorker)
+
+
+def test_the_next_worker_starts_before_the_first_is_waited_for():
+    starter = _starter(needed=3, ahead=1)
+    first = starter.take()
+    assert first.ready and first.suite == "attention"
+    assert len(FakeWorker.started) == 2 and not FakeWorker.started[1].ready  # starting, not yet waited for
+    second = starter.take()
+    assert second is FakeWorker.started[1] and len(FakeWorker.started) == 3
+    third = starter.take()
+    assert third is FakeWorker.started[2] and len(FakeWorker.started) == 3  # the run takes no fourth
+
+
+def test_no_worker_starts_for_a_run_that_needs_none_and_spares_are_killed():
+    starter = _starter(needed=0, ahead=2)
+    starter.top_up()
+    assert FakeWorker.started == []
+    starter = _starter(needed=3, ahead=2)
+    used = starter.take()
+    starter.release(used)
+    spares = list(starter.spares)
+    assert len(spares) == 2
+    starter.close()
+    assert used.released and used.closed
+    assert all(w.killed and w.closed for w in spares) and not starter.spares
+
+
+def test_a_crashed_worker_is_replaced_even_past_the_count():
+    starter = _starter(needed=1, ahead=1)
+    starter.take()
+    again = starter.take()  # the first one crashed: its implementation's next job needs a fresh worker
+    assert again.ready and len(FakeWorker.started) == 2
+
+
+def test_how_many_start_ahead():
+    assert worker_starter.workers_ahead(2) == 1 and worker_starter.workers_ahead(16) == 2
+
+
+def test_a_real_worker_started_without_waiting_becomes_ready(proc_env, monkeypatch):
+    for key, value in proc_env().items():
+        monkeypatch.setenv(key, value)
+    worker = WorkerProcess((), device="cpu", suite="attention", wait=False)
+    try:
+        assert not worker.ready
+        worker.wait_ready()
+        assert worker.ready and worker.device == "cpu" and worker.env["device"] == "cpu"
+        worker.release()  # ends on its own once its stdin is closed
+        worker.process.wait(timeout=60)
+        assert not worker.alive
+    finally:
+        worker.close()
+    assert not os.path.exists(worker.log.name)
