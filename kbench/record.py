@@ -211,6 +211,7 @@ class Record(Part):
     case_key: str
     status: str
     reason: str = ""
+    out_of_case: bool | None = optional()  # a SKIP because the implementation is not part of this case
     baseline: str | None = optional()  # the implementation speedups are relative to
     flops: float | None = optional()
     min_bytes: float | None = optional()

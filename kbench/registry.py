@@ -40,6 +40,9 @@ class Needs:
     dtypes: tuple[str, ...] | None = None  # supported dtypes (None: all of the suite's)
     # Shape-level limits: returns the reason a case is unsupported, or None.
     supports: Callable[[Case], str | None] | None = None
+    # The cases the implementation is part of at all: returns why a case is not one of them (another
+    # lesson's case, say), or None. Such a SKIP is counted under a table, not listed in it.
+    belongs: Callable[[Case], str | None] | None = None
 
     def describe(self) -> str:
         parts = ["CUDA" if self.cuda else "CPU or CUDA"]
@@ -257,6 +260,7 @@ def implementation(
     min_cc: tuple[int, int] | None = None,
     dtypes: tuple[str, ...] | None = None,
     supports: Callable[[Case], str | None] | None = None,
+    belongs: Callable[[Case], str | None] | None = None,
     description: str = "",
     params: dict | None = None,
     allowed: dict | None = None,
@@ -276,7 +280,8 @@ def implementation(
 
     def register(make: Factory) -> Factory:
         registry, source = _target()
-        needs = Needs(cuda=cuda, modules=tuple(modules), min_cc=min_cc, dtypes=dtypes, supports=supports)
+        needs = Needs(cuda=cuda, modules=tuple(modules), min_cc=min_cc, dtypes=dtypes, supports=supports,
+                      belongs=belongs)
         doc_lines = (make.__doc__ or "").strip().splitlines()
         registry.add_impl(
             Implementation(
@@ -303,11 +308,19 @@ class Unsupported(Exception):
     """Raised by an implementation's set-up for a case it cannot run: reported as SKIP with the message."""
 
 
+def out_of_case(impl: Implementation, case: Case) -> str | None:
+    """Why ``case`` is not one of the cases ``impl`` is part of (Needs.belongs), or None."""
+    return impl.needs.belongs(case) if impl.needs.belongs is not None else None
+
+
 def skip_reason(impl: Implementation, case: Case, device: str, capability: tuple[int, int] | None = None) -> str | None:
     """Why ``impl`` cannot run ``case`` here, or None. ``capability`` None skips the compute-capability check."""
     import importlib.util
 
     needs = impl.needs
+    outside = out_of_case(impl, case)
+    if outside:
+        return outside
     if needs.cuda and device != "cuda":
         return "needs a CUDA device"
     for module in needs.modules:

@@ -72,7 +72,11 @@ class CaseRows:
 
 
 def case_rows(records: list[Record], suite=None) -> CaseRows:
-    """The cells of a case's table, with the columns the case's suite adds (Suite.columns)."""
+    """The cells of a case's table, with the columns the case's suite adds (Suite.columns). Implementations
+    that are not part of the case at all (another lesson's kernels) are counted in one footnote, not
+    listed."""
+    outside = [r for r in records if r.out_of_case]
+    records = [r for r in records if not r.out_of_case]
     baseline = (records[0].baseline or "") if records else ""
     extra = suite.columns(records) if suite is not None else []
     clocks = any(_clock(r) for r in records)
@@ -102,6 +106,8 @@ def case_rows(records: list[Record], suite=None) -> CaseRows:
             *([_clock(r) or "-"] if clocks else []),
             *(column.cells[i] or "-" for column in extra),
         ])
+    if outside:
+        footnotes.append(f"{len(outside)} not part of this case, left out: {', '.join(r.name for r in outside)}")
     return CaseRows(headers, rows, footnotes, len(extra))
 
 

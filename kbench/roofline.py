@@ -98,6 +98,20 @@ MEASURED_COMPUTE = {"fp16 tensor cores": "fp16_tensor_tflops", "bf16 tensor core
                     "fp32 CUDA cores": "fp32_tflops", "memory": None}
 
 
+def roof_lines(points: list[tuple[DevicePeaks, Point]]) -> list[str]:
+    """A line a GPU: its memory roof, then each compute roof its points sit under with the ridge point
+    where the two meet (the arithmetic intensity above which a kernel can be compute-bound)."""
+    lines = []
+    for key in dict.fromkeys(peaks.key for peaks, _ in points):
+        peaks = next(pk for pk, _ in points if pk.key == key)
+        computes = dict.fromkeys((p.roof_label, p.compute_tflops) for pk, p in points
+                                 if pk.key == key and p.compute_tflops)
+        parts = [f"{label} {tflops:g} TFLOP/s, ridge at {tflops / peaks.hbm_tbs:.0f} FLOP/byte"
+                 for label, tflops in computes]
+        lines.append(f"{peaks.name}: memory {peaks.hbm_tbs:g} TB/s" + "".join(f"; {part}" for part in parts))
+    return lines
+
+
 def measured_attainable(p: Point, calibration: dict | None) -> float | None:
     """TFLOP/s attainable at the point's intensity under the measured ceilings, or None when
     the device is not calibrated (or its unit, TF32, was not measured)."""

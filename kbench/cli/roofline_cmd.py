@@ -92,6 +92,8 @@ def roofline_command(
                 verdict = "yes"
             row += [p.bound, p.roof_label, verdict]
             table.add_row(*row)
+        for line in roofline.roof_lines(points):  # the roofs and their ridge points, not only in the plot
+            stdout.print(escape(line), highlight=False)
         stdout.print(table)
         if skipped:
             stderr.print(f"({skipped} records without a GPU time or a known GPU were left out)")

@@ -33,7 +33,8 @@ def elements(case) -> int:
 # --- which lesson ------------------------------------------------------------------------
 
 def lesson_only(lesson: str):
-    """A `supports` check: other lessons' cases are SKIPs, decided before any worker starts."""
+    """A `belongs` check: other lessons' cases are SKIPs, decided before any worker starts, and counted
+    under each lesson's table rather than listed in it."""
 
     def supports(case) -> str | None:
         if case.lesson != lesson:
@@ -177,5 +178,5 @@ def register(lesson: str, source: Path, kernels: dict, predicts: dict, what: dic
 
     for variant in kernels:
         implementation("patterns", variant, backend="cupy", cuda=True, modules=("torch", "cupy"), dtypes=("fp32",),
-                       unit=unit, supports=lesson_only(lesson), explain=explainer(variant),
+                       unit=unit, belongs=lesson_only(lesson), explain=explainer(variant),
                        description=describe(what[variant], predicts[variant]))((factory or launched)(variant))

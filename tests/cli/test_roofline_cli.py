@@ -28,6 +28,9 @@ def test_the_same_run_on_the_a100_roof(cli, tmp_path):
     # (it was below the roof of the GPU that ran it)
     assert "above a100's roof (ran on h200)" in text and "INVALID" not in text
     assert "A100 (312 TFLOP/s over 2 TB/s)" in result.output
+    # the roofs and their ridge point above the table, not only in the plot's label
+    assert "memory 2 TB/s; fp16 tensor cores 312 TFLOP/s, ridge at 156 FLOP/byte" in text
+    assert text.index("ridge at 156") < text.index("FLOP/B")
     assert (tmp_path / "a100.png").stat().st_size > 10_000
 
 

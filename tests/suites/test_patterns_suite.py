@@ -24,7 +24,7 @@ from kbench.devices import by_key
 from kbench.errors import UserError
 from kbench.loader import BUILTIN_KERNELS, BUILTIN_SUITES, load_helper
 from kbench.record import Record
-from kbench.registry import Implementation, Needs, Registry, Unsupported, collecting, skip_reason, variants
+from kbench.registry import Implementation, Needs, Registry, Unsupported, collecting, out_of_case, skip_reason, variants
 from kbench.suite import Case, Suite
 
 lessons = load_helper(BUILTIN_SUITES / "patterns" / "lessons.py")
@@ -267,14 +267,16 @@ def test_every_implementation_skips_the_other_lessons(registry, patterns, lesson
     for name, impl in registry.implementations("patterns").items():
         mine = name in IMPLS[lesson]
         c = case(lesson, 17)
-        reason = impl.needs.supports(c)
-        # decided before any worker starts: the runner asks skip_reason first
-        assert skip_reason(impl, c, "cpu") == "needs a CUDA device"
+        reason = out_of_case(impl, c)
         if mine:
             assert reason is None, name
+            # decided before any worker starts: the runner asks skip_reason first
+            assert skip_reason(impl, c, "cpu") == "needs a CUDA device"
             continue
         own = next(k for k, v in IMPLS.items() if name in v)
         assert reason == f"{own} lesson only (this case is --lesson {lesson})"
+        # not part of the case comes first: such a SKIP is counted under the table, not listed in it
+        assert skip_reason(impl, c, "cpu") == reason
         # and in set-up (a direct call, or a worker that gets the job): Unsupported, a SKIP with the reason
         inputs = patterns.make_inputs(c, seed=0, device="cpu")
         with pytest.raises(Unsupported, match=f"{own} lesson only"):
@@ -595,3 +597,21 @@ def test_zero_flop_kernels_get_their_share_of_the_bandwidth():
     h200 = by_key("h200")
     m = metrics.derive(1.0, 0.0, h200.hbm_tbs * 1e9 / 2, "fp32", h200, compute_tflops=math.inf)
     assert m["pct_of_peak"] == pytest.approx(50.0) and m["bound"] == "memory" and m["tflops"] == 0.0
+
+
+def test_other_lessons_kernels_are_counted_under_the_table_not_listed(cli, tmp_path):
+    """A sweep over two lessons: each lesson's table lists its own kernels, and one footnote counts the
+    rest; the records keep every row (a SKIP marked out_of_case), so nothing is lost."""
+    from kbench import report
+    from kbench.results import read
+
+    out = tmp_path / "p.jsonl"
+    result = cli("run", "patterns", "--lesson", "transpose,access", "--n", "64", "--out", out)
+    assert result.exit_code == 0, result.output
+    records = read(out)
+    transpose = [r for r in records if r.case["lesson"] == "transpose"]
+    outside = [r for r in transpose if r.out_of_case]
+    assert outside and all(r.status == "SKIP" and "lesson only" in r.reason for r in outside)
+    rows = report.case_rows(transpose)
+    assert tuple(row[0].rstrip("*") for row in rows.rows) == IMPLS["transpose"]
+    assert f"{len(outside)} not part of this case, left out: " in rows.footnotes[-1]
