@@ -1,0 +1,195 @@
+"""Flash-decoding in Triton: the cache's length split across programs, partial softmax states combined.
+
+One query, or a few, cannot fill a GPU the way a prefill's thousands of query rows do: FlashAttention's
+one program per query tile would leave most SMs idle. Flash-decoding splits the L cached tokens into
+``splits`` pieces instead, one program per (sequence, K/V head, piece):
+
+1. ``partial``: each program owns one K/V head of one sequence and one piece of the cache. The rows of
+   its tile are that head's whole group, every query head that reads it times every new query (GQA:
+   Hq / Hkv · Q rows, padded to at least 16 for ``tl.dot``), so each K/V tile loaded serves all of
+   them. It runs the online softmax over its piece (a running row maximum ``m``, a row sum ``l`` and an
+   fp32 accumulator, base-2 exponentials with the scale folded in) and writes the three, unnormalised,
+   to a workspace.
+2. ``combine``: one program per (sequence, K/V head) rescales each piece's state to the largest
+   maximum (log-sum-exp), sums, and divides once.
+
+New queries beyond the first are the cache's last positions: query i sees the keys up to L - Q + i,
+masked per row. ``--param splits=N`` fixes the number of pieces; ``auto`` takes enough for about four
+programs an SM (fewer where the cache is short), one piece on the CPU interpreter's small cases.
+"""
+
+import math
+from pathlib import Path
+
+from kbench.loader import load_helper
+from kbench.registry import Unsupported, implementation
+
+try:  # Triton is optional: without it this file still registers, and the impl SKIPs.
+    import triton
+    import triton.language as tl
+except ImportError:  # pragma: no cover - exercised only where triton is absent
+    triton = None
+
+utils = load_helper(Path(__file__).parent.parent / "_triton_utils.py")
+
+LOG2_E = 1.4426950408889634
+HEAD_DIMS = (16, 32, 64, 128, 256)  # tl.arange needs a power of two
+BLOCK_N = 64  # keys a K/V tile
+MAX_ROWS = 64  # rows of one tile; a larger group x queries takes several row blocks
+PROGRAMS_PER_SM = 4
+
+if triton is not None:
+
+    @triton.jit
+    def _partial(Q, K, V, PartO, PartM, PartL,
+                 sq_b, sq_h, sq_q, sk_b, sk_h, sk_l, sv_b, sv_h, sv_l,
+                 HKV, GROUP, NQ, L, keys_per_split, splits, row_blocks, scale_log2,
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_D: tl.constexpr, MASKED: tl.constexpr,
+                 PRECISION: tl.constexpr):
+        bh = tl.program_id(0)  # sequence x K/V head
+        split = tl.program_id(1)
+        row_block = tl.program_id(2)
+        b = bh // HKV
+        kvh = bh % HKV
+        rows = row_block * BLOCK_M + tl.arange(0, BLOCK_M)  # row r: query head r // NQ of the group, query r % NQ
+        row_ok = rows < GROUP * NQ
+        head = kvh * GROUP + rows // NQ
+        query = rows % NQ
+        offs_d = tl.arange(0, HEAD_D)
+        q = tl.load(Q + b * sq_b + head[:, None] * sq_h + query[:, None] * sq_q + offs_d[None, :],
+                    mask=row_ok[:, None], other=0.0)
+        position = L - NQ + query  # where each new query sits in the cache
+        start = split * keys_per_split
+        end = tl.minimum(start + keys_per_split, L)
+        m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+        l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+        acc = tl.zeros([BLOCK_M, HEAD_D], dtype=tl.float32)
+        k_base = K + b * sk_b + kvh * sk_h
+        v_base = V + b * sv_b + kvh * sv_h
+        for n0 in range(start, end, BLOCK_N):
+            offs_n = n0 + tl.arange(0, BLOCK_N)
+            key_ok = offs_n < end
+            k = tl.load(k_base + offs_n[None, :] * sk_l + offs_d[:, None], mask=key_ok[None, :], other=0.0)
+            s = utils.dot(q, k, tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32), PRECISION) * scale_log2
+            visible = key_ok[None, :]
+            if MASKED:
+                visible = visible & (offs_n[None, :] <= position[:, None])
+            s = tl.where(visible, s, float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(s, 1))
+            m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row with nothing visible yet
+            alpha = tl.exp2(m_i - m_safe)
+            p = tl.exp2(s - m_safe[:, None])
+            l_i = l_i * alpha + tl.sum(p, 1)
+            v = tl.load(v_base + offs_n[:, None] * sv_l + offs_d[None, :], mask=key_ok[:, None], other=0.0)
+            acc = utils.dot(p.to(v.dtype), v, acc * alpha[:, None], PRECISION)
+            m_i = m_new
+        # The workspace: [sequence x K/V head, split, row] (x d for the accumulator), rows padded.
+        slot = (bh * splits + split) * row_blocks * BLOCK_M + rows
+        tl.store(PartM + slot, m_i)
+        tl.store(PartL + slot, l_i)
+        tl.store(PartO + slot[:, None] * HEAD_D + offs_d[None, :], acc)
+
+    @triton.jit
+    def _combine(PartO, PartM, PartL, Out, so_b, so_h, so_q,
+                 HKV, GROUP, NQ, splits, row_blocks,
+                 BLOCK_M: tl.constexpr, HEAD_D: tl.constexpr):
+        bh = tl.program_id(0)
+        row_block = tl.program_id(1)
+        b = bh // HKV
+        kvh = bh % HKV
+        rows = row_block * BLOCK_M + tl.arange(0, BLOCK_M)
+        row_ok = rows < GROUP * NQ
+        offs_d = tl.arange(0, HEAD_D)
+        stride_split = row_blocks * BLOCK_M
+        first = bh * splits * stride_split + rows
+        m = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+        for split in range(0, splits):
+            m = tl.maximum(m, tl.load(PartM + first + split * stride_split))
+        m_safe = tl.where(m == float("-inf"), 0.0, m)
+        total = tl.zeros([BLOCK_M], dtype=tl.float32)
+        acc = tl.zeros([BLOCK_M, HEAD_D], dtype=tl.float32)
+        for split in range(0, splits):
+            slot = first + split * stride_split
+            weight = tl.exp2(tl.load(PartM + slot) - m_safe)  # a piece with nothing visible weighs 0
+            total += weight * tl.load(PartL + slot)
+            acc += weight[:, None] * tl.load(PartO + slot[:, None] * HEAD_D + offs_d[None, :])
+        total = tl.where(row_ok, total, 1.0)
+        out = acc / total[:, None]
+        head = kvh * GROUP + rows // NQ
+        query = rows % NQ
+        tl.store(Out + b * so_b + head[:, None] * so_h + query[:, None] * so_q + offs_d[None, :],
+                 out.to(Out.dtype.element_ty), mask=row_ok[:, None])
+
+
+def split_plan(length: int, sequences_x_heads: int, sms: int, splits="auto") -> tuple[int, int]:
+    """(splits, keys a split) for a cache of ``length`` tokens: ``splits`` pieces of whole K/V tiles,
+    ``auto`` enough for about PROGRAMS_PER_SM programs an SM, never more than the cache has tiles."""
+    tiles = max(1, math.ceil(length / BLOCK_N))
+    if splits == "auto":
+        wanted = max(1, math.ceil(PROGRAMS_PER_SM * sms / sequences_x_heads))
+    else:
+        wanted = int(splits)
+        if wanted < 1:
+            raise Unsupported(f"splits={splits}: needs at least one")
+    tiles_per_split = math.ceil(tiles / min(wanted, tiles))
+    keys = tiles_per_split * BLOCK_N
+    return math.ceil(length / keys), keys
+
+
+def row_tiling(rows: int) -> tuple[int, int]:
+    """(rows a tile, row blocks) for a group of ``rows`` query rows: at least 16 (tl.dot's smallest M)."""
+    block = min(MAX_ROWS, max(16, triton.next_power_of_2(rows)))
+    return block, math.ceil(rows / block)
+
+
+def _supports(case):
+    if case.d not in HEAD_DIMS:
+        return f"head dim {case.d} is not a power of two from 16 to 256"
+    return None
+
+
+@implementation("decode", "triton-splitkv", backend="triton", modules=("torch", "triton"), supports=_supports,
+                params={"splits": "auto"},
+                allowed={"splits": lambda value: None if value == "auto" or value.isdigit() and int(value) > 0
+                         else "splits takes auto or a positive number"},
+                description="flash-decoding in Triton: the cache split across programs, each head's GQA "
+                            "group as the rows of one tile, partial softmax states combined by log-sum-exp")
+def triton_splitkv(case, inputs, out, splits="auto"):
+    if triton is None:
+        raise Unsupported("triton is not installed")
+    import torch
+
+    q, k, v = inputs["q"], inputs["k"], inputs["v"]
+    for t in (q, k, v, out):
+        if t.stride(-1) != 1:
+            raise Unsupported("triton-splitkv needs a contiguous last dimension")
+    on_gpu = q.device.type == "cuda"
+    sms = torch.cuda.get_device_properties(q.device).multi_processor_count if on_gpu else 1
+    bh = case.batch * case.hkv
+    n_splits, keys_per_split = split_plan(case.l, bh, sms, splits)
+    group = case.hq // case.hkv
+    block_m, row_blocks = row_tiling(group * case.q)
+    padded = bh * n_splits * row_blocks * block_m
+    part_o = torch.empty(padded * case.d, dtype=torch.float32, device=q.device)
+    part_m = torch.empty(padded, dtype=torch.float32, device=q.device)
+    part_l = torch.empty(padded, dtype=torch.float32, device=q.device)
+    precision = utils.dot_precision(case.kv_dtype)
+    scale_log2 = case.d**-0.5 * LOG2_E
+    warps = 4
+
+    def run():
+        _partial[(bh, n_splits, row_blocks)](
+            q, k, v, part_o, part_m, part_l,
+            q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
+            v.stride(0), v.stride(1), v.stride(2),
+            case.hkv, group, case.q, case.l, keys_per_split, n_splits, row_blocks, scale_log2,
+            BLOCK_M=block_m, BLOCK_N=BLOCK_N, HEAD_D=case.d, MASKED=case.q > 1, PRECISION=precision,
+            num_warps=warps)
+        _combine[(bh, row_blocks)](
+            part_o, part_m, part_l, out, out.stride(0), out.stride(1), out.stride(2),
+            case.hkv, group, case.q, n_splits, row_blocks, BLOCK_M=block_m, HEAD_D=case.d, num_warps=warps)
+
+    run.config = {"splits": n_splits, "keys_per_split": keys_per_split, "block_m": block_m,
+                  "row_blocks": row_blocks, "block_n": BLOCK_N, "num_warps": warps,
+                  "programs": bh * n_splits * row_blocks, "triton": triton.__version__}
+    return run

@@ -1,0 +1,178 @@
+"""Attention at decode time: a few new queries against a long KV cache, O = softmax(Q Kᵀ · d^-½) V.
+
+A step of LLM decoding attends Q new tokens (1, or a few under speculative decoding) of Hq query heads
+to the L tokens already in the cache, whose Hkv key/value heads are shared by Hq / Hkv query heads
+each (grouped-query attention; MQA when Hkv = 1). Query head h reads K/V head h // (Hq / Hkv). The Q
+queries are the cache's last Q positions: query i sees the keys up to position L - Q + i.
+
+It is the memory-bound half of inference: each cached element is used by Hq / Hkv · Q queries only, so
+the floor is the cache read once at HBM speed. The fewest bytes are the cache (K and V) read once, plus
+the queries read and the output written; the FLOPs are the two products, 4·B·Hq·Q·L·d.
+
+The correctness trials draw from four distributions (``DISTRIBUTIONS``):
+
+- ``normal``: every element N(0, 1).
+- ``large-scores``: Q and K scaled so the scores have a standard deviation of 48: a softmax that does
+  not subtract the row's maximum overflows fp32.
+- ``outliers``: two feature channels of Q and K 12x larger, three value rows 24x.
+- ``recent``: scores that grow along the cache to about 16·√d at its last token, so the newest keys
+  dominate every row: a split of the cache whose partial result is dropped or misweighted in the
+  combine moves the answer, and so does a tail tile left out.
+
+The tolerance is precision-aware (:meth:`Decode.plain`): the plain computation in the cache's type
+(S = QKᵀ·scale rounded to it, the softmax in fp32, P rounded to it, fp32 accumulation).
+"""
+
+from kbench.dtypes import ELEMENT_BYTES
+from kbench.errors import UserError
+from kbench.precision import strict_matmul
+from kbench.registry import suite
+from kbench.suite import Axis, Suite
+
+KV_DTYPES = ("fp16", "bf16")
+DISTRIBUTIONS = ("normal", "large-scores", "outliers", "recent")
+LARGE_SCORE_STD = 48.0
+RECENT_SCORE = 16.0  # recent: the last key's extra score, in units of √d
+
+
+@suite
+class Decode(Suite):
+    name = "decode"
+    description = "Decode attention: Q new queries x Hq heads against an L-token KV cache of Hkv heads (GQA)"
+    axes = (
+        Axis("l", int, (4096,), "cached tokens L (the KV cache's length)"),
+        Axis("q", int, (1,), "new queries per sequence Q (1: plain decoding; more: speculative)"),
+        Axis("batch", int, (1,), "sequences B"),
+        Axis("hq", int, (32,), "query heads Hq"),
+        Axis("hkv", int, (8,), "key/value heads Hkv (Hq a multiple of it; 1: MQA)"),
+        Axis("d", int, (128,), "head dimension d"),
+        Axis("kv_dtype", str, ("fp16",), "element type of the cache (and of the queries and output)",
+             choices=KV_DTYPES),
+    )
+    baseline = "sdpa"
+    distributions = DISTRIBUTIONS
+    trials = len(distributions)
+    # Not used to judge (the plain computation sets the bound); kept for records' atol/rtol fields.
+    tolerances = {dtype: (0.0, 0.0) for dtype in KV_DTYPES}
+
+    def validate(self, case):
+        for axis in ("l", "q", "batch", "hq", "hkv"):
+            if case.values[axis] <= 0:
+                raise UserError(f"--{axis} must be positive (got {case.values[axis]})")
+        if case.hq % case.hkv:
+            raise UserError(f"--hq {case.hq} is not a multiple of --hkv {case.hkv}: each key/value head "
+                            "serves the same number of query heads")
+        if case.q > case.l:
+            raise UserError(f"--q {case.q} is more than --l {case.l}: the new queries are the cache's last tokens")
+        if not (8 <= case.d <= 256 and case.d % 8 == 0):
+            raise UserError(f"--d {case.d} is not supported: head dim must be a multiple of 8 up to 256")
+
+    def dtype(self, case):
+        return case.kv_dtype
+
+    def make_inputs(self, case, seed, device, distribution="normal"):
+        import torch
+
+        from kbench.dtypes import torch_dtype
+
+        gen = torch.Generator(device="cpu").manual_seed(seed)
+        # Drawn on the CPU so a seed gives the same inputs on every device.
+        q = torch.randn(case.batch, case.hq, case.q, case.d, generator=gen)
+        k, v = (torch.randn(case.batch, case.hkv, case.l, case.d, generator=gen) for _ in range(2))
+        shape_inputs(q, k, v, distribution, gen)
+        dtype = torch_dtype(case.kv_dtype)
+        return {name: t.to(device=device, dtype=dtype) for name, t in (("q", q), ("k", k), ("v", v))}
+
+    def make_output(self, case, inputs):
+        import torch
+
+        return torch.empty_like(inputs["q"])
+
+    def reference(self, case, inputs):
+        import torch
+
+        q, k, v = (inputs[name].to(torch.float64) for name in ("q", "k", "v"))
+        return decode_attention(q, k, v, softmax_dtype=torch.float64)
+
+    def plain(self, case, inputs):
+        import torch
+
+        with strict_matmul():
+            return decode_attention(inputs["q"], inputs["k"], inputs["v"], softmax_dtype=torch.float32)
+
+    def flops(self, case):
+        return 4.0 * case.batch * case.hq * case.q * case.l * case.d
+
+    def min_bytes(self, case):
+        e = ELEMENT_BYTES[case.kv_dtype]
+        cache = 2.0 * case.batch * case.hkv * case.l * case.d * e
+        return cache + 2.0 * case.batch * case.hq * case.q * case.d * e  # Q read, O written
+
+    def explain(self, case):
+        figures = super().explain(case)
+        e = ELEMENT_BYTES[case.kv_dtype]
+        group = case.hq // case.hkv
+        figures.update({
+            "query heads per key/value head (GQA group)": f"{group}",
+            "rows of a tile per key/value head (group x new queries)": f"{group * case.q}",
+            "cache bytes per token (K and V, all heads)": f"{2 * case.hkv * case.d * e:,}",
+            "KV cache bytes (read once)": f"{2.0 * case.batch * case.hkv * case.l * case.d * e:,.0f}",
+        })
+        return figures
+
+
+def visible_mask(n_queries: int, n_keys: int, device):
+    """True where new query i (the cache's position n_keys - n_queries + i) may see key j; None when
+    every query sees every key (one query)."""
+    import torch
+
+    if n_queries == 1:
+        return None
+    positions = torch.arange(n_keys - n_queries, n_keys, device=device).unsqueeze(-1)
+    return torch.arange(n_keys, device=device).unsqueeze(0) <= positions
+
+
+def decode_attention(q, k, v, softmax_dtype):
+    """softmax(Q Kᵀ · d^-½) V with K/V head h // group for query head h, in the inputs' type, the
+    softmax in ``softmax_dtype`` and its result rounded back to the inputs' type. One K/V head at a
+    time, its query heads and queries as the rows of one product."""
+    import torch
+
+    b, hq, nq, d = q.shape
+    hkv, n = k.shape[1], k.shape[2]
+    group = hq // hkv
+    mask = visible_mask(nq, n, q.device)
+    out = torch.empty_like(q)
+    for h in range(hkv):
+        rows = q[:, h * group:(h + 1) * group].reshape(b, group * nq, d)
+        s = torch.matmul(rows, k[:, h].transpose(-1, -2)) * d**-0.5
+        if mask is not None:
+            s = s.masked_fill(~mask.repeat(group, 1), float("-inf"))
+        p = torch.softmax(s.to(softmax_dtype), dim=-1).to(q.dtype)
+        out[:, h * group:(h + 1) * group] = torch.matmul(p, v[:, h]).reshape(b, group, nq, d)
+    return out
+
+
+def shape_inputs(q, k, v, distribution: str, gen) -> None:
+    """Turn N(0, 1) draws of Q (B x Hq x Q x d) and K, V (B x Hkv x L x d) into ``distribution``, in place."""
+    import torch
+
+    n, d = k.shape[-2], k.shape[-1]
+    if distribution == "normal":
+        return
+    if distribution == "large-scores":
+        q.mul_(LARGE_SCORE_STD**0.5)
+        k.mul_(LARGE_SCORE_STD**0.5)
+    elif distribution == "outliers":
+        channels = torch.randperm(d, generator=gen)[:2]
+        q[..., channels] *= 12.0
+        k[..., channels] *= 12.0
+        v[..., torch.randperm(n, generator=gen)[:3], :] *= 24.0
+    elif distribution == "recent":
+        u = torch.randn(d, generator=gen)
+        u *= (d**0.5) / u.norm()  # |u|² = d: the added score is RECENT_SCORE·√d·j/(L-1) at key j
+        position = torch.linspace(0.0, 1.0, n).unsqueeze(-1) if n > 1 else torch.ones(1, 1)
+        q.add_(RECENT_SCORE**0.5 * u)
+        k.add_(RECENT_SCORE**0.5 * position * u)
+    else:
+        raise ValueError(f"unknown decode input distribution {distribution!r}")

@@ -1,0 +1,130 @@
+"""The decode suite (suites/decode/): its float64 reference against the textbook formula, its case
+checks, its input distributions, and its implementations on the CPU (the torch peer, and the Triton
+flash-decoding kernel through Triton's interpreter) through kbench's own correctness check, at cache
+lengths that leave partial tiles and pieces, with GQA, MQA and several new queries."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+from kbench.correctness import check
+from kbench.errors import UserError
+from kbench.suite import Case
+
+
+def case(l=17, q=1, batch=1, hq=8, hkv=2, d=16, kv_dtype="fp16") -> Case:
+    return Case({"l": l, "q": q, "batch": batch, "hq": hq, "hkv": hkv, "d": d, "kv_dtype": kv_dtype})
+
+
+@pytest.fixture(scope="module")
+def decode(registry):
+    return registry.suite("decode")
+
+
+@pytest.fixture(scope="module")
+def splitkv(registry):
+    """The triton-splitkv kernel file's module (its split plan and tile constants)."""
+    return sys.modules[registry.implementations("decode")["triton-splitkv"].make.__module__]
+
+
+def _textbook(q, k, v):
+    """softmax(Q Kᵀ/√d) V in float64 with K/V heads repeated for their query heads and the new queries
+    at the cache's last positions."""
+    import torch
+
+    group = q.shape[1] // k.shape[1]
+    k, v = (t.repeat_interleave(group, dim=1) for t in (k, v))
+    nq, n = q.shape[2], k.shape[2]
+    s = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    visible = torch.arange(n).unsqueeze(0) <= torch.arange(n - nq, n).unsqueeze(-1)
+    return torch.softmax(s.masked_fill(~visible, float("-inf")), dim=-1) @ v
+
+
+@pytest.mark.parametrize("c", [case(), case(l=40, q=5, hq=6, hkv=3, d=8), case(l=9, hq=4, hkv=1, batch=2)],
+                         ids=lambda c: c.key)
+def test_reference_is_the_textbook_formula(decode, c):
+    import torch
+
+    inputs = decode.make_inputs(c, seed=3, device="cpu", distribution="outliers")
+    q, k, v = (inputs[x].double() for x in "qkv")
+    assert torch.allclose(decode.reference(c, inputs), _textbook(q, k, v), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"hq": 8, "hkv": 3}, "--hq 8 is not a multiple of --hkv 3"),
+    ({"l": 2, "q": 3}, "--q 3 is more than --l 2"),
+    ({"d": 12}, "--d 12 is not supported"),
+    ({"l": 0}, "--l must be positive"),
+])
+def test_cases_no_kernel_could_run_are_refused(decode, values, message):
+    with pytest.raises(UserError, match=message):
+        decode.validate(case(**values))
+
+
+def test_the_recent_distribution_makes_the_newest_keys_matter(decode, splitkv):
+    """Under `recent` the last K/V tile carries most of each row's weight: a kernel that drops it (or
+    misweights its piece in the combine) is far outside any bound."""
+    import torch
+
+    c = case(l=300, d=64)
+    inputs = {name: t.double() for name, t in decode.make_inputs(c, seed=1, device="cpu", distribution="recent").items()}
+    full = decode.reference(c, inputs)
+    cut = {**inputs, "k": inputs["k"][:, :, :-splitkv.BLOCK_N], "v": inputs["v"][:, :, :-splitkv.BLOCK_N]}
+    dropped = decode.reference(case(l=300 - splitkv.BLOCK_N, d=64), cut)
+    assert (full - dropped).abs().max() > 0.5
+    assert torch.isfinite(full).all()
+
+
+# (case, splits): partial tiles and pieces; GQA, MQA and MHA; several new queries; a group of more rows
+# than one tile (32 heads x 3 queries: two row blocks); bf16; batch > 1.
+CHECKS = [
+    (case(l=1, hq=4, hkv=2), "auto"),
+    (case(l=17, q=3, d=64), "auto"),
+    (case(l=1000, hq=8, hkv=8, d=32, kv_dtype="bf16"), "3"),
+    (case(l=200, q=3, hq=32, hkv=1), "2"),
+    (case(l=130, q=2, hq=4, hkv=1, batch=2, d=64), "5"),
+]
+
+
+@pytest.mark.parametrize("impl", ["triton-splitkv", "sdpa"])
+@pytest.mark.parametrize("c, splits", CHECKS, ids=[f"{c.key}-splits={s}" for c, s in CHECKS])
+def test_implementations_pass_the_check_on_the_cpu(registry, decode, impl, c, splits):
+    implementation = registry.implementations("decode")[impl]
+    params = {"splits": splits} if impl == "triton-splitkv" else {}
+    verdict = check(decode, implementation, c, "cpu", seed=7, trials=len(decode.distributions), params=params)
+    assert verdict.ok, verdict.reason
+    assert set(verdict.as_record()["distributions"]) == set(decode.distributions)
+
+
+def test_split_plan_covers_the_cache_in_whole_tiles(splitkv):
+    for length in (1, 63, 64, 65, 1000, 131072):
+        for splits in ("auto", "1", "3", "10000"):
+            n, keys = splitkv.split_plan(length, sequences_x_heads=8, sms=132, splits=splits)
+            assert keys % splitkv.BLOCK_N == 0 and (n - 1) * keys < length <= n * keys
+            assert n <= math.ceil(length / splitkv.BLOCK_N)
+    n, _ = splitkv.split_plan(131072, sequences_x_heads=8, sms=132)  # about four programs an SM
+    wanted = math.ceil(splitkv.PROGRAMS_PER_SM * 132 / 8)
+    assert 0.9 * wanted <= n <= wanted  # whole tiles a piece: 64 pieces of 2,048 keys for 66 wanted
+    assert splitkv.row_tiling(4) == (16, 1) and splitkv.row_tiling(96) == (64, 2)
+
+
+def test_kbench_run_decode_on_the_cpu(cli, tmp_path):
+    from kbench import results
+
+    out = tmp_path / "decode.jsonl"
+    result = cli("run", "decode", "--l", "100", "--hq", "8", "--hkv", "2", "--d", "32", "--out", out)
+    assert result.exit_code == 0, result.output
+    assert {(r.impl, r.status) for r in results.read(out)} == {("sdpa", "OK"), ("triton-splitkv", "OK")}
+    explained = cli("explain", "decode", "--l", "100", "--hq", "8", "--hkv", "2", "--d", "32")
+    assert explained.exit_code == 0, explained.output
+    assert "GQA group" in explained.output and "KV cache bytes" in explained.output
+
+
+def test_the_suite_is_a_folder_with_its_kernels_beside_it():
+    root = Path(__file__).resolve().parents[2]
+    assert (root / "suites" / "decode" / "suite.py").is_file()
+    assert {p.name for p in (root / "kernels" / "decode").glob("*.py")} >= {"sdpa.py", "triton_splitkv.py"}
