@@ -2,6 +2,10 @@
 
 Several new queries (speculative decoding) are the cache's last positions: their mask is the causal
 one aligned to the bottom right (query i sees the keys up to L - Q + i), built once in set-up.
+
+A quantized cache is what a user of SDPA would do with one: dequantize it to fp16 (code · scale +
+minimum, each group's pair repeated over its elements) in every call, then attend. The dequantization
+is timed with it: it is the cost of keeping the cache small with this peer.
 """
 
 from kbench.registry import implementation
@@ -12,13 +16,38 @@ def sdpa(case, inputs, out):
     import torch
     import torch.nn.functional as F
 
-    q, k, v = inputs["q"], inputs["k"], inputs["v"]
+    q = inputs["q"]
     mask = None
     if case.q > 1:
         positions = torch.arange(case.l - case.q, case.l, device=q.device).unsqueeze(-1)
         mask = torch.arange(case.l, device=q.device).unsqueeze(0) <= positions
 
+    if "k_codes" in inputs:
+        bits = 4 if case.kv_dtype == "int4" else 8
+
+        def cache():
+            return (dequantized(inputs, "k", case.group, -2, bits), dequantized(inputs, "v", case.group, -1, bits))
+    else:
+        def cache():
+            return inputs["k"], inputs["v"]
+
     def run():
+        k, v = cache()
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=case.hq != case.hkv)
 
     return run
+
+
+def dequantized(inputs: dict, name: str, group: int, along: int, bits: int):
+    """code · scale + minimum, each group's scale and minimum repeated over its elements: computed in
+    fp32 and rounded once to fp16 (as the cache's values would have been stored). int4 codes are
+    unpacked first (channel 2j in a byte's low nibble, 2j + 1 in its high one)."""
+    import torch
+
+    codes = inputs[f"{name}_codes"]
+    if bits == 4:
+        codes = torch.stack((codes & 0xF, codes >> 4), dim=-1).flatten(-2)
+    size = codes.shape[along]
+    scale, minimum = (inputs[f"{name}_{part}"].repeat_interleave(group, dim=along).narrow(along, 0, size)
+                      for part in ("scale", "min"))
+    return torch.addcmul(minimum.float(), codes.float(), scale.float()).half()

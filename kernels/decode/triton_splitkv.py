@@ -14,7 +14,9 @@ one program per query tile would leave most SMs idle. Flash-decoding splits the 
    maximum (log-sum-exp), sums, and divides once.
 
 New queries beyond the first are the cache's last positions: query i sees the keys up to L - Q + i,
-masked per row. ``--param splits=N`` fixes the number of pieces; ``auto`` takes enough for about four
+masked per row. An int8 or int4 cache is read as its codes (int4: two a byte, split into their
+channels in registers), and each tile is dequantized in registers (code · scale + minimum in fp32,
+rounded to fp16 for the product) with its groups' scales and minimums. ``--param splits=N`` fixes the number of pieces; ``auto`` takes enough for about four
 programs an SM (fewer where the cache is short), one piece on the CPU interpreter's small cases.
 """
 
@@ -41,11 +43,14 @@ PROGRAMS_PER_SM = 4
 if triton is not None:
 
     @triton.jit
-    def _partial(Q, K, V, PartO, PartM, PartL,
-                 sq_b, sq_h, sq_q, sk_b, sk_h, sk_l, sv_b, sv_h, sv_l,
-                 HKV, GROUP, NQ, L, keys_per_split, splits, row_blocks, scale_log2,
+    def _partial(Q, K, V, KS, KM, VS, VM, PartO, PartM, PartL,
+                 sq_b, sq_h, sq_q, sk_b, sk_h, sk_l, sv_b, sv_h, sv_l, sks_b, sks_h, sks_g, svs_b, svs_h, svs_l,
+                 HKV, GROUP, NQ, L, keys_per_split, splits, row_blocks, scale_log2, QGROUP,
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_D: tl.constexpr, MASKED: tl.constexpr,
-                 PRECISION: tl.constexpr):
+                 PRECISION: tl.constexpr, BITS: tl.constexpr):
+        """K and V are the cache's values (BITS 0), or its 8- or 4-bit codes (int4: two a byte along the
+        channels), dequantized in registers as code · scale + minimum: K's scale and minimum (KS, KM) one
+        per channel for every QGROUP tokens, V's (VS, VM) one per token for every QGROUP channels."""
         bh = tl.program_id(0)  # sequence x K/V head
         split = tl.program_id(1)
         row_block = tl.program_id(2)
@@ -69,7 +74,17 @@ if triton is not None:
         for n0 in range(start, end, BLOCK_N):
             offs_n = n0 + tl.arange(0, BLOCK_N)
             key_ok = offs_n < end
-            k = tl.load(k_base + offs_n[None, :] * sk_l + offs_d[:, None], mask=key_ok[None, :], other=0.0)
+            if BITS == 4:  # [d / 2, keys] bytes: channel 2j in the low nibble, 2j + 1 in the high one
+                offs_h = tl.arange(0, HEAD_D // 2)
+                packed = tl.load(k_base + offs_n[None, :] * sk_l + offs_h[:, None], mask=key_ok[None, :], other=0)
+                k = _unpack_rows(packed, HEAD_D, BLOCK_N)
+            else:
+                k = tl.load(k_base + offs_n[None, :] * sk_l + offs_d[:, None], mask=key_ok[None, :], other=0)
+            if BITS:  # [d, keys]: a scale and a minimum per channel and group of tokens
+                groups = b * sks_b + kvh * sks_h + (offs_n // QGROUP)[None, :] * sks_g + offs_d[:, None]
+                ks = tl.load(KS + groups, mask=key_ok[None, :], other=0.0).to(tl.float32)
+                km = tl.load(KM + groups, mask=key_ok[None, :], other=0.0).to(tl.float32)
+                k = (k.to(tl.float32) * ks + km).to(Q.dtype.element_ty)
             s = utils.dot(q, k, tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32), PRECISION) * scale_log2
             visible = key_ok[None, :]
             if MASKED:
@@ -80,7 +95,17 @@ if triton is not None:
             alpha = tl.exp2(m_i - m_safe)
             p = tl.exp2(s - m_safe[:, None])
             l_i = l_i * alpha + tl.sum(p, 1)
-            v = tl.load(v_base + offs_n[:, None] * sv_l + offs_d[None, :], mask=key_ok[:, None], other=0.0)
+            if BITS == 4:
+                offs_h = tl.arange(0, HEAD_D // 2)
+                packed = tl.load(v_base + offs_n[:, None] * sv_l + offs_h[None, :], mask=key_ok[:, None], other=0)
+                v = tl.reshape(tl.join(packed & 0xF, packed >> 4), (BLOCK_N, HEAD_D))
+            else:
+                v = tl.load(v_base + offs_n[:, None] * sv_l + offs_d[None, :], mask=key_ok[:, None], other=0)
+            if BITS:  # [keys, d]: a scale and a minimum per token and group of channels
+                groups = b * svs_b + kvh * svs_h + offs_n[:, None] * svs_l + (offs_d // QGROUP)[None, :]
+                vs = tl.load(VS + groups, mask=key_ok[:, None], other=0.0).to(tl.float32)
+                vm = tl.load(VM + groups, mask=key_ok[:, None], other=0.0).to(tl.float32)
+                v = (v.to(tl.float32) * vs + vm).to(Q.dtype.element_ty)
             acc = utils.dot(p.to(v.dtype), v, acc * alpha[:, None], PRECISION)
             m_i = m_new
         # The workspace: [sequence x K/V head, split, row] (x d for the accumulator), rows padded.
@@ -88,6 +113,12 @@ if triton is not None:
         tl.store(PartM + slot, m_i)
         tl.store(PartL + slot, l_i)
         tl.store(PartO + slot[:, None] * HEAD_D + offs_d[None, :], acc)
+
+    @triton.jit
+    def _unpack_rows(packed, HEAD_D: tl.constexpr, BLOCK_N: tl.constexpr):
+        """[d / 2, keys] bytes as [d, keys] 4-bit codes: row 2j from byte j's low nibble, 2j + 1 its high."""
+        pairs = tl.join(packed & 0xF, packed >> 4)  # [d / 2, keys, 2]
+        return tl.reshape(tl.permute(pairs, (0, 2, 1)), (HEAD_D, BLOCK_N))
 
     @triton.jit
     def _combine(PartO, PartM, PartL, Out, so_b, so_h, so_q,
@@ -153,13 +184,27 @@ def _supports(case):
                 allowed={"splits": lambda value: None if value == "auto" or value.isdigit() and int(value) > 0
                          else "splits takes auto or a positive number"},
                 description="flash-decoding in Triton: the cache split across programs, each head's GQA "
-                            "group as the rows of one tile, partial softmax states combined by log-sum-exp")
+                            "group as the rows of one tile, partial softmax states combined by log-sum-exp; "
+                            "int8 and int4 caches dequantized in registers")
 def triton_splitkv(case, inputs, out, splits="auto"):
     if triton is None:
         raise Unsupported("triton is not installed")
     import torch
 
-    q, k, v = inputs["q"], inputs["k"], inputs["v"]
+    q = inputs["q"]
+    quantized = "k_codes" in inputs
+    bits = {"int8": 8, "int4": 4}.get(case.kv_dtype, 0)
+    if quantized:  # the codes in place of the values, their groups' scales and minimums beside them
+        k, v = inputs["k_codes"], inputs["v_codes"]
+        ks, km, vs, vm = inputs["k_scale"], inputs["k_min"], inputs["v_scale"], inputs["v_min"]
+        group_strides = (ks.stride(0), ks.stride(1), ks.stride(2), vs.stride(0), vs.stride(1), vs.stride(2))
+        for scales in (ks, km, vs, vm):
+            if not scales.is_contiguous():
+                raise Unsupported("triton-splitkv needs contiguous scales and minimums")
+    else:
+        k, v = inputs["k"], inputs["v"]
+        ks = km = vs = vm = k  # not read
+        group_strides = (0,) * 6
     for t in (q, k, v, out):
         if t.stride(-1) != 1:
             raise Unsupported("triton-splitkv needs a contiguous last dimension")
@@ -173,18 +218,18 @@ def triton_splitkv(case, inputs, out, splits="auto"):
     part_o = torch.empty(padded * case.d, dtype=torch.float32, device=q.device)
     part_m = torch.empty(padded, dtype=torch.float32, device=q.device)
     part_l = torch.empty(padded, dtype=torch.float32, device=q.device)
-    precision = utils.dot_precision(case.kv_dtype)
+    precision = utils.dot_precision("fp16" if quantized else case.kv_dtype)
     scale_log2 = case.d**-0.5 * LOG2_E
     warps = 4
 
     def run():
         _partial[(bh, n_splits, row_blocks)](
-            q, k, v, part_o, part_m, part_l,
+            q, k, v, ks, km, vs, vm, part_o, part_m, part_l,
             q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
-            v.stride(0), v.stride(1), v.stride(2),
-            case.hkv, group, case.q, case.l, keys_per_split, n_splits, row_blocks, scale_log2,
+            v.stride(0), v.stride(1), v.stride(2), *group_strides,
+            case.hkv, group, case.q, case.l, keys_per_split, n_splits, row_blocks, scale_log2, case.group,
             BLOCK_M=block_m, BLOCK_N=BLOCK_N, HEAD_D=case.d, MASKED=case.q > 1, PRECISION=precision,
-            num_warps=warps)
+            BITS=bits, num_warps=warps)
         _combine[(bh, row_blocks)](
             part_o, part_m, part_l, out, out.stride(0), out.stride(1), out.stride(2),
             case.hkv, group, case.q, n_splits, row_blocks, BLOCK_M=block_m, HEAD_D=case.d, num_warps=warps)

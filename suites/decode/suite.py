@@ -21,6 +21,17 @@ The correctness trials draw from four distributions (``DISTRIBUTIONS``):
 
 The tolerance is precision-aware (:meth:`Decode.plain`): the plain computation in the cache's type
 (S = QKᵀ·scale rounded to it, the softmax in fp32, P rounded to it, fp32 accumulation).
+
+**Quantized caches** (``--kv-dtype int8`` or ``int4``): each cached element is an 8- or 4-bit code c
+with x = c · scale + minimum, the scale and minimum fp16 per group of ``--group`` elements: for K along
+the tokens (one pair per channel for every ``group`` tokens: keys' outlier channels keep their own
+range), for V along the channels (one pair per token for every ``group`` channels). int4 codes are
+packed two a byte along the channels: byte j of a token holds channel 2j in its low nibble and
+channel 2j + 1 in its high one. The queries and the output
+are fp16. The reference is float64 attention over the dequantized cache, and the plain computation is
+the fp16 one over the cache dequantized to fp16: a kernel is judged against what the quantized cache
+holds, not against the values before quantization. The fewest bytes are the codes and the scales and
+minimums, read once.
 """
 
 from kbench.dtypes import ELEMENT_BYTES
@@ -29,7 +40,8 @@ from kbench.precision import strict_matmul
 from kbench.registry import suite
 from kbench.suite import Axis, Suite
 
-KV_DTYPES = ("fp16", "bf16")
+KV_DTYPES = ("fp16", "bf16", "int8", "int4")
+QUANTIZED = {"int8": 8, "int4": 4}  # cache type -> bits a code
 DISTRIBUTIONS = ("normal", "large-scores", "outliers", "recent")
 LARGE_SCORE_STD = 48.0
 RECENT_SCORE = 16.0  # recent: the last key's extra score, in units of √d
@@ -46,14 +58,16 @@ class Decode(Suite):
         Axis("hq", int, (32,), "query heads Hq"),
         Axis("hkv", int, (8,), "key/value heads Hkv (Hq a multiple of it; 1: MQA)"),
         Axis("d", int, (128,), "head dimension d"),
-        Axis("kv_dtype", str, ("fp16",), "element type of the cache (and of the queries and output)",
-             choices=KV_DTYPES),
+        Axis("kv_dtype", str, ("fp16",), "element type of the cache (and of the queries and output; fp16 "
+             "for a quantized cache)", choices=KV_DTYPES),
+        Axis("group", int, (32,), "elements sharing a scale in a quantized cache (K: along tokens, V: along "
+             "channels)"),
     )
     baseline = "sdpa"
     distributions = DISTRIBUTIONS
     trials = len(distributions)
     # Not used to judge (the plain computation sets the bound); kept for records' atol/rtol fields.
-    tolerances = {dtype: (0.0, 0.0) for dtype in KV_DTYPES}
+    tolerances = {dtype: (0.0, 0.0) for dtype in ("fp16", "bf16")}
 
     def validate(self, case):
         for axis in ("l", "q", "batch", "hq", "hkv"):
@@ -66,9 +80,12 @@ class Decode(Suite):
             raise UserError(f"--q {case.q} is more than --l {case.l}: the new queries are the cache's last tokens")
         if not (8 <= case.d <= 256 and case.d % 8 == 0):
             raise UserError(f"--d {case.d} is not supported: head dim must be a multiple of 8 up to 256")
+        if case.group <= 0:
+            raise UserError(f"--group must be positive (got {case.group})")
 
     def dtype(self, case):
-        return case.kv_dtype
+        """The queries' and output's type (a quantized cache's are fp16), which picks the peaks."""
+        return "fp16" if case.kv_dtype in QUANTIZED else case.kv_dtype
 
     def make_inputs(self, case, seed, device, distribution="normal"):
         import torch
@@ -80,7 +97,12 @@ class Decode(Suite):
         q = torch.randn(case.batch, case.hq, case.q, case.d, generator=gen)
         k, v = (torch.randn(case.batch, case.hkv, case.l, case.d, generator=gen) for _ in range(2))
         shape_inputs(q, k, v, distribution, gen)
-        dtype = torch_dtype(case.kv_dtype)
+        dtype = torch_dtype(self.dtype(case))
+        if case.kv_dtype in QUANTIZED:
+            bits = QUANTIZED[case.kv_dtype]
+            cache = {**quantize(k, case.group, along=-2, bits=bits, name="k"),
+                     **quantize(v, case.group, along=-1, bits=bits, name="v")}
+            return {"q": q.to(device=device, dtype=dtype), **{name: t.to(device) for name, t in cache.items()}}
         return {name: t.to(device=device, dtype=dtype) for name, t in (("q", q), ("k", k), ("v", v))}
 
     def make_output(self, case, inputs):
@@ -88,37 +110,106 @@ class Decode(Suite):
 
         return torch.empty_like(inputs["q"])
 
+    def cache(self, case, inputs, dtype):
+        """K and V as ``dtype`` (a quantized cache dequantized)."""
+        if case.kv_dtype in QUANTIZED:
+            bits = QUANTIZED[case.kv_dtype]
+            return (dequantize(inputs, "k", case.group, along=-2, dtype=dtype, bits=bits),
+                    dequantize(inputs, "v", case.group, along=-1, dtype=dtype, bits=bits))
+        return inputs["k"].to(dtype), inputs["v"].to(dtype)
+
     def reference(self, case, inputs):
         import torch
 
-        q, k, v = (inputs[name].to(torch.float64) for name in ("q", "k", "v"))
-        return decode_attention(q, k, v, softmax_dtype=torch.float64)
+        k, v = self.cache(case, inputs, torch.float64)
+        return decode_attention(inputs["q"].to(torch.float64), k, v, softmax_dtype=torch.float64)
 
     def plain(self, case, inputs):
         import torch
 
+        q = inputs["q"]
+        k, v = self.cache(case, inputs, q.dtype)
         with strict_matmul():
-            return decode_attention(inputs["q"], inputs["k"], inputs["v"], softmax_dtype=torch.float32)
+            return decode_attention(q, k, v, softmax_dtype=torch.float32)
 
     def flops(self, case):
         return 4.0 * case.batch * case.hq * case.q * case.l * case.d
 
+    def cache_bytes(self, case) -> float:
+        """The KV cache's bytes: the elements, or a quantized cache's codes and its fp16 scale and
+        minimum of every group."""
+        elements = case.batch * case.hkv * case.l * case.d
+        if case.kv_dtype not in QUANTIZED:
+            return 2.0 * elements * ELEMENT_BYTES[case.kv_dtype]
+        codes = elements * QUANTIZED[case.kv_dtype] / 8
+        k_groups = case.batch * case.hkv * -(-case.l // case.group) * case.d
+        v_groups = case.batch * case.hkv * case.l * -(-case.d // case.group)
+        return 2.0 * codes + 4.0 * (k_groups + v_groups)
+
     def min_bytes(self, case):
-        e = ELEMENT_BYTES[case.kv_dtype]
-        cache = 2.0 * case.batch * case.hkv * case.l * case.d * e
-        return cache + 2.0 * case.batch * case.hq * case.q * case.d * e  # Q read, O written
+        e = ELEMENT_BYTES[self.dtype(case)]
+        return self.cache_bytes(case) + 2.0 * case.batch * case.hq * case.q * case.d * e  # Q read, O written
 
     def explain(self, case):
         figures = super().explain(case)
-        e = ELEMENT_BYTES[case.kv_dtype]
         group = case.hq // case.hkv
+        cache = self.cache_bytes(case)
         figures.update({
             "query heads per key/value head (GQA group)": f"{group}",
             "rows of a tile per key/value head (group x new queries)": f"{group * case.q}",
-            "cache bytes per token (K and V, all heads)": f"{2 * case.hkv * case.d * e:,}",
-            "KV cache bytes (read once)": f"{2.0 * case.batch * case.hkv * case.l * case.d * e:,.0f}",
+            "cache bytes per token (K and V, all heads, scales included)": f"{cache / (case.batch * case.l):,.1f}",
+            "KV cache bytes (read once)": f"{cache:,.0f}",
         })
+        if case.kv_dtype in QUANTIZED:
+            fp16 = 4.0 * case.batch * case.hkv * case.l * case.d
+            figures["against an fp16 cache"] = f"{fp16 / cache:.2f}x fewer bytes"
         return figures
+
+
+def quantize(x, group: int, along: int, bits: int, name: str) -> dict:
+    """Asymmetric quantization of ``x`` (B x H x L x d, float32) in groups of ``group`` elements along
+    dimension ``along`` (-2: tokens, -1: channels): codes (uint8) with x ≈ code · scale + minimum, the
+    scale and minimum fp16, one of each per group (shape: x's, ``along`` divided by the group, rounded
+    up). The codes are chosen against the fp16 scale and minimum that are stored."""
+    import torch
+
+    size = x.shape[along]
+    groups = -(-size // group)
+    pad = groups * group - size
+    moved = x.movedim(along, -1)  # the grouped dimension last
+    padded = torch.nn.functional.pad(moved, (0, pad), value=float("nan")) if pad else moved
+    blocks = padded.reshape(*moved.shape[:-1], groups, group)
+    low = torch.nan_to_num(blocks, nan=float("inf")).amin(-1)
+    high = torch.nan_to_num(blocks, nan=float("-inf")).amax(-1)
+    levels = 2**bits - 1
+    scale = ((high - low) / levels).clamp_min(1e-8).half()
+    minimum = low.half()
+    codes = ((blocks - minimum.float().unsqueeze(-1)) / scale.float().unsqueeze(-1)).round().clamp(0, levels)
+    codes = codes.reshape(*moved.shape[:-1], groups * group)[..., :size].to(torch.uint8).movedim(-1, along)
+    if bits == 4:  # two codes a byte along the channels: channel 2j low, 2j + 1 high
+        codes = codes[..., 0::2] | (codes[..., 1::2] << 4)
+    return {f"{name}_codes": codes.contiguous(), f"{name}_scale": scale.movedim(-1, along).contiguous(),
+            f"{name}_min": minimum.movedim(-1, along).contiguous()}
+
+
+def unpacked(codes, bits: int):
+    """The codes one an element: int4's bytes split into their two channels (low nibble first)."""
+    import torch
+
+    if bits == 8:
+        return codes
+    return torch.stack((codes & 0xF, codes >> 4), dim=-1).flatten(-2)
+
+
+def dequantize(inputs: dict, name: str, group: int, along: int, dtype, bits: int = 8):
+    """``code · scale + minimum`` of a quantized cache tensor, computed in float64 and rounded to ``dtype``."""
+    import torch
+
+    codes = unpacked(inputs[f"{name}_codes"], bits)
+    size = codes.shape[along]
+    scale, minimum = (inputs[f"{name}_{part}"].to(torch.float64).repeat_interleave(group, dim=along)
+                      .narrow(along, 0, size) for part in ("scale", "min"))
+    return (codes.to(torch.float64) * scale + minimum).to(dtype)
 
 
 def visible_mask(n_queries: int, n_keys: int, device):

@@ -16,8 +16,9 @@ from kbench.errors import UserError
 from kbench.suite import Case
 
 
-def case(l=17, q=1, batch=1, hq=8, hkv=2, d=16, kv_dtype="fp16") -> Case:
-    return Case({"l": l, "q": q, "batch": batch, "hq": hq, "hkv": hkv, "d": d, "kv_dtype": kv_dtype})
+def case(l=17, q=1, batch=1, hq=8, hkv=2, d=16, kv_dtype="fp16", group=32) -> Case:
+    return Case({"l": l, "q": q, "batch": batch, "hq": hq, "hkv": hkv, "d": d, "kv_dtype": kv_dtype,
+                 "group": group})
 
 
 @pytest.fixture(scope="module")
@@ -87,6 +88,13 @@ CHECKS = [
     (case(l=1000, hq=8, hkv=8, d=32, kv_dtype="bf16"), "3"),
     (case(l=200, q=3, hq=32, hkv=1), "2"),
     (case(l=130, q=2, hq=4, hkv=1, batch=2, d=64), "5"),
+    # int8 caches: groups that divide neither the tokens nor the channels, several pieces, a short cache
+    (case(l=100, q=3, d=64, kv_dtype="int8", group=48), "2"),
+    (case(l=1000, hq=4, hkv=1, d=32, kv_dtype="int8", group=32), "auto"),
+    (case(l=5, hq=4, hkv=2, d=16, kv_dtype="int8", group=4), "auto"),
+    # int4 caches (two codes a byte): a group that splits channel pairs, several pieces, two row blocks
+    (case(l=100, q=3, d=64, kv_dtype="int4", group=7), "2"),
+    (case(l=300, q=2, hq=32, hkv=1, d=32, kv_dtype="int4", group=32), "auto"),
 ]
 
 
@@ -98,6 +106,45 @@ def test_implementations_pass_the_check_on_the_cpu(registry, decode, impl, c, sp
     verdict = check(decode, implementation, c, "cpu", seed=7, trials=len(decode.distributions), params=params)
     assert verdict.ok, verdict.reason
     assert set(verdict.as_record()["distributions"]) == set(decode.distributions)
+
+
+@pytest.mark.parametrize("bits", [8, 4])
+@pytest.mark.parametrize("along, groups_shape", [(-2, (1, 2, 5, 24)), (-1, (1, 2, 70, 2))], ids=["tokens", "channels"])
+def test_a_quantized_cache_holds_each_value_to_half_a_step(decode, along, groups_shape, bits):
+    """Codes, scales and minimums reproduce the values to within half a quantization step (plus the fp16
+    rounding of the stored minimum and scale), in groups along the tokens (K) or the channels (V); int4
+    codes two a byte, channel 2j in the low nibble."""
+    import torch
+
+    quantization = sys.modules[type(decode).__module__]
+    x = torch.randn(1, 2, 70, 24, generator=torch.Generator().manual_seed(2)) * 3
+    x[..., 5] *= 12  # an outlier channel
+    stored = quantization.quantize(x, 16, along=along, bits=bits, name="k")
+    packed = stored["k_codes"]
+    assert packed.dtype == torch.uint8 and packed.shape == (*x.shape[:-1], 24 * bits // 8)
+    assert stored["k_scale"].shape == groups_shape == stored["k_min"].shape
+    codes = quantization.unpacked(packed, bits)
+    if bits == 4:
+        assert torch.equal(codes[..., 0], packed[..., 0] & 0xF) and torch.equal(codes[..., 1], packed[..., 0] >> 4)
+    assert codes.max() == 2**bits - 1 and codes.min() == 0  # each group's range is used
+    back = quantization.dequantize(stored, "k", 16, along=along, dtype=torch.float64, bits=bits)
+    step = stored["k_scale"].double().repeat_interleave(16, dim=along).narrow(along, 0, x.shape[along])
+    slack = 2.0**-10 * (x.abs().double() + step * (2**bits - 1))  # fp16 rounding of the minimum and the scale
+    assert ((back - x.double()).abs() <= step / 2 + slack).all()
+
+
+def test_an_int8_case_gives_kernels_the_quantized_cache_only(decode):
+    import torch
+
+    c = case(l=70, hkv=2, d=24, kv_dtype="int8", group=16)
+    inputs = decode.make_inputs(c, seed=2, device="cpu", distribution="outliers")
+    assert set(inputs) == {"q", "k_codes", "k_scale", "k_min", "v_codes", "v_scale", "v_min"}
+    assert inputs["q"].dtype == torch.float16 and decode.dtype(c) == "fp16"
+    # the fewest bytes: one byte a code (half a byte in int4), and an fp16 scale and minimum a group
+    assert decode.cache_bytes(c) == 2 * (2 * 70 * 24) + 4 * (2 * 5 * 24 + 2 * 70 * 2)
+    int4 = case(l=70, hkv=2, d=24, kv_dtype="int4", group=16)
+    assert decode.cache_bytes(int4) == 2 * (2 * 70 * 24) / 2 + 4 * (2 * 5 * 24 + 2 * 70 * 2)
+    assert decode.make_inputs(int4, seed=2, device="cpu")["v_codes"].shape == (1, 2, 70, 12)
 
 
 def test_split_plan_covers_the_cache_in_whole_tiles(splitkv):
