@@ -30,6 +30,11 @@ from kbench.precision import strict_matmul
 from kbench.registry import suite
 from kbench.suite import Axis, Suite
 
+# The five distributions and what each stresses: suites/_common/score_distributions.py.
+distributions = load_helper(Path(__file__).resolve().parent.parent / "_common" / "score_distributions.py")
+shape_inputs = distributions.shape_inputs
+LARGE_SCORE_STD, GROWING_SCORE = distributions.LARGE_SCORE_STD, distributions.GROWING_SCORE
+
 
 @suite
 class Attention(Suite):
@@ -140,38 +145,3 @@ def _attention(q, k, v, causal: bool, softmax_dtype):
         p = torch.softmax(s.to(softmax_dtype), dim=-1).to(q.dtype)
         out[i : i + step] = torch.matmul(p, v[i : i + step])
     return out.reshape(b, h, n, d)
-
-
-# large-scores: scores Q·K·d^-½ of standard deviation LARGE_SCORE_STD (Q and K each scaled by its root).
-LARGE_SCORE_STD = 48.0
-GROWING_SCORE = 16.0  # growing: the last key's extra score, in units of √d
-
-
-def shape_inputs(q, k, v, distribution: str, gen) -> None:
-    """Turn N(0, 1) draws of Q, K, V (B x H x N x d, float32) into ``distribution``, in place."""
-    import torch
-
-    n, d = q.shape[-2], q.shape[-1]
-    if distribution == "normal":
-        return
-    if distribution == "large-scores":
-        q.mul_(LARGE_SCORE_STD**0.5)
-        k.mul_(LARGE_SCORE_STD**0.5)
-    elif distribution == "outliers":
-        channels = torch.randperm(d, generator=gen)[:2]
-        q[..., channels] *= 12.0
-        k[..., channels] *= 12.0
-        q[..., torch.randint(n, (1,), generator=gen), :] *= 8.0
-        v[..., torch.randperm(n, generator=gen)[:3], :] *= 24.0
-    elif distribution == "near-constant":
-        k.mul_(1e-2).add_(torch.randn(d, generator=gen))
-        ramp = torch.linspace(0.0, 1.0, n).unsqueeze(-1)
-        v.mul_(0.1).add_(ramp)
-    elif distribution == "growing":
-        u = torch.randn(d, generator=gen)
-        u *= (d**0.5) / u.norm()  # |u|² = d: the added score is GROWING_SCORE·√d·j/(N-1) at key j
-        position = torch.linspace(0.0, 1.0, n).unsqueeze(-1) if n > 1 else torch.ones(1, 1)
-        q.add_(GROWING_SCORE**0.5 * u)
-        k.add_(GROWING_SCORE**0.5 * position * u)
-    else:
-        raise ValueError(f"unknown attention input distribution {distribution!r}")

@@ -9,15 +9,12 @@ It is the memory-bound half of inference: each cached element is used by Hq / Hk
 the floor is the cache read once at HBM speed. The fewest bytes are the cache (K and V) read once, plus
 the queries read and the output written; the FLOPs are the two products, 4·B·Hq·Q·L·d.
 
-The correctness trials draw from four distributions (``DISTRIBUTIONS``):
-
-- ``normal``: every element N(0, 1).
-- ``large-scores``: Q and K scaled so the scores have a standard deviation of 48: a softmax that does
-  not subtract the row's maximum overflows fp32.
-- ``outliers``: two feature channels of Q and K 12x larger, three value rows 24x.
-- ``recent``: scores that grow along the cache to about 16·√d at its last token, so the newest keys
-  dominate every row: a split of the cache whose partial result is dropped or misweighted in the
-  combine moves the answer, and so does a tail tile left out.
+The correctness trials draw from four of the distributions in suites/_common/score_distributions.py:
+``normal``, ``large-scores`` (a softmax that does not subtract the row's maximum overflows),
+``outliers`` (outlier channels of Q and K, large value rows) and ``growing``: scores that grow along
+the cache to about 16·√d at its last token, so the newest keys dominate every row, and a piece of the
+cache whose partial result is dropped or misweighted in the combine moves the answer, as does a tail
+tile left out.
 
 The tolerance is precision-aware (:meth:`Decode.plain`): the plain computation in the cache's type
 (S = QKᵀ·scale rounded to it, the softmax in fp32, P rounded to it, fp32 accumulation).
@@ -34,17 +31,20 @@ holds, not against the values before quantization. The fewest bytes are the code
 minimums, read once.
 """
 
+from pathlib import Path
+
 from kbench.dtypes import ELEMENT_BYTES
 from kbench.errors import UserError
+from kbench.loader import load_helper
 from kbench.precision import strict_matmul
 from kbench.registry import suite
 from kbench.suite import Axis, Suite
 
+shape_inputs = load_helper(Path(__file__).resolve().parent.parent / "_common" / "score_distributions.py").shape_inputs
+
 KV_DTYPES = ("fp16", "bf16", "int8", "int4")
 QUANTIZED = {"int8": 8, "int4": 4}  # cache type -> bits a code
-DISTRIBUTIONS = ("normal", "large-scores", "outliers", "recent")
-LARGE_SCORE_STD = 48.0
-RECENT_SCORE = 16.0  # recent: the last key's extra score, in units of √d
+DISTRIBUTIONS = ("normal", "large-scores", "outliers", "growing")
 
 
 @suite
@@ -242,28 +242,3 @@ def decode_attention(q, k, v, softmax_dtype):
         p = torch.softmax(s.to(softmax_dtype), dim=-1).to(q.dtype)
         out[:, h * group:(h + 1) * group] = torch.matmul(p, v[:, h]).reshape(b, group, nq, d)
     return out
-
-
-def shape_inputs(q, k, v, distribution: str, gen) -> None:
-    """Turn N(0, 1) draws of Q (B x Hq x Q x d) and K, V (B x Hkv x L x d) into ``distribution``, in place."""
-    import torch
-
-    n, d = k.shape[-2], k.shape[-1]
-    if distribution == "normal":
-        return
-    if distribution == "large-scores":
-        q.mul_(LARGE_SCORE_STD**0.5)
-        k.mul_(LARGE_SCORE_STD**0.5)
-    elif distribution == "outliers":
-        channels = torch.randperm(d, generator=gen)[:2]
-        q[..., channels] *= 12.0
-        k[..., channels] *= 12.0
-        v[..., torch.randperm(n, generator=gen)[:3], :] *= 24.0
-    elif distribution == "recent":
-        u = torch.randn(d, generator=gen)
-        u *= (d**0.5) / u.norm()  # |u|² = d: the added score is RECENT_SCORE·√d·j/(L-1) at key j
-        position = torch.linspace(0.0, 1.0, n).unsqueeze(-1) if n > 1 else torch.ones(1, 1)
-        q.add_(RECENT_SCORE**0.5 * u)
-        k.add_(RECENT_SCORE**0.5 * position * u)
-    else:
-        raise ValueError(f"unknown decode input distribution {distribution!r}")

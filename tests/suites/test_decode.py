@@ -66,13 +66,13 @@ def test_cases_no_kernel_could_run_are_refused(decode, values, message):
         decode.validate(case(**values))
 
 
-def test_the_recent_distribution_makes_the_newest_keys_matter(decode, splitkv):
-    """Under `recent` the last K/V tile carries most of each row's weight: a kernel that drops it (or
+def test_the_growing_distribution_makes_the_newest_keys_matter(decode, splitkv):
+    """Under `growing` the last K/V tile carries most of each row's weight: a kernel that drops it (or
     misweights its piece in the combine) is far outside any bound."""
     import torch
 
     c = case(l=300, d=64)
-    inputs = {name: t.double() for name, t in decode.make_inputs(c, seed=1, device="cpu", distribution="recent").items()}
+    inputs = {name: t.double() for name, t in decode.make_inputs(c, seed=1, device="cpu", distribution="growing").items()}
     full = decode.reference(c, inputs)
     cut = {**inputs, "k": inputs["k"][:, :, :-splitkv.BLOCK_N], "v": inputs["v"][:, :, :-splitkv.BLOCK_N]}
     dropped = decode.reference(case(l=300 - splitkv.BLOCK_N, d=64), cut)
