@@ -273,20 +273,23 @@ def synced_calls(call, sync, per_call_s: float, budget_s: float = 0.2) -> Synced
 
 
 def waits_on_gpu(call, cuda, enqueue_s: float) -> bool:
-    """Whether a call blocks on the GPU before returning: with the stream held by a sleep far longer
-    than the call's host time, a call that synchronises returns only after the sleep. True where the
-    seam cannot hold the stream (nothing tells the host's time from waiting then)."""
-    hold = getattr(cuda, "hold", None)
-    if hold is None:
+    """Whether a call blocks on the GPU before returning. With every SM held by spinning programs for far
+    longer than the call's host time (``hold_device``), a call that waits for any GPU work, its own
+    stream's or a side stream's it synchronises, returns only after the hold. True, too, wherever this
+    cannot be told: the seam has no device hold, or a kernel queued on another stream ran during the
+    hold (the GPU was not full)."""
+    hold_device = getattr(cuda, "hold_device", None)
+    if hold_device is None:
         return True
     held_s = min(HOLD_MAX_S, max(1e-3, 10 * enqueue_s))
     cuda.synchronize()
-    hold(held_s)
+    still_held = hold_device(held_s)
     t0 = time.perf_counter()
     call()
     host_s = time.perf_counter() - t0
+    held_throughout = still_held()  # checked before the synchronise: is the other stream's probe still waiting?
     cuda.synchronize()
-    return host_s > enqueue_s + 0.5 * held_s
+    return host_s > enqueue_s + 0.5 * held_s or not held_throughout
 
 
 def _median(values: list[float]) -> float:
@@ -318,6 +321,22 @@ class TorchCuda:
         """Queue a GPU-side sleep of about ``seconds`` (longer where the SM clock runs under
         SLEEP_CYCLES_PER_S, which only lengthens a hold: harmless)."""
         self.torch.cuda._sleep(int(seconds * SLEEP_CYCLES_PER_S))
+
+    def hold_device(self, seconds: float):
+        """Hold every SM for about ``seconds`` (kbench.sm_stamp.spin, two 1,024-thread programs an SM, on
+        the current stream), with a probe kernel queued on a stream of its own behind nothing. Returns
+        a function that says whether the probe is still waiting: the hold keeps other streams off."""
+        from kbench.sm_stamp import spin
+
+        torch = self.torch
+        sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+        spin[(2 * sms,)](int(seconds * 1e9), num_warps=32)
+        probe = torch.cuda.Event()
+        side = torch.cuda.Stream()
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(1)
+            probe.record(side)
+        return lambda: not probe.query()
 
     def sample_clocks(self, capacity: int):
         """Per-sample SM clock stamps (kbench.clocks.SampleClocks), or None where Triton cannot build them."""

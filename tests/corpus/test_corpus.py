@@ -270,14 +270,16 @@ def test_synced_calls_time_each_call_with_a_synchronise():
     assert synced.wall_ms >= synced.after_return_ms >= 0
 
 
-class _HeldStream:
-    """A seam whose hold makes a synchronise wait that long (as a GPU-side sleep would)."""
+class _HeldDevice:
+    """A seam whose device hold makes a synchronise wait that long (as spinning programs on every SM
+    would); ``full`` False stands for a GPU the hold did not fill (another stream's probe ran)."""
 
-    def __init__(self):
-        self.pending_s = 0.0
+    def __init__(self, full: bool = True):
+        self.pending_s, self.full = 0.0, full
 
-    def hold(self, seconds):
+    def hold_device(self, seconds):
         self.pending_s = seconds
+        return lambda: self.full
 
     def synchronize(self):
         time.sleep(self.pending_s)
@@ -285,10 +287,17 @@ class _HeldStream:
 
 
 def test_waits_on_gpu_tells_a_synchronising_call_from_host_work():
-    cuda = _HeldStream()
+    cuda = _HeldDevice()
     assert timing.waits_on_gpu(cuda.synchronize, cuda, enqueue_s=1e-4)  # the call synchronises inside
     assert not timing.waits_on_gpu(lambda: time.sleep(1e-4), cuda, enqueue_s=1e-4)  # the host's own work
     assert timing.waits_on_gpu(lambda: None, object(), enqueue_s=1e-4)  # no hold: cannot tell, so it may
+
+
+def test_a_hold_that_left_room_on_the_gpu_tells_nothing():
+    """Side-stream work the call synchronises itself runs beside a hold that does not fill the GPU, and
+    the call returns early: host work and waiting look alike then, so the call counts as waiting."""
+    cuda = _HeldDevice(full=False)
+    assert timing.waits_on_gpu(lambda: time.sleep(1e-4), cuda, enqueue_s=1e-4)
 
 
 def _fake_sampler(extra: dict):

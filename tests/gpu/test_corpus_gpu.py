@@ -37,6 +37,7 @@ CPU_CHEATS = {
 }
 GPU_CHEATS = {
     "cheat-side-stream": ("FAIL", "work outside the timed stream"),
+    "cheat-side-stream-synced": ("FAIL", "work outside the timed stream"),
     "cheat-illegal-access": ("CRASH", "illegal memory access"),
     "cheat-faster-than-light": ("FAIL", "impossible: faster than the roofline"),
 }
