@@ -102,8 +102,7 @@ def roof_lines(points: list[tuple[DevicePeaks, Point]]) -> list[str]:
     """A line a GPU: its memory roof, then each compute roof its points sit under with the ridge point
     where the two meet (the arithmetic intensity above which a kernel can be compute-bound)."""
     lines = []
-    for key in dict.fromkeys(peaks.key for peaks, _ in points):
-        peaks = next(pk for pk, _ in points if pk.key == key)
+    for key, peaks in {peaks.key: peaks for peaks, _ in points}.items():
         computes = dict.fromkeys((p.roof_label, p.compute_tflops) for pk, p in points
                                  if pk.key == key and p.compute_tflops)
         parts = [f"{label} {tflops:g} TFLOP/s, ridge at {tflops / peaks.hbm_tbs:.0f} FLOP/byte"

@@ -91,28 +91,27 @@ def run(
         return any((suite.name, v.label, case.key) not in done and not skip_reason(v.impl, case, static_device)
                    for v in variants for case in request.cases)
 
-    if request.interleave:  # a worker per variant, all of them at once for each case
+    groups = _by_implementation(request.variants, set(baseline_of.values()))
+    if request.interleave:  # a worker per variant, all of them started at once
         needed = sum(has_work([v]) for v in request.variants)
         starter = WorkerStarter(request.kernel_dirs, request.device, suite.name, needed=needed, ahead=needed)
-        try:
-            _run_interleaved(suite, request, recorder, on_start, done, baseline_of, static_device, starter)
-        finally:
-            starter.close()
-        return recorder.records
-    groups = _by_implementation(request.variants, set(baseline_of.values()))
-    starter = WorkerStarter(request.kernel_dirs, request.device, suite.name, needed=sum(map(has_work, groups)))
+    else:
+        starter = WorkerStarter(request.kernel_dirs, request.device, suite.name, needed=sum(map(has_work, groups)))
     try:
-        for group in groups:
-            jobs = _ImplJobs(group[0].impl, request, static_device, starter)
-            try:
-                for variant in group:
-                    for case in request.cases:
-                        if (suite.name, variant.label, case.key) in done:
-                            continue
-                        on_start(variant, case)
-                        recorder.write(variant, case, *jobs.measure(variant, case))
-            finally:
-                jobs.close()
+        if request.interleave:
+            _run_interleaved(suite, request, recorder, on_start, done, baseline_of, static_device, starter)
+        else:
+            for group in groups:
+                jobs = _ImplJobs(group[0].impl, request, static_device, starter)
+                try:
+                    for variant in group:
+                        for case in request.cases:
+                            if (suite.name, variant.label, case.key) in done:
+                                continue
+                            on_start(variant, case)
+                            recorder.write(variant, case, *jobs.measure(variant, case))
+                finally:
+                    jobs.close()
     finally:
         starter.close()
     return recorder.records
@@ -199,10 +198,11 @@ class _ImplJobs:
 
     def _skip(self, case: Case) -> dict | None:
         """The SKIP this job is before any worker runs (not part of the case, no GPU...), or None."""
+        outside = out_of_case(self.impl, case)
+        if outside:
+            return {"status": "SKIP", "reason": outside, "out_of_case": True}
         reason = skip_reason(self.impl, case, self.static_device)
-        if not reason:
-            return None
-        return {"status": "SKIP", "reason": reason, **({"out_of_case": True} if out_of_case(self.impl, case) else {})}
+        return {"status": "SKIP", "reason": reason} if reason else None
 
     def start(self, variant: Variant, case: Case) -> tuple[dict | None, dict | None]:
         """Interleaved mode: send the job and wait until it is checked and warmed up. (None, env) when
@@ -271,7 +271,8 @@ def _record(suite, variant: Variant, case, request, result, env, baseline_timing
     record = Record(
         created_at=results.now(), suite=suite.name, impl=impl.name, label=variant.label, params=variant.params,
         backend=impl.backend, case=case.values, case_key=case.key, status=result.get("status"),
-        reason=result.get("reason", ""), out_of_case=result.get("out_of_case"), baseline=baseline, flops=suite.flops(case), min_bytes=suite.min_bytes(case),
+        reason=result.get("reason", ""), out_of_case=result.get("out_of_case"), baseline=baseline,
+        flops=suite.flops(case), min_bytes=suite.min_bytes(case),
         correctness=_part(Correctness, result, "correctness"), timing=_part(Timing, result, "timing"),
         config=result.get("config") or {}, figures=result.get("figures") or {}, log=result.get("log"),
     )

@@ -111,8 +111,7 @@ def host_enqueue_s(call, sync, calls: int = 5) -> float:
         call()
         times.append(time.perf_counter() - t0)
     sync()
-    times.sort()
-    return times[len(times) // 2]
+    return _median(times)
 
 
 def hold_seconds(enqueue_s: float) -> float:

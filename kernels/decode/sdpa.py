@@ -23,7 +23,7 @@ def sdpa(case, inputs, out):
         mask = torch.arange(case.l, device=q.device).unsqueeze(0) <= positions
 
     if "k_codes" in inputs:
-        bits = 4 if case.kv_dtype == "int4" else 8
+        bits = 8 * inputs["k_codes"].shape[-1] // case.d  # int4's codes are two a byte
 
         def cache():
             return (dequantized(inputs, "k", case.group, -2, bits), dequantized(inputs, "v", case.group, -1, bits))

@@ -192,9 +192,9 @@ def triton_splitkv(case, inputs, out, splits="auto"):
     import torch
 
     q = inputs["q"]
-    quantized = "k_codes" in inputs
-    bits = {"int8": 8, "int4": 4}.get(case.kv_dtype, 0)
-    if quantized:  # the codes in place of the values, their groups' scales and minimums beside them
+    # 8 or 4 bits a code (int4's are two a byte, so d / 2 bytes a token); 0: the values themselves
+    bits = 8 * inputs["k_codes"].shape[-1] // case.d if "k_codes" in inputs else 0
+    if bits:  # the codes in place of the values, their groups' scales and minimums beside them
         k, v = inputs["k_codes"], inputs["v_codes"]
         ks, km, vs, vm = inputs["k_scale"], inputs["k_min"], inputs["v_scale"], inputs["v_min"]
         group_strides = (ks.stride(0), ks.stride(1), ks.stride(2), vs.stride(0), vs.stride(1), vs.stride(2))
@@ -218,7 +218,7 @@ def triton_splitkv(case, inputs, out, splits="auto"):
     part_o = torch.empty(padded * case.d, dtype=torch.float32, device=q.device)
     part_m = torch.empty(padded, dtype=torch.float32, device=q.device)
     part_l = torch.empty(padded, dtype=torch.float32, device=q.device)
-    precision = utils.dot_precision("fp16" if quantized else case.kv_dtype)
+    precision = utils.dot_precision("fp16" if bits else case.kv_dtype)
     scale_log2 = case.d**-0.5 * LOG2_E
     warps = 4
 

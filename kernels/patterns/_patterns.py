@@ -36,12 +36,12 @@ def lesson_only(lesson: str):
     """A `belongs` check: other lessons' cases are SKIPs, decided before any worker starts, and counted
     under each lesson's table rather than listed in it."""
 
-    def supports(case) -> str | None:
+    def belongs(case) -> str | None:
         if case.lesson != lesson:
             return f"{lesson} lesson only (this case is --lesson {case.lesson})"
         return None
 
-    return supports
+    return belongs
 
 
 def require(case, lesson: str) -> None:

@@ -31,9 +31,7 @@ from kbench.registry import suite
 from kbench.suite import Axis, Suite
 
 # The five distributions and what each stresses: suites/_common/score_distributions.py.
-distributions = load_helper(Path(__file__).resolve().parent.parent / "_common" / "score_distributions.py")
-shape_inputs = distributions.shape_inputs
-LARGE_SCORE_STD, GROWING_SCORE = distributions.LARGE_SCORE_STD, distributions.GROWING_SCORE
+shape_inputs = load_helper(Path(__file__).resolve().parent.parent / "_common" / "score_distributions.py").shape_inputs
 
 
 @suite
