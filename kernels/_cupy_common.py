@@ -112,6 +112,16 @@ def compiled(source: str, name: str, arch: str | None = None):
     return compiled_module(source, name, arch).get_function(name)
 
 
+class _Placeholder:
+    """Stands for an operand in `kbench explain`: 256-byte aligned, as torch allocates, never read."""
+
+    def data_ptr(self) -> int:
+        return 0
+
+
+PLACEHOLDER = _Placeholder()
+
+
 def smem_optin_limit(tensor) -> int:
     import cupy
 

@@ -84,6 +84,37 @@ class Tiled2D:
         return None
 
 
+@dataclass(frozen=True)
+class Batched3D(Tiled2D):
+    """A stack of ``batches`` row-major rows x cols matrices, one after another in memory (a contiguous
+    batches x rows x cols tensor), read in boxes of box_rows x box_cols of one matrix. Against a 2-D
+    map over all the rows, the third dimension keeps a box that overhangs one matrix's last row from
+    reading the next matrix: TMA fills those rows with zeros instead."""
+
+    batches: int = 1
+
+    @property
+    def dims(self) -> tuple[int, int, int]:
+        return (self.cols, self.rows, self.batches)
+
+    @property
+    def strides(self) -> tuple[int, int]:
+        """Byte strides of dimensions 1 (rows) and 2 (matrices)."""
+        row = self.cols * ELEMENT_BYTES.get(self.dtype, 0)
+        return (row, row * self.rows)
+
+    @property
+    def box(self) -> tuple[int, int, int]:
+        return (self.box_cols, self.box_rows, 1)
+
+    def problem(self) -> str | None:
+        if not 0 < self.batches <= 2**32:
+            return f"{self.batches} matrices: between 1 and 2^32"
+        if self.strides[1] >= 2**40:
+            return "a matrix stride of 2^40 bytes or more"
+        return super().problem()
+
+
 def record_dtype():
     """The numpy type of one encoded map: 16 little-endian 64-bit words, 128 bytes."""
     import numpy as np
@@ -124,12 +155,13 @@ def encode(spec: Tiled2D, encoder=None):
     if reason:
         raise ValueError(reason)
     record = aligned_record()
-    dims = (ctypes.c_uint64 * 2)(*spec.dims)
-    strides = (ctypes.c_uint64 * 1)(*spec.strides)
-    box = (ctypes.c_uint32 * 2)(*spec.box)
-    element_strides = (ctypes.c_uint32 * 2)(1, 1)
+    rank = len(spec.dims)
+    dims = (ctypes.c_uint64 * rank)(*spec.dims)
+    strides = (ctypes.c_uint64 * (rank - 1))(*spec.strides)
+    box = (ctypes.c_uint32 * rank)(*spec.box)
+    element_strides = (ctypes.c_uint32 * rank)(*([1] * rank))
     status = (encoder or _driver())(
-        ctypes.c_void_p(record.ctypes.data), DATA_TYPES[spec.dtype], 2, ctypes.c_void_p(spec.address), dims, strides,
+        ctypes.c_void_p(record.ctypes.data), DATA_TYPES[spec.dtype], rank, ctypes.c_void_p(spec.address), dims, strides,
         box, element_strides, INTERLEAVE_NONE, SWIZZLE[spec.swizzle_bytes], L2_PROMOTION_256B, OOB_FILL_ZEROS)
     if status != 0:
         raise RuntimeError(f"cuTensorMapEncodeTiled failed with CUresult {status} for {spec}")

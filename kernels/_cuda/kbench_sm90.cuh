@@ -73,6 +73,27 @@ __device__ __forceinline__ void tma_load_2d(unsigned dst, const TensorMap* map, 
         : "memory");
 }
 
+// The same for a 3-D tensor map: the box at (c0 innermost, c1, c2).
+__device__ __forceinline__ void tma_load_3d(unsigned dst, const TensorMap* map, unsigned bar, int c0, int c1,
+                                            int c2) {
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], "
+        "[%2];\n" ::"r"(dst),
+        "l"(reinterpret_cast<unsigned long long>(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2)
+        : "memory");
+}
+
+// Named barrier `id` (1 .. 15; 0 is __syncthreads) over `threads` threads (a multiple of 32): sync waits
+// for all of them, arrive counts this warp in and goes on. Lets some warpgroups take turns without
+// stopping the others.
+__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
 // ---- setmaxnreg (sm_90a): registers handed between the warpgroups of a block ----------------------
 
 template <int REGS>
@@ -147,71 +168,179 @@ __device__ __forceinline__ void fence_operand(float& r) { asm volatile("" : "+f"
     "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "   \
     "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
 
-// The text of one wgmma: D (+)= A B for one warpgroup, A 64 x 16 (K-major, from shared memory), B 16 x N
-// (MN-major, from shared memory: imm-trans-b = 1), D 64 x N fp32 in registers; scale-d = 0 ignores the
-// old D. The trailing immediates are imm-scale-a = 1, imm-scale-b = 1, imm-trans-a = 0, imm-trans-b = 1.
-#define KBENCH_WGMMA_TEXT(N, TYPE, DESC_A, DESC_B, SCALE)                                                  \
+#define KBENCH_WGMMA_N176_D \
+    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, " \
+    "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
+    "%80, %81, %82, %83, %84, %85, %86, %87"
+#define KBENCH_WGMMA_N192_D \
+    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, " \
+    "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
+    "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
+
+// The text of one wgmma with both operands in shared memory: D (+)= A B for one warpgroup, A 64 x 16
+// (K-major), B 16 x N, D 64 x N fp32 in registers; scale-d = 0 ignores the old D. The trailing
+// immediates are imm-scale-a = 1, imm-scale-b = 1, imm-trans-a = 0 and imm-trans-b = TRANS_B: 1 for B
+// stored MN-major (N contiguous, as a row-major K x N matrix), 0 for B stored K-major (K contiguous:
+// the rows of a row-major N x K matrix, as K is in attention's S = Q Kᵀ).
+#define KBENCH_WGMMA_TEXT_(N, TYPE, DESC_A, DESC_B, SCALE, TRANS_B)                                        \
     "{\n"                                                                                                 \
     ".reg .pred p;\n"                                                                                     \
     "setp.ne.b32 p, %" #SCALE ", 0;\n"                                                                    \
     "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TYPE "." TYPE " {" KBENCH_WGMMA_N##N##_D "}, %" #DESC_A \
-    ", %" #DESC_B ", p, 1, 1, 0, 1;\n"                                                                    \
+    ", %" #DESC_B ", p, 1, 1, 0, " #TRANS_B ";\n"                                                         \
     "}\n"
 
-// Wgmma<N, BF16>::mma(d, desc_a, desc_b, scale_d): one m64nNk16 wgmma.mma_async of 16-bit inputs
-// (fp16, or bf16 when BF16) with fp32 accumulators d[N / 2].
-template <int N, bool BF16>
+// The text of one wgmma with A from registers: A 64 x 16 as four 32-bit registers a0..a3 of each
+// thread (two 16-bit elements each, in the layout of wgmma's accumulator fragment: see WgmmaRS),
+// B 16 x N MN-major in shared memory (imm-trans-b = 1). There is no imm-trans-a: a register A is
+// always K-major.
+#define KBENCH_WGMMA_RS_TEXT_(N, TYPE, A0, A1, A2, A3, DESC_B, SCALE)                                         \
+    "{\n"                                                                                                    \
+    ".reg .pred p;\n"                                                                                        \
+    "setp.ne.b32 p, %" #SCALE ", 0;\n"                                                                       \
+    "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TYPE "." TYPE " {" KBENCH_WGMMA_N##N##_D "}, {%" #A0 \
+    ", %" #A1 ", %" #A2 ", %" #A3 "}, %" #DESC_B ", p, 1, 1, 1;\n"                                           \
+    "}\n"
+
+// Through one more expansion, so that operand numbers given as macros (N_OPS_64 below) are replaced
+// by their values before the texts above turn them into strings.
+#define KBENCH_WGMMA_TEXT(...) KBENCH_WGMMA_TEXT_(__VA_ARGS__)
+#define KBENCH_WGMMA_RS_TEXT(...) KBENCH_WGMMA_RS_TEXT_(__VA_ARGS__)
+
+// Output-only accumulators, for a wgmma that ignores the old D (scale-d = 0): the registers are then
+// not inputs of the instruction, so instructions that write them earlier (the last use of the previous
+// tile's values) do not count as writing a wgmma's operands while other wgmma are in flight, which
+// would make ptxas serialise the wgmma (its warning C7513).
+#define KBENCH_D8_OUT(i)                                                                                          \
+    "=f"(d[i]), "=f"(d[i + 1]), "=f"(d[i + 2]), "=f"(d[i + 3]), "=f"(d[i + 4]), "=f"(d[i + 5]), "=f"(d[i + 6]), \
+        "=f"(d[i + 7])
+#define KBENCH_D64_OUT KBENCH_D8_OUT(0), KBENCH_D8_OUT(8), KBENCH_D8_OUT(16), KBENCH_D8_OUT(24)
+#define KBENCH_D128_OUT KBENCH_D64_OUT, KBENCH_D8_OUT(32), KBENCH_D8_OUT(40), KBENCH_D8_OUT(48), KBENCH_D8_OUT(56)
+#define KBENCH_D176_OUT KBENCH_D128_OUT, KBENCH_D8_OUT(64), KBENCH_D8_OUT(72), KBENCH_D8_OUT(80)
+#define KBENCH_D192_OUT KBENCH_D176_OUT, KBENCH_D8_OUT(88)
+#define KBENCH_D256_OUT                                                                                     \
+    KBENCH_D128_OUT, KBENCH_D8_OUT(64), KBENCH_D8_OUT(72), KBENCH_D8_OUT(80), KBENCH_D8_OUT(88),             \
+        KBENCH_D8_OUT(96), KBENCH_D8_OUT(104), KBENCH_D8_OUT(112), KBENCH_D8_OUT(120)
+
+#define KBENCH_D64 KBENCH_D8(0), KBENCH_D8(8), KBENCH_D8(16), KBENCH_D8(24)
+#define KBENCH_D128 KBENCH_D64, KBENCH_D8(32), KBENCH_D8(40), KBENCH_D8(48), KBENCH_D8(56)
+#define KBENCH_D176 KBENCH_D128, KBENCH_D8(64), KBENCH_D8(72), KBENCH_D8(80)
+#define KBENCH_D192 KBENCH_D176, KBENCH_D8(88)
+#define KBENCH_D256                                                                                        \
+    KBENCH_D128, KBENCH_D8(64), KBENCH_D8(72), KBENCH_D8(80), KBENCH_D8(88), KBENCH_D8(96), KBENCH_D8(104), \
+        KBENCH_D8(112), KBENCH_D8(120)
+
+// Wgmma<N, BF16, TRANS_B>::mma(d, desc_a, desc_b, scale_d): one m64nNk16 wgmma.mma_async of 16-bit
+// inputs (fp16, or bf16 when BF16) with fp32 accumulators d[N / 2], A and B from shared memory.
+// TRANS_B: B stored MN-major (true) or K-major (false); see KBENCH_WGMMA_TEXT.
+template <int N, bool BF16, bool TRANS_B = true>
 struct Wgmma;
 
-template <bool BF16>
-struct Wgmma<64, BF16> {
-    __device__ __forceinline__ static void mma(float (&d)[32], unsigned long long desc_a, unsigned long long desc_b,
-                                               int scale_d) {
-        if (BF16)
-            asm volatile(KBENCH_WGMMA_TEXT(64, "bf16", 32, 33, 34)
-                         : KBENCH_D8(0), KBENCH_D8(8), KBENCH_D8(16), KBENCH_D8(24)
-                         : "l"(desc_a), "l"(desc_b), "r"(scale_d));
-        else
-            asm volatile(KBENCH_WGMMA_TEXT(64, "f16", 32, 33, 34)
-                         : KBENCH_D8(0), KBENCH_D8(8), KBENCH_D8(16), KBENCH_D8(24)
-                         : "l"(desc_a), "l"(desc_b), "r"(scale_d));
-    }
-};
+// WgmmaRS<N, BF16>::mma(d, a, desc_b, scale_d): the same with A from registers a[4]. Thread t of the
+// warpgroup (warp w = t / 32, lane l) holds A(16w + l/4 [+ 8], 2(l%4) [+ 8] + {0, 1}):
+//   a[0] = row 16w + l/4, columns 2(l%4), +1       a[1] = row 16w + l/4 + 8, the same columns
+//   a[2] = row 16w + l/4, columns 8 + 2(l%4), +1   a[3] = row 16w + l/4 + 8, the same columns
+// which is the accumulator layout of a 64 x 16 slice of D (d[8j .. 8j + 7] packed in pairs): a
+// product's fp32 result, rounded to 16 bits, is the A operand of the next wgmma without any shuffle.
+template <int N, bool BF16>
+struct WgmmaRS;
 
-template <bool BF16>
-struct Wgmma<128, BF16> {
-    __device__ __forceinline__ static void mma(float (&d)[64], unsigned long long desc_a, unsigned long long desc_b,
-                                               int scale_d) {
-        if (BF16)
-            asm volatile(KBENCH_WGMMA_TEXT(128, "bf16", 64, 65, 66)
-                         : KBENCH_D8(0), KBENCH_D8(8), KBENCH_D8(16), KBENCH_D8(24), KBENCH_D8(32), KBENCH_D8(40),
-                           KBENCH_D8(48), KBENCH_D8(56)
-                         : "l"(desc_a), "l"(desc_b), "r"(scale_d));
-        else
-            asm volatile(KBENCH_WGMMA_TEXT(128, "f16", 64, 65, 66)
-                         : KBENCH_D8(0), KBENCH_D8(8), KBENCH_D8(16), KBENCH_D8(24), KBENCH_D8(32), KBENCH_D8(40),
-                           KBENCH_D8(48), KBENCH_D8(56)
-                         : "l"(desc_a), "l"(desc_b), "r"(scale_d));
-    }
-};
+// One partial specialisation per N, for both input types and both majors of B.
+#define KBENCH_WGMMA_SPECIALISE(N)                                                                               \
+    template <bool BF16, bool TRANS_B>                                                                           \
+    struct Wgmma<N, BF16, TRANS_B> {                                                                             \
+        __device__ __forceinline__ static void mma(float (&d)[N / 2], unsigned long long desc_a,                  \
+                                                   unsigned long long desc_b, int scale_d) {                     \
+            if (BF16 && TRANS_B)                                                                                 \
+                asm volatile(KBENCH_WGMMA_TEXT(N, "bf16", N_OPS_##N, N_OPS1_##N, N_OPS2_##N, 1)                   \
+                             : KBENCH_D##N : "l"(desc_a), "l"(desc_b), "r"(scale_d));                            \
+            else if (BF16)                                                                                       \
+                asm volatile(KBENCH_WGMMA_TEXT(N, "bf16", N_OPS_##N, N_OPS1_##N, N_OPS2_##N, 0)                   \
+                             : KBENCH_D##N : "l"(desc_a), "l"(desc_b), "r"(scale_d));                            \
+            else if (TRANS_B)                                                                                    \
+                asm volatile(KBENCH_WGMMA_TEXT(N, "f16", N_OPS_##N, N_OPS1_##N, N_OPS2_##N, 1)                    \
+                             : KBENCH_D##N : "l"(desc_a), "l"(desc_b), "r"(scale_d));                            \
+            else                                                                                                 \
+                asm volatile(KBENCH_WGMMA_TEXT(N, "f16", N_OPS_##N, N_OPS1_##N, N_OPS2_##N, 0)                    \
+                             : KBENCH_D##N : "l"(desc_a), "l"(desc_b), "r"(scale_d));                            \
+        }                                                                                                        \
+        /* D = A B, the old D ignored (scale-d = 0) and not read: see KBENCH_D8_OUT */                          \
+        __device__ __forceinline__ static void mma_fresh(float (&d)[N / 2], unsigned long long desc_a,            \
+                                                         unsigned long long desc_b) {                            \
+            if (BF16 && TRANS_B)                                                                                 \
+                asm volatile(KBENCH_WGMMA_TEXT(N, "bf16", N_OPS_##N, N_OPS1_##N, N_OPS2_##N, 1)                   \
+                             : KBENCH_D##N##_OUT : "l"(desc_a), "l"(desc_b), "n"(0));                            \
+            else if (BF16)                                                                                       \
+                asm volatile(KBENCH_WGMMA_TEXT(N, "bf16", N_OPS_##N, N_OPS1_##N, N_OPS2_##N, 0)                   \
+                             : KBENCH_D##N##_OUT : "l"(desc_a), "l"(desc_b), "n"(0));                            \
+            else if (TRANS_B)                                                                                    \
+                asm volatile(KBENCH_WGMMA_TEXT(N, "f16", N_OPS_##N, N_OPS1_##N, N_OPS2_##N, 1)                    \
+                             : KBENCH_D##N##_OUT : "l"(desc_a), "l"(desc_b), "n"(0));                            \
+            else                                                                                                 \
+                asm volatile(KBENCH_WGMMA_TEXT(N, "f16", N_OPS_##N, N_OPS1_##N, N_OPS2_##N, 0)                    \
+                             : KBENCH_D##N##_OUT : "l"(desc_a), "l"(desc_b), "n"(0));                            \
+        }                                                                                                        \
+    };                                                                                                           \
+    template <bool BF16>                                                                                         \
+    struct WgmmaRS<N, BF16> {                                                                                    \
+        __device__ __forceinline__ static void mma(float (&d)[N / 2], const unsigned (&a)[4],                     \
+                                                   unsigned long long desc_b, int scale_d) {                     \
+            if (BF16)                                                                                            \
+                asm volatile(KBENCH_WGMMA_RS_TEXT(N, "bf16", N_OPS_##N, N_OPS1_##N, N_OPS2_##N, N_OPS3_##N,       \
+                                                  N_OPS4_##N, N_OPS5_##N)                                        \
+                             : KBENCH_D##N : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b),             \
+                               "r"(scale_d));                                                                    \
+            else                                                                                                 \
+                asm volatile(KBENCH_WGMMA_RS_TEXT(N, "f16", N_OPS_##N, N_OPS1_##N, N_OPS2_##N, N_OPS3_##N,        \
+                                                  N_OPS4_##N, N_OPS5_##N)                                        \
+                             : KBENCH_D##N : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b),             \
+                               "r"(scale_d));                                                                    \
+        }                                                                                                        \
+    };
 
-template <bool BF16>
-struct Wgmma<256, BF16> {
-    __device__ __forceinline__ static void mma(float (&d)[128], unsigned long long desc_a, unsigned long long desc_b,
-                                               int scale_d) {
-        if (BF16)
-            asm volatile(KBENCH_WGMMA_TEXT(256, "bf16", 128, 129, 130)
-                         : KBENCH_D8(0), KBENCH_D8(8), KBENCH_D8(16), KBENCH_D8(24), KBENCH_D8(32), KBENCH_D8(40),
-                           KBENCH_D8(48), KBENCH_D8(56), KBENCH_D8(64), KBENCH_D8(72), KBENCH_D8(80), KBENCH_D8(88),
-                           KBENCH_D8(96), KBENCH_D8(104), KBENCH_D8(112), KBENCH_D8(120)
-                         : "l"(desc_a), "l"(desc_b), "r"(scale_d));
-        else
-            asm volatile(KBENCH_WGMMA_TEXT(256, "f16", 128, 129, 130)
-                         : KBENCH_D8(0), KBENCH_D8(8), KBENCH_D8(16), KBENCH_D8(24), KBENCH_D8(32), KBENCH_D8(40),
-                           KBENCH_D8(48), KBENCH_D8(56), KBENCH_D8(64), KBENCH_D8(72), KBENCH_D8(80), KBENCH_D8(88),
-                           KBENCH_D8(96), KBENCH_D8(104), KBENCH_D8(112), KBENCH_D8(120)
-                         : "l"(desc_a), "l"(desc_b), "r"(scale_d));
-    }
-};
+// The operand numbers that follow N / 2 accumulators (%0 .. %(N/2 - 1)): N_OPS_N is N / 2, N_OPSk_N is
+// N / 2 + k. The preprocessor cannot add, so they are spelled out.
+#define N_OPS_64 32
+#define N_OPS1_64 33
+#define N_OPS2_64 34
+#define N_OPS3_64 35
+#define N_OPS4_64 36
+#define N_OPS5_64 37
+#define N_OPS_128 64
+#define N_OPS1_128 65
+#define N_OPS2_128 66
+#define N_OPS3_128 67
+#define N_OPS4_128 68
+#define N_OPS5_128 69
+#define N_OPS_176 88
+#define N_OPS1_176 89
+#define N_OPS2_176 90
+#define N_OPS3_176 91
+#define N_OPS4_176 92
+#define N_OPS5_176 93
+#define N_OPS_192 96
+#define N_OPS1_192 97
+#define N_OPS2_192 98
+#define N_OPS3_192 99
+#define N_OPS4_192 100
+#define N_OPS5_192 101
+#define N_OPS_256 128
+#define N_OPS1_256 129
+#define N_OPS2_256 130
+#define N_OPS3_256 131
+#define N_OPS4_256 132
+#define N_OPS5_256 133
+
+KBENCH_WGMMA_SPECIALISE(64)
+KBENCH_WGMMA_SPECIALISE(128)
+KBENCH_WGMMA_SPECIALISE(176)
+KBENCH_WGMMA_SPECIALISE(192)
+KBENCH_WGMMA_SPECIALISE(256)
 
 }  // namespace kbench_sm90

@@ -1,6 +1,6 @@
 """Small cases of kbench's CUDA C++ kernels, each run once and checked, for compute-sanitizer to watch.
 
-    compute-sanitizer --tool memcheck --error-exitcode 9 python tests/gpu/sanitized.py matmul fa2 reduce-scan
+    compute-sanitizer --tool memcheck --error-exitcode 9 python tests/gpu/sanitized.py matmul fa2 fa3 reduce-scan
 
 test_sanitizer_gpu.py runs it so, one process for each tool. Prints one line per failed check and,
 after each NAME, ``NAME: N checked, M failed``; exits 1 when a check failed (a wrong result) or raised,
@@ -64,6 +64,23 @@ def fa2(registry) -> tuple[int, list[str]]:
     return 2, problems
 
 
+def fa3(registry) -> tuple[int, list[str]]:
+    """cuda-fa3 (Hopper only) on 200 queries: a full 128-row Q tile and a partial one, K/V tiles with a
+    partial last one; causal and not; its default schedule and the plain one (no overlap, no ping-pong)."""
+    import torch
+
+    if tuple(torch.cuda.get_device_capability()) != (9, 0):
+        return 0, ["cuda-fa3 runs on sm_90 only: run this on a Hopper GPU"]
+    suite, impl = registry.suite("attention"), registry.implementations("attention")["cuda-fa3"]
+    problems, count = [], 0
+    for causal in (False, True):
+        for schedule in ({}, {"overlap": 0, "pingpong": 0}):
+            case = Case({"n": 200, "d": 128, "batch": 1, "heads": 2, "dtype": "fp16", "causal": causal})
+            checked(suite, impl, case, {**impl.params, **schedule}, f"cuda-fa3 causal={causal} {schedule}", problems)
+            count += 1
+    return count, problems
+
+
 def reduce_scan(registry) -> tuple[int, list[str]]:
     """kbench's own reduction and scan kernels (not CuPy's or torch's), every type and variant, at sizes
     that end inside a warp, one past a 4096-element tile, and after many tiles."""
@@ -80,7 +97,7 @@ def reduce_scan(registry) -> tuple[int, list[str]]:
     return count, problems
 
 
-RUNS = {"matmul": matmul, "fa2": fa2, "reduce-scan": reduce_scan}
+RUNS = {"matmul": matmul, "fa2": fa2, "fa3": fa3, "reduce-scan": reduce_scan}
 
 
 def main(names: list[str]) -> int:

@@ -17,7 +17,7 @@ from kbench.loader import BUILTIN_KERNELS
 SOURCES = sorted(BUILTIN_KERNELS.rglob("*.cu"))
 NVCC = shutil.which("nvcc")
 # Sources whose instructions exist on one arch-specific target only (they #error elsewhere).
-ARCH_SPECIFIC = {"wgmma.cu": ("sm_90a",)}
+ARCH_SPECIFIC = {"wgmma.cu": ("sm_90a",), "cuda_fa3.cu": ("sm_90a",)}
 BUILDS = [(source, arch) for source in SOURCES for arch in ARCH_SPECIFIC.get(source.name, ("sm_80", "sm_90"))]
 
 

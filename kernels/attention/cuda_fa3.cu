@@ -1,0 +1,469 @@
+// FlashAttention forward for Hopper (sm_90a), in the manner of FlashAttention-3: TMA loads into
+// swizzled shared memory, wgmma.mma_async, a producer warpgroup and two consumer warpgroups handing
+// K/V tiles through mbarriers, registers moved between them with setmaxnreg, the consumers taking
+// turns at the tensor cores (ping-pong) and, inside each, the next Q Kᵀ issued before the current
+// softmax (intra-warpgroup overlap).
+//
+// Q, K, V and O are contiguous B x H x N x D tensors of 16-bit elements (fp16 or bf16); D is 64 or
+// 128. A block owns BM = 128 query rows of one (batch, head); consumer warpgroup g (0 or 1) owns rows
+// g*64 .. g*64+63 of them. K/V tiles of BN keys (64, 128, 176 or 192) stream through STAGES buffers.
+//
+// Tensor maps (3-D, encoded on the host: dims {D, N, B*H}): boxes of {64, rows, 1}, 64 elements =
+// 128 bytes a row, the width of the 128-byte swizzle; a D = 128 tile is two boxes (d 0..63, 64..127),
+// one after the other. The third dimension keeps a box that overhangs a head's last row from reading
+// the next head: TMA fills rows past N with zeros (and the softmax masks keys past N).
+//
+// Shared memory (the base rounded up to 1024 bytes, the swizzle atom), every box 1024-byte aligned:
+//   Q:           D/64 boxes of BM rows x 128 bytes
+//   K[STAGES]:   D/64 boxes of BN rows x 128 bytes each
+//   V[STAGES]:   the same
+//   mbarriers:   q_full, k_full[STAGES], v_full[STAGES], k_empty[STAGES], v_empty[STAGES]
+// Byte offset of element (row r, column c) inside a tile, before the swizzle: (c / 64) * rows * 128 +
+// r * 128 + (c % 64) * 2. The 128-byte swizzle (TMA's and wgmma's alike) XORs address bits [4, 7)
+// with bits [7, 10) inside each 1024-byte atom of 8 rows.
+//
+// The two products of a consumer warpgroup, per K/V tile:
+//   S = Q Kᵀ: wgmma m64n<BN>k16, D/16 of them. A = the warpgroup's 64 rows of Q (K-major: d is
+//     contiguous), descriptor start Q + (kk / 4) * BM * 128 + g * 64 * 128 + (kk % 4) * 32 for the
+//     k16 step kk, SBO = 1024 (next 8 rows). B = K (K-major too: imm-trans-b = 0), start
+//     K + (kk / 4) * BN * 128 + (kk % 4) * 32, SBO = 1024.
+//   O += P V: wgmma m64n<D>k16, BN/16 of them, A = P from registers (S's accumulators rounded to 16
+//     bits: the accumulator layout is the register-A layout, see WgmmaRS in kbench_sm90.cuh), B = V
+//     (MN-major: d contiguous, imm-trans-b = 1), start V + kk * 16 * 128 (16 keys further),
+//     SBO = 1024 (next 8 keys), LBO = BN * 128 (the next 64 columns of d: the next box).
+// The accumulator layout (PTX ISA, wgmma D fragments): thread t of a warpgroup (warp w = t / 32,
+// lane l = t % 32) holds, for j = 0 .. N/8 - 1,
+//   d[4j + 0, 1] = row 16w + l/4,     columns 8j + 2(l%4) + {0, 1}
+//   d[4j + 2, 3] = row 16w + l/4 + 8, the same columns
+// so each thread keeps two rows of S, P and O (lo and hi), each row spread over the 4 lanes of a quad.
+//
+// Softmax: online, in fp32, base 2 (scores scaled by d^-1/2 * log2 e, one ex2.approx each), with
+// the row sums left per thread until the end and the division by them deferred to the epilogue.
+//
+// Schedule of a consumer warpgroup over the T tiles of its block (OVERLAP):
+//   S_0 = Q K_0ᵀ; wait; softmax(S_0) -> P
+//   for j = 1 .. T-1:  issue S_j = Q K_jᵀ; issue O += P V_{j-1}; wait for S_j (release K_j);
+//                      softmax(S_j) -> P' while the tensor cores still run P V_{j-1};
+//                      wait for O (release V_{j-1}); O *= the rescale of S_j; P = P'
+//   O += P V_{T-1}
+// Without OVERLAP each tile is S, wait, softmax, O += P V, wait. With PINGPONG the two consumer
+// warpgroups take turns issuing their products (named barriers 1 and 2), so that one's softmax runs
+// while the other's wgmma occupy the tensor cores.
+//
+// Causal (query i sees keys j <= i): a block visits only the tiles up to its last row's diagonal;
+// tiles that cross a row's diagonal (and the tail tile past N) are masked element by element. Blocks
+// are launched longest first.
+
+#include "kbench_ptx.cuh"
+#include "kbench_sm90.cuh"
+
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#error "cuda_fa3.cu uses wgmma and setmaxnreg: compile it for sm_90a (-arch=sm_90a)"
+#endif
+
+namespace kbench_fa3 {
+
+using namespace kbench_sm90;
+
+constexpr int BM = 128;             // query rows of a block: two consumer warpgroups of 64
+constexpr int CONSUMERS = 2;
+constexpr int BOX_COLS = 64;        // 64 16-bit elements = one 128-byte swizzled row
+constexpr int ROW_BYTES = 128;
+constexpr int SWIZZLE_ATOM = 1024;  // 8 rows of 128 bytes
+constexpr int PRODUCER_REGISTERS = 24;   // setmaxnreg: 128 * 24 + 2 * 128 * 240 <= 65536, the register file
+constexpr int CONSUMER_REGISTERS = 240;
+constexpr int TURN_BARRIER = 1;     // named barriers 1 and 2: consumer warpgroup g's turn at the tensor cores
+
+__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
+
+// 2^x in one MUFU.EX2 (exp2f adds range fix-ups for denormal results, which softmax flushes anyway).
+__device__ __forceinline__ float fast_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+template <int D, int BN, int STAGES>
+struct Layout {
+    static constexpr int Q_BYTES = BM * D * 2;
+    static constexpr int KV_BYTES = BN * D * 2;  // one K (or V) tile
+    static constexpr int Q_BOX = BM * ROW_BYTES;  // bytes from one 64-column box of a tile to the next
+    static constexpr int KV_BOX = BN * ROW_BYTES;
+    static_assert(D % BOX_COLS == 0, "D is a whole number of 64-column boxes");
+    static_assert(KV_BOX % SWIZZLE_ATOM == 0, "BN is a multiple of 8: every box stays 1024-byte aligned");
+};
+
+// Shared-space byte addresses of the buffers and barriers (the host adds 1024 bytes of slack).
+template <int D, int BN, int STAGES>
+struct Smem {
+    using L = Layout<D, BN, STAGES>;
+    unsigned q, k, v, q_full, k_full, v_full, k_empty, v_empty;
+    __device__ __forceinline__ explicit Smem(const unsigned char* smem) {
+        q = (kbench_ptx::smem_addr(smem) + SWIZZLE_ATOM - 1) & ~unsigned(SWIZZLE_ATOM - 1);
+        k = q + L::Q_BYTES;
+        v = k + STAGES * L::KV_BYTES;
+        q_full = v + STAGES * L::KV_BYTES;
+        k_full = q_full + 8;
+        v_full = k_full + 8 * STAGES;
+        k_empty = v_full + 8 * STAGES;
+        v_empty = k_empty + 8 * STAGES;
+    }
+};
+
+// Which K/V tiles a block of query tile `q_tile` visits: 0 .. tiles - 1 (causal: up to the diagonal of
+// the block's last row).
+template <int BN, bool CAUSAL>
+__device__ __forceinline__ int kv_tiles(int q_tile, int n) {
+    const int all = (n + BN - 1) / BN;
+    if (!CAUSAL) return all;
+    const int last_row = min((q_tile + 1) * BM, n) - 1;
+    return min(all, last_row / BN + 1);
+}
+
+// A ring position: the stage and the parity of its barriers' current phase.
+struct Ring {
+    int stage = 0;
+    unsigned phase = 0;
+    template <int STAGES>
+    __device__ __forceinline__ void advance() {
+        if (++stage == STAGES) {
+            stage = 0;
+            phase ^= 1;
+        }
+    }
+};
+
+// The producer: one thread loads Q, then every K and V tile of the block into the ring.
+template <int D, int BN, int STAGES, bool CAUSAL>
+__device__ __forceinline__ void produce(const Smem<D, BN, STAGES>& sm, const TensorMap* map_q, const TensorMap* map_k,
+                                        const TensorMap* map_v, int q_tile, int bh, int n) {
+    using L = Layout<D, BN, STAGES>;
+    tensormap_prefetch(map_q);
+    tensormap_prefetch(map_k);
+    tensormap_prefetch(map_v);
+    mbarrier_arrive_expect_tx(sm.q_full, L::Q_BYTES);
+#pragma unroll
+    for (int b = 0; b < D / BOX_COLS; ++b) tma_load_3d(sm.q + b * L::Q_BOX, map_q, sm.q_full, b * BOX_COLS, q_tile * BM, bh);
+    const int tiles = kv_tiles<BN, CAUSAL>(q_tile, n);
+    Ring ring;
+    for (int j = 0; j < tiles; ++j) {
+        const unsigned k_dst = sm.k + ring.stage * L::KV_BYTES, v_dst = sm.v + ring.stage * L::KV_BYTES;
+        mbarrier_wait(sm.k_empty + 8 * ring.stage, ring.phase ^ 1);  // the first lap passes at once
+        mbarrier_arrive_expect_tx(sm.k_full + 8 * ring.stage, L::KV_BYTES);
+#pragma unroll
+        for (int b = 0; b < D / BOX_COLS; ++b)
+            tma_load_3d(k_dst + b * L::KV_BOX, map_k, sm.k_full + 8 * ring.stage, b * BOX_COLS, j * BN, bh);
+        mbarrier_wait(sm.v_empty + 8 * ring.stage, ring.phase ^ 1);
+        mbarrier_arrive_expect_tx(sm.v_full + 8 * ring.stage, L::KV_BYTES);
+#pragma unroll
+        for (int b = 0; b < D / BOX_COLS; ++b)
+            tma_load_3d(v_dst + b * L::KV_BOX, map_v, sm.v_full + 8 * ring.stage, b * BOX_COLS, j * BN, bh);
+        ring.advance<STAGES>();
+    }
+}
+
+// A consumer warpgroup's running softmax state for its two rows per thread (lo = 0, hi = 1).
+struct RowState {
+    float max[2] = {neg_inf(), neg_inf()};  // in raw score units
+    float sum[2] = {0.f, 0.f};              // this thread's share of the row sum (the quad adds at the end)
+};
+
+// softmax(S) of one tile, in place: masks (when `mask`), updates the row maxima and sums, leaves the
+// unnormalised probabilities in `s` and the factor by which O, accumulated under the old maxima, must
+// be scaled in `rescale`. The first tile of every row has a visible key
+// (key 0), so after it the maxima are finite and no exponent sees inf - inf.
+template <int BN, bool CAUSAL>
+__device__ __forceinline__ void softmax_tile(float (&s)[BN / 2], RowState& st, float (&rescale)[2], bool mask,
+                                             int key0, int row_lo, int n, float scale_log2, int lane) {
+    if (mask) {
+#pragma unroll
+        for (int i = 0; i < BN / 2; ++i) {
+            const int key = key0 + 8 * (i / 4) + 2 * (lane % 4) + (i & 1);
+            const int row = row_lo + 8 * ((i >> 1) & 1);
+            if (key >= n || (CAUSAL && key > row)) s[i] = neg_inf();
+        }
+    }
+    float mx[2] = {st.max[0], st.max[1]};
+#pragma unroll
+    for (int i = 0; i < BN / 2; ++i) mx[(i >> 1) & 1] = fmaxf(mx[(i >> 1) & 1], s[i]);
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffff, mx[r], 1));
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffff, mx[r], 2));
+        rescale[r] = fast_exp2((st.max[r] - mx[r]) * scale_log2);  // old max -inf: 0
+        st.max[r] = mx[r];
+    }
+    const float shift[2] = {mx[0] * scale_log2, mx[1] * scale_log2};
+    float sum[2] = {0.f, 0.f};
+#pragma unroll
+    for (int i = 0; i < BN / 2; ++i) {
+        const int r = (i >> 1) & 1;
+        s[i] = fast_exp2(fmaf(s[i], scale_log2, -shift[r]));
+        sum[r] += s[i];
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) st.sum[r] = st.sum[r] * rescale[r] + sum[r];
+}
+
+// P, the softmax's fp32 values rounded to 16 bits, in register-A layout: one [4] per 16 keys.
+template <int BN, bool BF16>
+__device__ __forceinline__ void to_p(const float (&s)[BN / 2], unsigned (&p)[BN / 16][4]) {
+#pragma unroll
+    for (int j = 0; j < BN / 16; ++j)
+#pragma unroll
+        for (int k = 0; k < 4; ++k) p[j][k] = kbench_ptx::pack2<BF16>(s[8 * j + 2 * k], s[8 * j + 2 * k + 1]);
+}
+
+// O, accumulated under the old row maxima, scaled to the new ones.
+template <int N>
+__device__ __forceinline__ void rescale_o(float (&o)[N], const float (&rescale)[2]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) o[i] *= rescale[(i >> 1) & 1];
+}
+
+template <int D, int BN, int STAGES, bool BF16>
+__device__ __forceinline__ void issue_qk(float (&s)[BN / 2], const Smem<D, BN, STAGES>& sm, int stage, int group) {
+    using L = Layout<D, BN, STAGES>;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+        const unsigned qa = sm.q + (kk / 4) * L::Q_BOX + group * 64 * ROW_BYTES + (kk % 4) * 32;
+        const unsigned kb = sm.k + stage * L::KV_BYTES + (kk / 4) * L::KV_BOX + (kk % 4) * 32;
+        const unsigned long long da = matrix_descriptor(qa, 16, SWIZZLE_ATOM), db = matrix_descriptor(kb, 16, SWIZZLE_ATOM);
+        if (kk == 0)
+            Wgmma<BN, BF16, false>::mma_fresh(s, da, db);  // s is not read: the last tile's values are dead
+        else
+            Wgmma<BN, BF16, false>::mma(s, da, db, 1);
+    }
+}
+
+template <int D, int BN, int STAGES, bool BF16>
+__device__ __forceinline__ void issue_pv(float (&o)[D / 2], const unsigned (&p)[BN / 16][4],
+                                         const Smem<D, BN, STAGES>& sm, int stage) {
+    using L = Layout<D, BN, STAGES>;
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) {
+        const unsigned vb = sm.v + stage * L::KV_BYTES + kk * 16 * ROW_BYTES;
+        WgmmaRS<D, BF16>::mma(o, p[kk], matrix_descriptor(vb, L::KV_BOX, SWIZZLE_ATOM), 1);
+    }
+}
+
+template <int N>
+__device__ __forceinline__ void fence_all(float (&r)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) fence_operand(r[i]);
+}
+
+template <int J>
+__device__ __forceinline__ void fence_all(unsigned (&r)[J][4]) {
+#pragma unroll
+    for (int j = 0; j < J; ++j)
+#pragma unroll
+        for (int k = 0; k < 4; ++k) asm volatile("" : "+r"(r[j][k])::"memory");
+}
+
+// One warp's arrival on a stage's `empty` barrier (CONSUMERS * 4 arrivals complete its phase).
+__device__ __forceinline__ void release(unsigned bar, bool warp_leader) {
+    __syncwarp();
+    if (warp_leader) mbarrier_arrive(bar);
+}
+
+// Ping-pong: wait for this warpgroup's turn at the tensor cores, and hand the turn to the other one.
+template <bool PINGPONG>
+__device__ __forceinline__ void take_turn(int group) {
+    if (PINGPONG) named_barrier_sync(TURN_BARRIER + group, CONSUMERS * 128);
+}
+
+template <bool PINGPONG>
+__device__ __forceinline__ void pass_turn(int group) {
+    if (PINGPONG) named_barrier_arrive(TURN_BARRIER + (group ^ 1), CONSUMERS * 128);
+}
+
+}  // namespace kbench_fa3
+
+template <int D, int BN, int STAGES, bool BF16, bool CAUSAL, bool OVERLAP, bool PINGPONG>
+__global__ void __launch_bounds__((kbench_fa3::CONSUMERS + 1) * 128, 1)
+fa3_forward(const __grid_constant__ kbench_sm90::TensorMap map_q, const __grid_constant__ kbench_sm90::TensorMap map_k,
+            const __grid_constant__ kbench_sm90::TensorMap map_v, unsigned short* __restrict__ out, int n,
+            float scale_log2) {
+    using namespace kbench_fa3;
+    using namespace kbench_sm90;
+    static_assert(D == 64 || D == 128, "head dim 64 or 128");
+    static_assert(BN == 64 || BN == 128 || BN == 176 || BN == 192, "BN is the n of a wgmma: 64, 128, 176 or 192");
+    static_assert(STAGES >= 1, "at least one stage");
+
+    extern __shared__ unsigned char smem[];
+    const Smem<D, BN, STAGES> sm(smem);
+    if (threadIdx.x == 0) {
+        mbarrier_init(sm.q_full, 1);
+        for (int s = 0; s < STAGES; ++s) {
+            mbarrier_init(sm.k_full + 8 * s, 1);  // the producer's arrive.expect_tx
+            mbarrier_init(sm.v_full + 8 * s, 1);
+            mbarrier_init(sm.k_empty + 8 * s, CONSUMERS * 4);  // one arrive per consumer warp
+            mbarrier_init(sm.v_empty + 8 * s, CONSUMERS * 4);
+        }
+        mbarrier_init_fence();
+    }
+    __syncthreads();
+
+    // Causal blocks are launched longest first: the last query tiles visit the most K/V tiles.
+    const int q_tile = CAUSAL ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+    const int bh = blockIdx.y;
+    const int warpgroup = threadIdx.x / 128;
+
+    if (warpgroup == 0) {
+        setmaxnreg_dec<PRODUCER_REGISTERS>();
+        if (threadIdx.x == 0) produce<D, BN, STAGES, CAUSAL>(sm, &map_q, &map_k, &map_v, q_tile, bh, n);
+        return;
+    }
+
+    setmaxnreg_inc<CONSUMER_REGISTERS>();
+    const int group = warpgroup - 1;
+    const int t = threadIdx.x % 128, lane = t % 32;
+    const bool warp_leader = lane == 0;
+    const int row_lo = q_tile * BM + group * 64 + 16 * (t / 32) + lane / 4;  // this thread's rows: row_lo, +8
+    const int first_row = q_tile * BM + group * 64;                         // the warpgroup's first row
+    const int tiles = kv_tiles<BN, CAUSAL>(q_tile, n);
+    // A tile needs the element mask when it reaches past N, or (causal) past the warpgroup's first row.
+    auto needs_mask = [&](int j) { return (j + 1) * BN > n || (CAUSAL && (j + 1) * BN - 1 > first_row); };
+
+    float o[D / 2];
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
+    RowState st;
+    float s[BN / 2];
+    unsigned p[BN / 16][4];
+    float rescale[2];
+    Ring k_ring, v_ring;
+
+    if (PINGPONG && group == 1) pass_turn<PINGPONG>(group);  // warpgroup 0 goes first
+    mbarrier_wait(sm.q_full, 0);
+
+    if (OVERLAP) {
+        // Tile 0: S, softmax, P. Then for each tile j >= 1: S_j = Q K_jᵀ and O += P_{j-1} V_{j-1} in flight
+        // together (O first rescaled to tile j-1's maxima), softmax(S_j) in S's registers under the
+        // second, and S_j turned into P only once that product is done with P's registers.
+        mbarrier_wait(sm.k_full, 0);
+        take_turn<PINGPONG>(group);
+        wgmma_fence();
+        issue_qk<D, BN, STAGES, BF16>(s, sm, 0, group);
+        wgmma_commit();
+        pass_turn<PINGPONG>(group);
+        wgmma_wait<0>();
+        fence_all(s);
+        release(sm.k_empty, warp_leader);
+        k_ring.advance<STAGES>();
+        softmax_tile<BN, CAUSAL>(s, st, rescale, needs_mask(0), 0, row_lo, n, scale_log2, lane);
+        to_p<BN, BF16>(s, p);
+        for (int j = 1; j < tiles; ++j) {
+            mbarrier_wait(sm.k_full + 8 * k_ring.stage, k_ring.phase);
+            take_turn<PINGPONG>(group);
+            wgmma_fence();
+            issue_qk<D, BN, STAGES, BF16>(s, sm, k_ring.stage, group);
+            wgmma_commit();
+            rescale_o(o, rescale);  // to tile j-1's maxima, before its P V is added
+            mbarrier_wait(sm.v_full + 8 * v_ring.stage, v_ring.phase);
+            fence_all(o);
+            fence_all(p);
+            wgmma_fence();
+            issue_pv<D, BN, STAGES, BF16>(o, p, sm, v_ring.stage);
+            wgmma_commit();
+            pass_turn<PINGPONG>(group);
+            wgmma_wait<1>();  // S_j is done (groups complete in order); P V_{j-1} may still run
+            fence_all(s);
+            release(sm.k_empty + 8 * k_ring.stage, warp_leader);
+            k_ring.advance<STAGES>();
+            softmax_tile<BN, CAUSAL>(s, st, rescale, needs_mask(j), j * BN, row_lo, n, scale_log2, lane);
+            wgmma_wait<0>();
+            fence_all(o);
+            fence_all(p);  // the tensor cores read p until here
+            release(sm.v_empty + 8 * v_ring.stage, warp_leader);
+            v_ring.advance<STAGES>();
+            to_p<BN, BF16>(s, p);
+        }
+        rescale_o(o, rescale);
+        mbarrier_wait(sm.v_full + 8 * v_ring.stage, v_ring.phase);
+        take_turn<PINGPONG>(group);
+        fence_all(o);
+        fence_all(p);
+        wgmma_fence();
+        issue_pv<D, BN, STAGES, BF16>(o, p, sm, v_ring.stage);
+        wgmma_commit();
+        if (!(PINGPONG && group == 1)) pass_turn<PINGPONG>(group);  // turns balance: 1 starts, so 1 ends
+        wgmma_wait<0>();
+        fence_all(o);
+        fence_all(p);
+        release(sm.v_empty + 8 * v_ring.stage, warp_leader);
+    } else {
+        for (int j = 0; j < tiles; ++j) {
+            mbarrier_wait(sm.k_full + 8 * k_ring.stage, k_ring.phase);
+            take_turn<PINGPONG>(group);
+            wgmma_fence();
+            issue_qk<D, BN, STAGES, BF16>(s, sm, k_ring.stage, group);
+            wgmma_commit();
+            pass_turn<PINGPONG>(group);
+            wgmma_wait<0>();
+            fence_all(s);
+            release(sm.k_empty + 8 * k_ring.stage, warp_leader);
+            k_ring.advance<STAGES>();
+            softmax_tile<BN, CAUSAL>(s, st, rescale, needs_mask(j), j * BN, row_lo, n, scale_log2, lane);
+            to_p<BN, BF16>(s, p);
+            rescale_o(o, rescale);
+            mbarrier_wait(sm.v_full + 8 * v_ring.stage, v_ring.phase);
+            take_turn<PINGPONG>(group);
+            wgmma_fence();
+            issue_pv<D, BN, STAGES, BF16>(o, p, sm, v_ring.stage);
+            wgmma_commit();
+            if (!(PINGPONG && group == 1 && j == tiles - 1)) pass_turn<PINGPONG>(group);
+            wgmma_wait<0>();
+            fence_all(o);
+            fence_all(p);
+            release(sm.v_empty + 8 * v_ring.stage, warp_leader);
+            v_ring.advance<STAGES>();
+        }
+    }
+
+    // Epilogue: the quad's row sums, O / l, rounded to 16 bits, two neighbouring columns a 32-bit store.
+    float inv[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        float l = st.sum[r];
+        l += __shfl_xor_sync(0xffffffff, l, 1);
+        l += __shfl_xor_sync(0xffffffff, l, 2);
+        inv[r] = 1.f / l;
+    }
+    unsigned short* base = out + static_cast<long long>(bh) * n * D;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const int row = row_lo + 8 * r;
+        if (row >= n) continue;
+        unsigned short* dst = base + static_cast<long long>(row) * D + 2 * (lane % 4);
+#pragma unroll
+        for (int j = 0; j < D / 8; ++j)
+            *reinterpret_cast<unsigned*>(dst + 8 * j) =
+                kbench_ptx::pack2<BF16>(o[4 * j + 2 * r] * inv[r], o[4 * j + 2 * r + 1] * inv[r]);
+    }
+}
+
+#ifdef KBENCH_INSTANTIATE
+// nvcc build check (tests/): the configurations kbench launches by default, and each parameter's
+// other values once.
+#define KBENCH_FA3_ONE(D, BN, S, BF16, CAUSAL, OVERLAP, PINGPONG)                                               \
+    template __global__ void fa3_forward<D, BN, S, BF16, CAUSAL, OVERLAP, PINGPONG>(                             \
+        const __grid_constant__ kbench_sm90::TensorMap, const __grid_constant__ kbench_sm90::TensorMap,          \
+        const __grid_constant__ kbench_sm90::TensorMap, unsigned short*, int, float);
+#define KBENCH_FA3(D, BN, S, OVERLAP, PINGPONG)                 \
+    KBENCH_FA3_ONE(D, BN, S, false, false, OVERLAP, PINGPONG)   \
+    KBENCH_FA3_ONE(D, BN, S, true, false, OVERLAP, PINGPONG)    \
+    KBENCH_FA3_ONE(D, BN, S, false, true, OVERLAP, PINGPONG)    \
+    KBENCH_FA3_ONE(D, BN, S, true, true, OVERLAP, PINGPONG)
+KBENCH_FA3(128, 128, 2, true, true)
+KBENCH_FA3(64, 128, 2, true, true)
+KBENCH_FA3(128, 64, 2, true, true)
+KBENCH_FA3(128, 176, 2, true, true)
+KBENCH_FA3(128, 192, 2, true, true)
+KBENCH_FA3(64, 192, 2, true, true)
+KBENCH_FA3(128, 128, 1, true, true)
+KBENCH_FA3(128, 128, 2, false, true)
+KBENCH_FA3(128, 128, 2, true, false)
+KBENCH_FA3(128, 128, 2, false, false)
+#endif

@@ -1,0 +1,184 @@
+"""FlashAttention forward for Hopper (sm_90a), built as FlashAttention-3 is: TMA loads, wgmma.mma_async,
+a producer warpgroup and two consumer warpgroups (setmaxnreg), ping-pong between the consumers and
+the next Q Kᵀ overlapped with the current softmax.
+
+The CUDA source is ``cuda_fa3.cu`` beside this file (its header comment has the shared-memory layout,
+the wgmma descriptors, the register layouts and the schedule), compiled at run time with NVRTC for
+the arch-specific target sm_90a: wgmma and setmaxnreg exist nowhere else, so on any other GPU this
+implementation is a SKIP. The TMA maps of Q, K and V are encoded on the host
+(``kernels/_tensor_map.py``, one 3-D map each: {d, N, batch x heads}) and passed by value.
+
+    kbench run attention --n 4096 --d 128 --impl cuda-fa3,sdpa-cudnn --param block_n=128,176
+    kbench run attention --impl cuda-fa3 --param overlap=0,1 --param pingpong=0,1
+    kbench explain attention --impl cuda-fa3
+"""
+
+from pathlib import Path
+
+from kbench.loader import load_helper
+from kbench.registry import Unsupported, implementation
+
+SOURCE = Path(__file__).with_suffix(".cu")
+ARCH = "sm_90a"
+LOG2_E = 1.4426950408889634
+HEAD_DIMS = (64, 128)
+BLOCK_M = 128  # query rows of a block: two consumer warpgroups of 64 (fixed in cuda_fa3.cu)
+CONSUMERS = 2
+BLOCK_NS = (64, 128, 176, 192)  # K/V tile rows: the wgmma n instantiated in kbench_sm90.cuh
+BOX_COLS = 64  # a TMA box row: 64 16-bit elements, the 128-byte swizzle's width
+SWIZZLE_ATOM = 1024  # the buffers start at a multiple of this; the host adds it as slack
+PRODUCER_REGISTERS, CONSUMER_REGISTERS = 24, 240  # setmaxnreg in cuda_fa3.cu
+H200_SMS = 132  # for `kbench explain` without a GPU
+MAX_GRID_Y = 65535  # batch x heads is the grid's y
+
+_cupy = load_helper(Path(__file__).parent.parent / "_cupy_common.py")
+_tma = load_helper(Path(__file__).parent.parent / "_tensor_map.py")
+
+
+def smem_bytes(d: int, block_n: int, stages: int) -> int:
+    """Dynamic shared memory: the Q tile, `stages` K and V tiles, 1 + 4 x stages mbarriers, and the slack
+    that lets the kernel round the buffers' start up to the 1024-byte swizzle atom."""
+    return BLOCK_M * d * 2 + 2 * stages * block_n * d * 2 + 8 * (1 + 4 * stages) + SWIZZLE_ATOM
+
+
+def check_config(block_n: int, stages: int) -> str | None:
+    if block_n not in BLOCK_NS:
+        return f"block_n={block_n}: {', '.join(map(str, BLOCK_NS))} (the n of the S = Q Kᵀ wgmma)"
+    if stages < 1:
+        return f"stages={stages}: at least 1"
+    return None
+
+
+def name_expression(d: int, block_n: int, stages: int, bf16: bool, causal: bool, overlap: bool,
+                    pingpong: bool) -> str:
+    """The template instantiation NVRTC compiles (and `kbench explain` hands to ptxas)."""
+    flags = ", ".join("true" if f else "false" for f in (bf16, causal, overlap, pingpong))
+    return f"fa3_forward<{d}, {block_n}, {stages}, {flags}>"
+
+
+def grid(case) -> tuple[int, int]:
+    """One block per 128 query rows of each (batch, head)."""
+    return (-(-case.n // BLOCK_M), case.batch * case.heads)
+
+
+def tensor_maps(case, q, k, v, block_n: int):
+    """Q in boxes of 128 rows, K and V in boxes of block_n rows, 64 columns each, of each head's N x d."""
+    heads = case.batch * case.heads
+
+    def spec(t, rows):
+        return _tma.Batched3D(case.dtype, t.data_ptr(), case.n, case.d, rows, BOX_COLS, batches=heads)
+
+    return spec(q, BLOCK_M), spec(k, block_n), spec(v, block_n)
+
+
+def plan(case, q, k, v, out, block_n, stages, overlap, pingpong, smem_limit=None) -> dict:
+    """The launch for one case (raises Unsupported): kernel name, grid, block, shared memory, maps."""
+    reason = check_config(block_n, stages)
+    if reason:
+        raise Unsupported(reason)
+    if case.d not in HEAD_DIMS:
+        raise Unsupported(f"head dim {case.d}: cuda-fa3 is built for d = 64 and 128")
+    maps = tensor_maps(case, q, k, v, block_n)
+    for name, m in zip("QKV", maps):
+        problem = m.problem()
+        if problem:
+            raise Unsupported(f"TMA cannot read {name}: {problem}")
+    if out.data_ptr() % 4:
+        raise Unsupported("O must be 4-byte aligned (pairs of elements are stored as one 32-bit word)")
+    smem = smem_bytes(case.d, block_n, stages)
+    if smem_limit is not None and smem > smem_limit:
+        raise Unsupported(f"needs {smem / 1024:.1f} KiB of shared memory per block (block_n={block_n}, "
+                          f"stages={stages}, d={case.d}); this GPU allows {smem_limit / 1024:.1f} KiB")
+    g = grid(case)
+    if g[1] > MAX_GRID_Y:
+        raise Unsupported(f"batch x heads = {g[1]:,} is more than the grid's {MAX_GRID_Y:,} rows of blocks")
+    name = name_expression(case.d, block_n, stages, case.dtype == "bf16", bool(case.causal), bool(overlap),
+                           bool(pingpong))
+    return {"name": name, "grid": g, "block": ((CONSUMERS + 1) * 128,), "smem": smem, "maps": maps}
+
+
+def kv_tiles_per_block(case, block_n: int) -> str:
+    tiles = -(-case.n // block_n)
+    if not case.causal:
+        return f"{tiles} of {block_n} keys"
+    return f"1 to {tiles} of {block_n} keys (causal: up to the diagonal of the block's last row)"
+
+
+def explain(case, params) -> dict:
+    """`kbench explain attention --impl cuda-fa3`: warpgroup roles and registers, wgmma shapes and counts
+    per K/V tile, TMA boxes, shared memory per stage, blocks per SM."""
+    bn, stages = params["block_n"], params["stages"]
+    overlap, pingpong = bool(params["overlap"]), bool(params["pingpong"])
+    try:
+        p = plan(case, _cupy.PLACEHOLDER, _cupy.PLACEHOLDER, _cupy.PLACEHOLDER, _cupy.PLACEHOLDER, bn, stages,
+                 overlap, pingpong)
+    except Unsupported as exc:
+        return {"configuration": f"not runnable: {exc}"}
+    d = case.d
+    ty = "bf16" if case.dtype == "bf16" else "f16"
+    blocks = p["grid"][0] * p["grid"][1]
+    kv_tile = bn * d * 2
+    figures = {
+        "grid": f"{p['grid'][0]} Q tiles of {BLOCK_M} rows x {p['grid'][1]} (batch x heads) = {blocks:,} blocks"
+                + (", longest (last) Q tiles first" if case.causal else ""),
+        "warpgroups": f"1 producer (one thread issues every TMA load; setmaxnreg {PRODUCER_REGISTERS}) + "
+                      f"{CONSUMERS} consumers of 64 query rows each (wgmma and softmax; setmaxnreg "
+                      f"{CONSUMER_REGISTERS})",
+        "registers per consumer thread": f"O {d // 2} + S {bn // 2} fp32 accumulators, P {bn // 4} x 32-bit "
+                                         f"(16-bit pairs); ptxas reports the count at entry, before setmaxnreg",
+        "wgmma per K/V tile and consumer": f"S = Q Kᵀ: {d // 16} x m64n{bn}k16.f32.{ty} (A and B from shared "
+                                           f"memory, both K-major); O += P V: {bn // 16} x m64n{d}k16.f32.{ty} "
+                                           f"(A = P from registers, B = V MN-major)",
+        "K/V tiles per block": kv_tiles_per_block(case, bn),
+        "TMA boxes": f"Q {d // BOX_COLS} x {{64, {BLOCK_M}, 1}} once; K and V {d // BOX_COLS} x {{64, {bn}, 1}} "
+                     f"each per tile ({kv_tile // 1024} KiB a tile), 128-byte swizzle, rows past N zero-filled",
+        "pipeline": f"{stages} stage{'s' if stages > 1 else ''} of K + V = {2 * kv_tile // 1024} KiB each, "
+                    f"full/empty mbarriers per tile; Q {BLOCK_M * d * 2 // 1024} KiB; {p['smem']:,} bytes of "
+                    f"shared memory with the barriers and 1 KiB of alignment slack",
+        "schedule": ("next S = Q Kᵀ issued with the previous O += P V, softmax under the second"
+                     if overlap else "S, softmax, O += P V in sequence")
+                    + ("; the two consumers take turns at the tensor cores (ping-pong)" if pingpong else ""),
+    }
+    figures.update(_cupy.resource_figures(SOURCE, p["name"], blocks, p["block"][0], p["smem"], arch=ARCH))
+    return figures
+
+
+def _supports(case):
+    if case.d not in HEAD_DIMS:
+        return f"head dim {case.d} (cuda-fa3 is built for d = 64 and 128)"
+    return None
+
+
+@implementation(
+    "attention", "cuda-fa3", backend="cupy", cuda=True, modules=("torch", "cupy"), min_cc=(9, 0),
+    dtypes=("fp16", "bf16"), supports=_supports,
+    params={"block_n": 128, "stages": 2, "overlap": 1, "pingpong": 1},
+    allowed={"block_n": BLOCK_NS, "stages": lambda s: None if s >= 1 else "is fewer than 1 stage",
+             "overlap": (0, 1), "pingpong": (0, 1)},
+    explain=explain,
+    description="FlashAttention-3 style in CUDA C++ (sm_90a): TMA, wgmma, producer + 2 consumer warpgroups, "
+                "ping-pong and softmax overlapped with the next Q Kᵀ",
+)
+def cuda_fa3(case, inputs, out, block_n, stages, overlap, pingpong):
+    import numpy as np
+    import torch
+
+    q, k, v = inputs["q"], inputs["k"], inputs["v"]
+    capability = torch.cuda.get_device_capability(q.device)
+    if tuple(capability) != (9, 0):
+        raise Unsupported(f"wgmma and setmaxnreg exist only on sm_90 (Hopper, built for sm_90a); this GPU is "
+                          f"sm_{capability[0]}{capability[1]}")
+    for name, t in (("q", q), ("k", k), ("v", v), ("out", out)):
+        if not t.is_contiguous():
+            raise Unsupported(f"cuda-fa3 reads {name} through a TMA map of a contiguous B x H x N x d tensor")
+    p = plan(case, q, k, v, out, block_n, stages, overlap, pingpong, smem_limit=_cupy.smem_optin_limit(q))
+    kernel = _cupy.compiled(str(SOURCE), p["name"], ARCH)
+    kernel.max_dynamic_shared_size_bytes = p["smem"]
+    maps = [_tma.encode(spec) for spec in p["maps"]]
+    args = (*maps, *_cupy.pointer_args(out), np.int32(case.n), np.float32(case.d**-0.5 * LOG2_E))
+    run = _cupy.launcher(kernel, p["grid"], p["block"], args, smem=p["smem"])
+    run.config = {
+        "block_m": BLOCK_M, "block_n": block_n, "stages": stages, "overlap": bool(overlap),
+        "pingpong": bool(pingpong), **_cupy.kernel_config(kernel, p["grid"], p["block"], p["smem"]),
+    }
+    return run

@@ -1,0 +1,62 @@
+"""cuda-fa3 right on a Hopper GPU: every dtype and head dim at the sizes that catch tile tails (one
+query, fewer than a K/V tile, exactly one Q tile, one past it, a partial last tile, many tiles), causal
+and not, several heads; and each schedule and tile parameter on its own, through kbench's own check
+(every input distribution, poisoned outputs) against the float64 reference."""
+
+from __future__ import annotations
+
+import pytest
+
+from kbench import correctness
+from kbench.suite import Case
+
+pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("needs_cuda", "needs_cupy")]
+
+SIZES = ((1, False), (17, True), (128, False), (129, True), (1000, False), (4099, True))
+# Each parameter's other values, one at a time from the defaults, and the plain schedule.
+CONFIGS = ({}, {"block_n": 64}, {"block_n": 176}, {"block_n": 192}, {"stages": 1}, {"stages": 3}, {"overlap": 0}, {"pingpong": 0},
+           {"overlap": 0, "pingpong": 0}, {"block_n": 64, "stages": 3})
+
+
+@pytest.fixture
+def needs_hopper(needs_cuda):
+    import torch
+
+    if tuple(torch.cuda.get_device_capability()) != (9, 0):
+        pytest.skip("cuda-fa3 runs on sm_90 (Hopper) only")
+
+
+def failures(registry, cases, params) -> list[str]:
+    suite, impl = registry.suite("attention"), registry.implementations("attention")["cuda-fa3"]
+    problems = []
+    for case in cases:
+        label = ",".join(f"{k}={v}" for k, v in case.values.items())
+        try:
+            verdict = correctness.check(suite, impl, case, "cuda", seed=case.n, trials=2, params=params)
+        except Exception as exc:  # noqa: BLE001 - every case is tried, the failures listed together
+            problems.append(f"{label}: {type(exc).__name__}: {str(exc)[:300]}")
+            continue
+        if not verdict.ok:
+            problems.append(f"{label}: {verdict.reason[:300]}")
+    return problems
+
+
+@pytest.mark.usefixtures("needs_hopper")
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+@pytest.mark.parametrize("d", [64, 128])
+def test_default_configuration_matches_float64(registry, d, dtype):
+    impl = registry.implementations("attention")["cuda-fa3"]
+    cases = [Case({"n": n, "d": d, "batch": 2, "heads": 3, "dtype": dtype, "causal": causal}) for n, causal in SIZES]
+    problems = failures(registry, cases, impl.params)
+    assert not problems, f"cuda-fa3 {dtype} d={d} is wrong at:\n" + "\n".join(problems)
+
+
+@pytest.mark.usefixtures("needs_hopper")
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()) or "default")
+@pytest.mark.parametrize("d", [64, 128])
+def test_each_configuration_matches_float64(registry, config, d):
+    impl = registry.implementations("attention")["cuda-fa3"]
+    cases = [Case({"n": n, "d": d, "batch": 1, "heads": 2, "dtype": "fp16", "causal": causal})
+             for n, causal in ((1000, False), (1000, True), (4099, True), (300, False))]
+    problems = failures(registry, cases, {**impl.params, **config})
+    assert not problems, f"cuda-fa3 {config} d={d} is wrong at:\n" + "\n".join(problems)

@@ -1,0 +1,158 @@
+"""cuda-fa3 without a GPU: its launch plans and refusals, its 3-D TMA maps (one per tensor, so a box
+that overhangs a head's last row reads zeros, not the next head), the figures `kbench explain` gives,
+and its registration. Whether the kernel is right on an H200 is tests/gpu/test_cuda_fa3_gpu.py's job;
+that the source compiles for sm_90a is tests/suites/test_cuda_sources.py's."""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import shutil
+
+import pytest
+import torch
+
+from kbench.errors import UserError
+from kbench.loader import BUILTIN_KERNELS, load_helper
+from kbench.registry import Registry, Unsupported, collecting
+from kbench.suite import Case
+
+NVCC = shutil.which("nvcc")
+
+
+@pytest.fixture(scope="module")
+def fa3():
+    path = BUILTIN_KERNELS / "attention" / "cuda_fa3.py"
+    spec = importlib.util.spec_from_file_location("cuda_fa3_under_test", path)
+    module = importlib.util.module_from_spec(spec)
+    with collecting(Registry(), str(path)):
+        spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def tma():
+    return load_helper(BUILTIN_KERNELS / "_tensor_map.py")
+
+
+def case(n=4096, d=128, batch=2, heads=16, dtype="fp16", causal=False):
+    return Case({"n": n, "d": d, "batch": batch, "heads": heads, "dtype": dtype, "causal": causal})
+
+
+def tensors(c, dtype=torch.float16):
+    shape = (c.batch, c.heads, c.n, c.d)
+    return [torch.zeros(shape, dtype=dtype) for _ in range(4)]
+
+
+def plan(fa3, c, block_n=128, stages=2, overlap=1, pingpong=1, **kw):
+    return fa3.plan(c, *tensors(c), block_n, stages, overlap, pingpong, **kw)
+
+
+def test_default_plan(fa3):
+    p = plan(fa3, case())
+    assert p["name"] == "fa3_forward<128, 128, 2, false, false, true, true>"
+    assert p["grid"] == (32, 32) and p["block"] == (384,)  # 4096 / 128 Q tiles x batch*heads; 3 warpgroups
+    # Q 32 KiB + 2 stages x (K + V) 64 KiB + 9 mbarriers + 1 KiB alignment slack
+    assert p["smem"] == 32768 + 2 * 65536 + 72 + 1024
+    q_map, k_map, v_map = p["maps"]
+    assert q_map.dims == (128, 4096, 32) and q_map.box == (64, 128, 1)
+    assert k_map.box == (64, 128, 1) and v_map.box == (64, 128, 1)
+    assert q_map.strides == (256, 4096 * 256)
+
+
+def test_names_carry_every_template_argument(fa3):
+    p = plan(fa3, case(n=1000, d=64, dtype="bf16", causal=True), block_n=64, stages=3, overlap=0, pingpong=0)
+    assert p["name"] == "fa3_forward<64, 64, 3, true, true, false, false>"
+    assert p["grid"] == (8, 32)  # 1000 rows: 7 full Q tiles and a partial one
+
+
+def test_refusals_say_why(fa3):
+    with pytest.raises(Unsupported, match="block_n=96: 64, 128, 176, 192"):
+        plan(fa3, case(), block_n=96)
+    assert plan(fa3, case(), block_n=176)["name"] == "fa3_forward<128, 176, 2, false, false, true, true>"
+    with pytest.raises(Unsupported, match="shared memory per block"):
+        plan(fa3, case(), block_n=192, stages=3, smem_limit=227 * 1024)
+    with pytest.raises(Unsupported, match="stages=0"):
+        plan(fa3, case(), stages=0)
+    with pytest.raises(Unsupported, match="head dim 96"):
+        plan(fa3, case(d=96))
+    with pytest.raises(Unsupported, match="shared memory per block"):
+        plan(fa3, case(), stages=4, smem_limit=227 * 1024)  # Q 32 KiB + 4 x 64 KiB is past an H200's 227 KiB
+    assert plan(fa3, case(), stages=3, smem_limit=227 * 1024)["smem"] <= 227 * 1024
+    with pytest.raises(Unsupported, match="batch x heads = 70,000"):
+        plan(fa3, case(n=16, batch=70_000, heads=1))
+
+
+def test_misaligned_tensors_are_refused(fa3):
+    c = case(n=64, d=64, batch=1, heads=1)
+    q, k, v, out = tensors(c)
+    flat = torch.zeros(64 * 64 + 1, dtype=torch.float16)
+    shifted = flat[1:].view(1, 1, 64, 64)  # 2 bytes past an aligned address
+    with pytest.raises(Unsupported, match="TMA cannot read K: the tensor's address is not a multiple of 16"):
+        fa3.plan(c, q, shifted, v, out, 128, 2, 1, 1)
+    with pytest.raises(Unsupported, match="O must be 4-byte aligned"):
+        fa3.plan(c, q, k, v, shifted, 128, 2, 1, 1)
+
+
+def test_batched_map_requirements_and_encoding(tma):
+    spec = tma.Batched3D("bf16", 0x7F0000001000, rows=1000, cols=128, box_rows=128, box_cols=64, batches=48)
+    assert spec.problem() is None
+    assert spec.dims == (128, 1000, 48) and spec.strides == (256, 256_000) and spec.box == (64, 128, 1)
+    assert "matrices" in tma.Batched3D("fp16", 4096, 100, 64, 64, 64, batches=0).problem()
+    assert "multiple of 8" in tma.Batched3D("fp16", 4096, 100, 60, 64, 64, batches=2).problem()
+    calls = []
+
+    def fake_encode(out, dtype, rank, address, dims, strides, box, element_strides, interleave, swizzle, l2, oob):
+        calls.append((dtype, rank, list(dims), list(strides), list(box), list(element_strides), swizzle, oob))
+        ctypes.memmove(out.value, bytes(128), 128)
+        return 0
+
+    tma.encode(spec, encoder=fake_encode)
+    # rank 3: {d, N, heads}, two byte strides, a box of one matrix, 128-byte swizzle, zero fill
+    assert calls == [(9, 3, [128, 1000, 48], [256, 256_000], [64, 128, 1], [1, 1, 1], 3, 0)]
+
+
+def test_registration(registry):
+    impl = registry.implementations("attention")["cuda-fa3"]
+    assert impl.needs.min_cc == (9, 0) and impl.needs.dtypes == ("fp16", "bf16")
+    assert impl.params == {"block_n": 128, "stages": 2, "overlap": 1, "pingpong": 1}
+    from kbench.registry import _param_value
+
+    assert _param_value(impl, "block_n", "64") == 64
+    with pytest.raises(UserError, match="block_n"):
+        _param_value(impl, "block_n", "96")
+    with pytest.raises(UserError, match="fewer than 1"):
+        _param_value(impl, "stages", "0")
+
+
+def test_explain_describes_roles_instructions_and_pipeline(registry):
+    impl = registry.implementations("attention")["cuda-fa3"]
+    figures = impl.explain(case(), impl.params)
+    assert figures["grid"] == "32 Q tiles of 128 rows x 32 (batch x heads) = 1,024 blocks"
+    assert figures["warpgroups"].startswith("1 producer (one thread issues every TMA load; setmaxnreg 24) + 2 consumers")
+    assert figures["wgmma per K/V tile and consumer"].startswith("S = Q Kᵀ: 8 x m64n128k16.f32.f16")
+    assert "O += P V: 8 x m64n128k16.f32.f16 (A = P from registers" in figures["wgmma per K/V tile and consumer"]
+    assert figures["TMA boxes"].startswith("Q 2 x {64, 128, 1} once; K and V 2 x {64, 128, 1} each per tile (32 KiB")
+    assert figures["pipeline"].startswith("2 stages of K + V = 64 KiB each")
+    assert "ping-pong" in figures["schedule"] and "softmax under the second" in figures["schedule"]
+    assert figures["registers per consumer thread"].startswith("O 64 + S 64 fp32 accumulators, P 32 x 32-bit")
+    causal = impl.explain(case(d=64, causal=True), dict(impl.params, block_n=64, overlap=0, pingpong=0))
+    assert causal["grid"].endswith("longest (last) Q tiles first")
+    assert causal["K/V tiles per block"] == "1 to 64 of 64 keys (causal: up to the diagonal of the block's last row)"
+    assert causal["schedule"] == "S, softmax, O += P V in sequence"
+    assert impl.explain(case(d=96), impl.params)["configuration"].startswith("not runnable: head dim 96")
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not installed: no ptxas figures")
+def test_explain_reads_ptxas_for_sm90a_and_the_default_does_not_spill(registry):
+    impl = registry.implementations("attention")["cuda-fa3"]
+    figures = impl.explain(case(n=512), impl.params)
+    assert figures["registers per thread"].endswith("(ptxas (sm_90a, nvcc))")
+    assert figures["spills per thread"] == "0 bytes stored, 0 loaded"
+
+
+def test_skipped_without_a_hopper_gpu(registry):
+    from kbench.registry import skip_reason
+
+    impl = registry.implementations("attention")["cuda-fa3"]
+    assert skip_reason(impl, case(), "cuda", (8, 0))  # an A100: below sm_90
