@@ -83,10 +83,12 @@ if triton is not None:
     @triton.jit
     def _attend(acc, l_i, m_i, q, k_src, v_src, stride_kn, stride_vn, lo, hi, offs_m, offs_n, offs_d,
                 n_ctx, qk_scale_log2, BLOCK_N: tl.constexpr, MASK: tl.constexpr, PRECISION: tl.constexpr,
-                TMA: tl.constexpr):
+                TMA: tl.constexpr, WS: tl.constexpr):
         """K/V tiles lo .. hi into the running (acc, l, m). MASK: 0 none, 1 the N tail, 2 causal and tail.
-        TMA: k_src and v_src are tensor descriptors (rows past n_ctx read as zeros), else base pointers."""
-        for start_n in range(lo, hi, BLOCK_N):
+        TMA: k_src and v_src are tensor descriptors (rows past n_ctx read as zeros), else base pointers.
+        WS: Triton's automatic warp specialization of the loop (loads, matrix products and softmax
+        given to separate warp groups)."""
+        for start_n in tl.range(lo, hi, BLOCK_N, warp_specialize=WS):
             cols = start_n + offs_n
             col_ok = cols < n_ctx
             # K as [HEAD_DIM, BLOCK_N] so S = Q·Kᵀ is a plain dot.
@@ -134,7 +136,7 @@ if triton is not None:
         stride_ob, stride_oh, stride_on,
         heads, n_ctx, qk_scale_log2,
         HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, PRECISION: tl.constexpr, TMA: tl.constexpr,
-        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+        WS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     ):
         start_m = tl.program_id(0)
         bh = tl.program_id(1)
@@ -176,16 +178,16 @@ if triton is not None:
             # diagonal's BLOCK_M / BLOCK_N tiles; BLOCK_N > BLOCK_M: the one tile holding the diagonal.
             diagonal = (start_m * BLOCK_M // BLOCK_N) * BLOCK_N
             acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_src, v_src, stride_kn, stride_vn, 0, diagonal,
-                                    offs_m, offs_n, offs_d, n_ctx, qk_scale_log2, BLOCK_N, 0, PRECISION, TMA)
+                                    offs_m, offs_n, offs_d, n_ctx, qk_scale_log2, BLOCK_N, 0, PRECISION, TMA, WS)
             acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_src, v_src, stride_kn, stride_vn, diagonal,
                                     tl.minimum(start_m * BLOCK_M + BLOCK_M, n_ctx), offs_m, offs_n, offs_d, n_ctx,
-                                    qk_scale_log2, BLOCK_N, 2, PRECISION, TMA)
+                                    qk_scale_log2, BLOCK_N, 2, PRECISION, TMA, False)
         else:
             whole = (n_ctx // BLOCK_N) * BLOCK_N
             acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_src, v_src, stride_kn, stride_vn, 0, whole,
-                                    offs_m, offs_n, offs_d, n_ctx, qk_scale_log2, BLOCK_N, 0, PRECISION, TMA)
+                                    offs_m, offs_n, offs_d, n_ctx, qk_scale_log2, BLOCK_N, 0, PRECISION, TMA, WS)
             acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_src, v_src, stride_kn, stride_vn, whole, n_ctx,
-                                    offs_m, offs_n, offs_d, n_ctx, qk_scale_log2, BLOCK_N, 1, PRECISION, TMA)
+                                    offs_m, offs_n, offs_d, n_ctx, qk_scale_log2, BLOCK_N, 1, PRECISION, TMA, False)
 
         acc = acc / l_i[:, None]
         if TMA:
@@ -199,7 +201,7 @@ if triton is not None:
     _fa2_autotuned = triton.autotune(
         configs=[triton.Config({"BLOCK_M": c["BLOCK_M"], "BLOCK_N": c["BLOCK_N"]}, **_launch_options(c))
                  for c in CONFIGS],
-        key=["n_ctx", "HEAD_DIM", "CAUSAL", "PRECISION", "TMA"],  # and the tensors' dtypes, which Triton adds
+        key=["n_ctx", "HEAD_DIM", "CAUSAL", "PRECISION", "TMA", "WS"],  # and the tensors' dtypes, which Triton adds
         **utils.autotune_cache_option(),
     )(_fa2_forward)
 
@@ -278,7 +280,7 @@ def compiled_resources(case, cfg, tma: bool) -> dict | None:
                      f"stride_{t}n": case.d})
     args.update(heads=case.heads, n_ctx=case.n, qk_scale_log2=case.d**-0.5 * LOG2_E)
     constexprs = {"HEAD_DIM": case.d, "CAUSAL": case.causal, "PRECISION": utils.dot_precision(case.dtype),
-                  "TMA": tma, "BLOCK_M": cfg["BLOCK_M"], "BLOCK_N": cfg["BLOCK_N"]}
+                  "TMA": tma, "WS": False, "BLOCK_M": cfg["BLOCK_M"], "BLOCK_N": cfg["BLOCK_N"]}
     return from_triton(_fa2_forward, args, constexprs, _launch_options(cfg))
 
 
@@ -383,12 +385,13 @@ def _supports(case):
 
 
 @implementation("attention", "triton-fa2", backend="triton", modules=("torch", "triton"),
-                supports=_supports, explain=explain, params={"config": "auto", "tma": "auto"},
+                supports=_supports, explain=explain, params={"config": "auto", "tma": "auto", "ws": 0},
                 # What pinned_config and tma_reason take, checked by --param before anything runs.
-                allowed={"config": ("auto", *map(str, range(len(CONFIGS)))), "tma": ("auto", "0", "1")},
+                allowed={"config": ("auto", *map(str, range(len(CONFIGS)))), "tma": ("auto", "0", "1"),
+                         "ws": (0, 1)},
                 description="FlashAttention-2 forward in Triton (online softmax, exp2, deferred normalisation, "
                             "masks only where needed, autotuned tiles)")
-def triton_fa2(case, inputs, out, config="auto", tma="auto"):
+def triton_fa2(case, inputs, out, config="auto", tma="auto", ws=0):
     if triton is None:
         raise Unsupported("triton is not installed")
     import torch
@@ -423,20 +426,21 @@ def triton_fa2(case, inputs, out, config="auto", tma="auto"):
 
         def run():
             _fa2_forward[grid](*args, HEAD_DIM=case.d, CAUSAL=case.causal, PRECISION=precision, TMA=use_tma,
-                               BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"], **_launch_options(cfg))
+                               WS=bool(ws), BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"], **_launch_options(cfg))
 
-        run.config = dict(cfg, config=config, tma=use_tma, triton=triton.__version__)
+        run.config = dict(cfg, config=config, tma=use_tma, ws=bool(ws), triton=triton.__version__)
         return run
 
     def tiles(meta):
         return (triton.cdiv(case.n, meta["BLOCK_M"]), case.batch * case.heads)
 
     def run():
-        _fa2_autotuned[tiles](*args, HEAD_DIM=case.d, CAUSAL=case.causal, PRECISION=precision, TMA=use_tma)
+        _fa2_autotuned[tiles](*args, HEAD_DIM=case.d, CAUSAL=case.causal, PRECISION=precision, TMA=use_tma,
+                              WS=bool(ws))
 
     # Tune now (set-up, outside every timing): the first call of a new key benchmarks each
     # config, or reads the timings Triton's cache kept from an earlier process.
-    key = (case.n, case.d, case.causal, case.dtype, use_tma)
+    key = (case.n, case.d, case.causal, case.dtype, use_tma, bool(ws))
     _fa2_autotuned.bench_time = None
     started = time.perf_counter()
     run()
@@ -448,7 +452,7 @@ def triton_fa2(case, inputs, out, config="auto", tma="auto"):
                             "candidates": len(CONFIGS)}
     best = _fa2_autotuned.best_config
     chosen = _as_config(best)
-    run.config = dict(chosen, config="auto", tma=use_tma, chosen=CONFIGS.index(chosen) if chosen in CONFIGS else None,
+    run.config = dict(chosen, config="auto", tma=use_tma, ws=bool(ws), chosen=CONFIGS.index(chosen) if chosen in CONFIGS else None,
                       triton=triton.__version__, candidates_ms=_candidate_medians(_fa2_autotuned), **_tuning_log[key])
     return run
 
