@@ -1,7 +1,10 @@
 """The decode implementations right on a GPU, through `kbench run` (its workers compile the Triton kernel
 instead of interpreting it): cache lengths of one token, a partial tile, several pieces and 128k tokens,
 GQA 32/8 with one and four new queries, MQA, fp16, bf16, int8 and int4 caches, against float64 through kbench's own check
-(every input distribution, the timed calls checked too)."""
+(every input distribution, the timed calls checked too). cupy-bitdecode (CUDA C++ through CuPy) over the
+same lengths at d 64 and 128, with groups that leave a partial group of tokens (4099, 1000 and 17 keys in
+groups of 32), V groups that cross a lane's strip of channels, more rows than one m16 tile, and its
+tile, warps and pieces away from their defaults."""
 
 from __future__ import annotations
 
@@ -27,4 +30,43 @@ def test_decode_is_right_through_kbench_run(cli, tmp_path, compiled_triton, swee
     statuses = {(r.impl, r.case_key): (r.status, r.reason) for r in results.read(out)}
     wrong = {key: status for key, status in statuses.items() if status[0] != "OK"}
     assert statuses and not wrong, f"kbench run decode {' '.join(sweep)}: {wrong}\n{result.output[-3000:]}"
+    assert result.exit_code == 0, result.output
+
+
+BITDECODE_SWEEPS = (
+    ("--l", "1,17,1000,4099,131072", "--hq", "32", "--hkv", "8", "--q", "1", "--d", "128,64"),
+    ("--l", "17,4099,131072", "--hq", "32", "--hkv", "8", "--q", "4", "--d", "128,64"),
+    ("--l", "17,4099,131072", "--hq", "16", "--hkv", "1", "--q", "1,4", "--d", "128,64"),
+    # V groups of 48 and 20 channels (a lane's 16-channel strip in one group, or across two); 32 query
+    # heads of one K/V head x 4 queries: 128 rows in 8 row blocks
+    ("--l", "1000", "--hq", "32", "--hkv", "8", "--q", "3", "--d", "128", "--group", "48,20"),
+    ("--l", "300", "--hq", "32", "--hkv", "1", "--q", "4", "--d", "128,64"),
+)
+
+
+@pytest.mark.usefixtures("needs_cupy")
+@pytest.mark.parametrize("sweep", BITDECODE_SWEEPS, ids=["gqa", "gqa-speculative", "mqa", "v-groups", "rows"])
+def test_cupy_bitdecode_is_right_through_kbench_run(cli, tmp_path, sweep):
+    out = tmp_path / "decode.jsonl"
+    result = cli("run", "decode", *sweep, "--batch", "2", "--kv-dtype", "int4,int8,fp16,bf16", "--device", "cuda",
+                 "--impl", "sdpa,cupy-bitdecode", "--timeout", "300", "--max-time", "0.2", "--out", out)
+    records = [r for r in results.read(out) if r.impl.startswith("cupy-bitdecode")]
+    statuses = {r.case_key: (r.status, r.reason) for r in records}
+    wrong = {key: status for key, status in statuses.items() if status[0] != "OK"}
+    assert statuses and not wrong, f"kbench run decode {' '.join(sweep)}: {wrong}\n{result.output[-3000:]}"
+    assert result.exit_code == 0, result.output
+
+
+@pytest.mark.usefixtures("needs_cupy")
+def test_cupy_bitdecode_params_are_right(cli, tmp_path):
+    """Tiles of 16 and 64 keys, 2 and 8 warps, and pieces fixed at 1 (the output written by the partial
+    kernel itself) and 7, at a cache of partial tiles and groups."""
+    out = tmp_path / "decode.jsonl"
+    result = cli("run", "decode", "--l", "4099", "--hq", "32", "--hkv", "8", "--q", "4", "--d", "128",
+                 "--batch", "2", "--kv-dtype", "int4,int8", "--device", "cuda", "--impl", "cupy-bitdecode",
+                 "--param", "tile=16,64", "--param", "warps=2,8", "--param", "splits=1,7",
+                 "--timeout", "300", "--max-time", "0.1", "--out", out)
+    statuses = {(r.label, r.case_key): (r.status, r.reason) for r in results.read(out)}
+    wrong = {key: status for key, status in statuses.items() if status[0] != "OK"}
+    assert len(statuses) == 16 and not wrong, f"{wrong}\n{result.output[-3000:]}"
     assert result.exit_code == 0, result.output

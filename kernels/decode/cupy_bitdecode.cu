@@ -1,0 +1,579 @@
+// Decode attention over a quantized KV cache on tensor cores (after BitDecoding, HPCA 2026):
+// int4 / int8 codes dequantized in registers straight into mma.m16n8k16 B fragments.
+//
+// One block owns one K/V head of one sequence, one piece of the cache (split-KV, as in
+// flash-decoding) and 16 query rows, the M rows of the m16 tile. The rows are that head's GQA
+// group: the Hq / Hkv query heads reading the head times the Q new queries, row = head_in_group * Q
+// + query, zero rows past the group (never stored); a group of more than 16 rows takes several
+// row blocks (grid neighbours, so they read the same piece from L2). Each warp walks its own TN-key tiles
+// of the piece (tiles warp, warp + WARPS, ...) with its own online softmax; at the end the warps'
+// states are merged through shared memory, and the block writes either the output (one piece) or
+// its m, l and unnormalised O (fp32) for bitdecode_combine, which merges the pieces by log-sum-exp.
+//
+// Codes are read from global memory with 64/128-bit loads into registers (no shared memory: each
+// lane loads exactly the bytes of its own fragments), then turned into fp16 pairs with the
+// magic-number trick: a code c OR-ed under the exponent of 0x6400 (fp16 1024, one unit per ulp)
+// is the fp16 number 1024 + c, so
+//     int4: lop3 (w & 0x000f000f) | 0x64006400 -> {1024 + n0, 1024 + n4} (bits 0-3 and 16-19);
+//           mask 0x00f000f0 gives {1024 + 16 n1, 1024 + 16 n5}; w >> 8 the next two nibbles;
+//     int8: prmt(w, 0x64646464, 0x4140) -> {1024 + b0, 1024 + b1} (0x4342: b2, b3);
+// then 1024 is subtracted (for the x16 forms: fma by 1/16 and -64), exact, giving the code itself,
+// and code * scale + minimum is one fma.rn.f16x2: a single rounding of the exact value, the same
+// fp16 number as the suite's dequantization. The scale and minimum are applied after the
+// conversion because each group has its own pair (K: per channel and group of tokens; V: per token
+// and group of channels).
+//
+// Fragment layout (PTX ISA, mma.m16n8k16, 16-bit A/B): lane = 4 g + t. A (16 x 16): rows g and g + 8,
+// k-columns 2t, 2t+1 (a0 a1) and 2t+8, 2t+9 (a2 a3). B (16 x 8): column g, k-rows 2t, 2t+1 (b0) and
+// 2t+8, 2t+9 (b1). C (16 x 8): rows g and g + 8, columns 2t, 2t+1. The products are sums over k, so
+// the channels (for S = Q K^T) and the keys (for O = P V) may sit in the k slots in any order, as
+// long as both operands use the same one; the order is chosen so that each lane's bytes are
+// contiguous in memory and the bit tricks' natural pairs are its fragments' pairs.
+//
+// Which lane holds which elements (key0: the tile's first key; the K chunk of lane t is channels
+// [t D/4, (t+1) D/4), the V strip of lane g channels [g D/8, (g+1) D/8)):
+//   S = Q K^T, n8 tile nt (keys key0 + 8 nt .. + 7), k16 step s (D/16 steps):
+//     B: lane (g, t) holds key key0 + 8 nt + g, channels t D/4 + chan(s, r, e) for register r, half e:
+//         int4:      chan = 8 (s / 2) + 2 (s % 2) + r + 4 e   (the pairs {c, c + 4} of one 32-bit word)
+//         int8/fp16: chan = 4 s + 2 r + e                     (adjacent pairs)
+//     A: lane (g, t) holds query rows g and g + 8 at those same channels (a0/a1: r = 0, a2/a3: r = 1).
+//     C: S rows g, g + 8, keys key0 + 8 nt + 2t and + 1.
+//   O += P V, k16 step j (keys key0 + 16 j .. + 15), n8 tile jn (D/8 tiles):
+//     A: P from the C fragments of S tiles 2j (k 2t, 2t+1) and 2j + 1 (k 2t+8, 2t+9), no data movement.
+//     B: lane (g, t) holds channel g D/8 + jn of keys key0 + 16 j + {2t, 2t+1} (b0) and
+//        {2t+8, 2t+9} (b1): a pair of keys in one register, built from two keys' words by
+//        prmt(wa, wb, 0x5410 / 0x7632) before the nibble or byte selects.
+//     C: O rows g, g + 8, channels (2t) D/8 + jn and (2t + 1) D/8 + jn.
+//
+// No CUDA headers, so NVRTC (cupy.RawModule) and nvcc compile it alike.
+
+#include "kbench_ptx.cuh"
+
+namespace bitdecode {
+
+using kbench_ptx::pack2;
+
+__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
+
+// 2^x in one MUFU.EX2 (-inf gives +0).
+__device__ __forceinline__ float fast_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+template <bool BF16>
+__device__ __forceinline__ void mma_16816(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+    if (BF16) {
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+            "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    } else {
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+            "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
+}
+
+// ---- bit tricks (pure: the compiler may merge repeated ones) --------------------------------------
+
+constexpr unsigned MAGIC = 0x64006400u;       // fp16 {1024, 1024}
+constexpr unsigned MAGIC_BYTES = 0x64646464u;  // the exponent byte of 1024, for prmt
+constexpr unsigned SIXTEENTH = 0x2c002c00u;    // fp16 {1/16, 1/16}
+constexpr unsigned MINUS_64 = 0xd400d400u;     // fp16 {-64, -64}
+
+// (a & MASK) | OR in one lop3: immLut = (0xF0 & 0xCC) | 0xAA.
+template <unsigned MASK, unsigned OR>
+__device__ __forceinline__ unsigned and_or(unsigned a) {
+    unsigned d;
+    asm("lop3.b32 %0, %1, %2, %3, 0xEA;\n" : "=r"(d) : "r"(a), "n"(MASK), "n"(OR));
+    return d;
+}
+
+// Byte i of the result is byte SEL[4i+3:4i] of {b, a} (a: bytes 0-3, b: bytes 4-7).
+template <unsigned SEL>
+__device__ __forceinline__ unsigned prmt(unsigned a, unsigned b) {
+    unsigned d;
+    asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "n"(SEL));
+    return d;
+}
+
+__device__ __forceinline__ unsigned hsub2(unsigned a, unsigned b) {
+    unsigned d;
+    asm("sub.rn.f16x2 %0, %1, %2;\n" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+}
+
+// a * b + c rounded once (f16x2).
+__device__ __forceinline__ unsigned hfma2(unsigned a, unsigned b, unsigned c) {
+    unsigned d;
+    asm("fma.rn.f16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+
+// The two 4-bit codes at bits 0-3 and 16-19 of x (HIGH: bits 4-7 and 20-23) as an fp16 pair.
+template <bool HIGH>
+__device__ __forceinline__ unsigned nibbles_to_half2(unsigned x) {
+    if (HIGH) return hfma2(and_or<0x00f000f0u, MAGIC>(x), SIXTEENTH, MINUS_64);  // (1024 + 16n) / 16 - 64
+    return hsub2(and_or<0x000f000fu, MAGIC>(x), MAGIC);                           // (1024 + n) - 1024
+}
+
+// ---- loads ------------------------------------------------------------------------------------------
+
+// WORDS 32-bit words from global memory, streamed (read once: not kept in L1). Not volatile: the
+// cache is read-only while the kernel runs, so the compiler may move these loads ahead of the
+// tensor-core work (what hides their latency).
+template <int WORDS>
+__device__ __forceinline__ void load_stream(unsigned (&w)[WORDS], const unsigned char* p) {
+    if constexpr (WORDS % 4 == 0) {
+#pragma unroll
+        for (int i = 0; i < WORDS; i += 4)
+            asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+                         : "=r"(w[i]), "=r"(w[i + 1]), "=r"(w[i + 2]), "=r"(w[i + 3])
+                         : "l"(p + 4 * i));
+    } else if constexpr (WORDS == 2) {
+        asm("ld.global.nc.L1::no_allocate.v2.u32 {%0,%1}, [%2];\n" : "=r"(w[0]), "=r"(w[1]) : "l"(p));
+    } else {
+        static_assert(WORDS == 1, "1, 2 or a multiple of 4 words");
+        asm("ld.global.nc.L1::no_allocate.u32 %0, [%1];\n" : "=r"(w[0]) : "l"(p));
+    }
+}
+
+// WORDS (a multiple of 4) 32-bit words of scales or minimums: kept in L1, where the 8 lanes that
+// share a chunk of channels, and the next keys of the same group, find them.
+template <int WORDS>
+__device__ __forceinline__ void load_cached(unsigned (&w)[WORDS], const unsigned short* p) {
+    static_assert(WORDS % 4 == 0, "whole 16-byte loads");
+#pragma unroll
+    for (int i = 0; i < WORDS; i += 4)
+        asm("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(w[i]), "=r"(w[i + 1]), "=r"(w[i + 2]), "=r"(w[i + 3])
+                     : "l"(p + 2 * i));
+}
+
+// ---- fragments ----------------------------------------------------------------------------------------
+
+template <int BITS, int D>
+struct Lanes {
+    static constexpr int KCH = D / 4;                // K channels of one key a lane holds
+    static constexpr int KWORDS = KCH * BITS / 32;   // their 32-bit words
+    static constexpr int VCH = D / 8;                // V channels (the strip) of one key a lane holds
+    static constexpr int VWORDS = VCH * BITS / 32;
+};
+
+// Channel (within the lane's K chunk) of k16 step s, B register r, half e: see the header.
+template <int BITS>
+__device__ __forceinline__ int k_channel(int s, int r, int e) {
+    return BITS == 4 ? 8 * (s / 2) + 2 * (s % 2) + r + 4 * e : 4 * s + 2 * r + e;
+}
+
+// B register r of k16 step s of S = Q K^T from one key's words `w`; quantized codes come out as
+// the codes themselves (fp16 integers), scaled later.
+template <int BITS>
+__device__ __forceinline__ unsigned k_operand(const unsigned* w, int s, int r) {
+    if constexpr (BITS == 4) {
+        const unsigned x = (s % 2) ? w[s / 2] >> 8 : w[s / 2];
+        return r ? nibbles_to_half2<true>(x) : nibbles_to_half2<false>(x);
+    } else if constexpr (BITS == 8) {
+        const unsigned h = r ? prmt<0x4342>(w[s], MAGIC_BYTES) : prmt<0x4140>(w[s], MAGIC_BYTES);
+        return hsub2(h, MAGIC);
+    } else {
+        return w[2 * s + r];
+    }
+}
+
+// The scales (or minimums) of the same two channels for k16 step 2w + x, from the lane's 4 words
+// of them for channels 8w .. 8w + 7 of its chunk (two channels a word, in channel order).
+template <int BITS>
+__device__ __forceinline__ unsigned k_pair(const unsigned (&sw)[4], int x, int r) {
+    if constexpr (BITS == 4) {  // channels {c, c + 4}, c = 2x + r: words x and x + 2, low or high halves
+        return r ? prmt<0x7632>(sw[x], sw[x + 2]) : prmt<0x5410>(sw[x], sw[x + 2]);
+    } else {  // channels {c, c + 1}, c = 4x + 2r: word 2x + r
+        return sw[2 * x + r];
+    }
+}
+
+// B register of channel jn of the lane's V strip for keys a and b (their words wa, wb): {a, b}.
+template <int BITS>
+__device__ __forceinline__ unsigned v_operand(const unsigned* wa, const unsigned* wb, int jn) {
+    if constexpr (BITS == 4) {  // 8 channels a word
+        const int w = jn / 8, i = jn % 8;
+        const unsigned z = i < 4 ? prmt<0x5410>(wa[w], wb[w]) : prmt<0x7632>(wa[w], wb[w]);  // 4 of a, 4 of b
+        const unsigned x = (i % 4) >= 2 ? z >> 8 : z;
+        return (i % 2) ? nibbles_to_half2<true>(x) : nibbles_to_half2<false>(x);
+    } else if constexpr (BITS == 8) {  // 4 channels a word
+        const int w = jn / 4, i = jn % 4;
+        const unsigned z = i < 2 ? prmt<0x5410>(wa[w], wb[w]) : prmt<0x7632>(wa[w], wb[w]);  // 2 of a, 2 of b
+        const unsigned h = (i % 2) ? prmt<0x4341>(z, MAGIC_BYTES) : prmt<0x4240>(z, MAGIC_BYTES);
+        return hsub2(h, MAGIC);
+    } else {  // 2 channels a word
+        const int w = jn / 2;
+        return (jn % 2) ? prmt<0x7632>(wa[w], wb[w]) : prmt<0x5410>(wa[w], wb[w]);
+    }
+}
+
+template <bool BF16>
+__device__ __forceinline__ unsigned short to_bits(float x) {
+    unsigned short h;
+    if (BF16) {
+        asm("cvt.rn.bf16.f32 %0, %1;\n" : "=h"(h) : "f"(x));
+    } else {
+        asm("cvt.rn.f16.f32 %0, %1;\n" : "=h"(h) : "f"(x));
+    }
+    return h;
+}
+
+}  // namespace bitdecode
+
+using namespace bitdecode;
+
+// ---- the kernels ------------------------------------------------------------------------------------
+
+// Bytes of dynamic shared memory of bitdecode_partial: the Q fragments during the loop, then the
+// warps' states for the merge (the same bytes, reused after a barrier).
+template <int D, int WARPS>
+struct PartialSmem {
+    static constexpr int OSTRIDE = D + 8;  // floats a row of a warp's O (padded: see the merge)
+    static constexpr int Q_BYTES = (D / 16) * 32 * 16;
+    static constexpr int MERGE_BYTES = WARPS * 16 * (2 + OSTRIDE) * 4;
+    static constexpr int BYTES = Q_BYTES > MERGE_BYTES ? Q_BYTES : MERGE_BYTES;
+};
+
+// BITS: 4 or 8 (codes, with scales and minimums) or 16 (an fp16 / bf16 cache, BF16 picks).
+// TN keys a warp's tile. VSPAN: 1 when a lane's V strip lies in one channel group
+// (group % (D/8) == 0), 2 when it may cross one group boundary (group > D/8).
+// Strides are in elements, the codes' (K, V) in bytes. part_o null: one piece, O written here.
+// The launch bounds ask for 12 warps an SM (168 registers a thread): each warp keeps one tile's
+// loads in flight, and fewer warps leave the memory system short of requests.
+template <int BITS, bool BF16, int D, int TN, int WARPS, int VSPAN>
+__global__ void __launch_bounds__(WARPS * 32, WARPS <= 12 ? 12 / WARPS : 1)
+bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __restrict__ K,
+                  const unsigned char* __restrict__ V, const unsigned short* __restrict__ KS,
+                  const unsigned short* __restrict__ KM, const unsigned short* __restrict__ VS,
+                  const unsigned short* __restrict__ VM, unsigned short* __restrict__ O,
+                  float* __restrict__ part_o, float* __restrict__ part_m, float* __restrict__ part_l,
+                  int hkv, int gqa, int nq, int L, int keys_per_split, int splits, int row_blocks, int group,
+                  long long q_sb, long long q_sh, long long q_sq,
+                  long long k_sb, long long k_sh, long long k_sl,
+                  long long v_sb, long long v_sh, long long v_sl,
+                  long long ks_sb, long long ks_sh, long long ks_sg,
+                  long long vs_sb, long long vs_sh, long long vs_sl,
+                  long long o_sb, long long o_sh, long long o_sq, float scale_log2) {
+    using LN = Lanes<BITS, D>;
+    using SM = PartialSmem<D, WARPS>;
+    constexpr bool QUANT = BITS < 16;
+    constexpr int NT = TN / 8;   // n8 tiles of S a tile
+    constexpr int KT = TN / 16;  // k16 steps of P V a tile
+    constexpr int DS = D / 16;   // k16 steps of Q K^T
+    constexpr int DT = D / 8;    // n8 tiles of O
+    constexpr int THREADS = WARPS * 32;
+    static_assert(TN % 16 == 0 && D % 64 == 0, "tiles of 16 keys, d a multiple of 64");
+    static_assert(BITS == 4 || BITS == 8 || BITS == 16, "4- or 8-bit codes, or 16-bit values");
+    static_assert(!QUANT || !BF16, "a quantized cache's queries and output are fp16");
+
+    extern __shared__ __align__(16) float smem[];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int g = lane / 4, t = lane % 4;
+    const int rb = blockIdx.x % row_blocks, split = blockIdx.x / row_blocks;
+    const int bh = blockIdx.y, b = bh / hkv, kvh = bh % hkv;
+    const int rows = gqa * nq;
+    const int start = split * keys_per_split;
+    const int end = min(start + keys_per_split, L);
+
+    // ---- Q as A fragments in shared memory, [k16 step][lane] x 4 registers, in the channel order of
+    // the K fragments (zero rows past the group). Row r of the block: query head r / Q of the group,
+    // new query r % Q.
+    uint4* sq = reinterpret_cast<uint4*>(smem);
+    for (int idx = threadIdx.x; idx < DS * 32; idx += THREADS) {
+        const int st = idx / 32, ln = idx % 32;
+        unsigned reg[4];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int row = rb * 16 + ln / 4 + 8 * h;
+            const bool valid = row < rows;
+            const unsigned short* q = Q;
+            if (valid) q += b * q_sb + (kvh * gqa + row / nq) * q_sh + (row % nq) * q_sq + (ln % 4) * LN::KCH;
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                const unsigned lo = valid ? q[k_channel<BITS>(st, r, 0)] : 0u;
+                const unsigned hi = valid ? q[k_channel<BITS>(st, r, 1)] : 0u;
+                reg[2 * r + h] = lo | (hi << 16);  // a0: row g, a1: row g + 8 (r = 0); a2, a3 (r = 1)
+            }
+        }
+        sq[idx] = make_uint4(reg[0], reg[1], reg[2], reg[3]);
+    }
+    __syncthreads();
+
+    // Per row of this lane (g, g + 8): the first key it may not see. Query i is the cache's
+    // position L - Q + i (bottom-right causal), so it sees the keys before L - Q + i + 1.
+    int limit[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int row = rb * 16 + g + 8 * h;
+        limit[h] = row < rows ? min(end, L - nq + row % nq + 1) : end;
+    }
+
+    float o[DT][4];
+    float row_max[2] = {neg_inf(), neg_inf()};
+    float row_sum[2] = {0.f, 0.f};  // this lane's part of the row's sum; the quad adds them at the end
+#pragma unroll
+    for (int dt = 0; dt < DT; ++dt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[dt][e] = 0.f;
+
+    const unsigned char* k_lane = K + b * k_sb + kvh * k_sh + t * (LN::KWORDS * 4);
+    const unsigned char* v_lane = V + b * v_sb + kvh * v_sh + g * (LN::VWORDS * 4);
+    const long long ks_lane = b * ks_sb + kvh * ks_sh + t * LN::KCH;  // into KS and KM
+    const long long vs_head = b * vs_sb + kvh * vs_sh;                // into VS and VM
+    // The V strip's channel groups: the first, and (VSPAN 2) the next one from strip channel `cut` on.
+    const int cg0 = QUANT ? (g * LN::VCH) / group : 0;
+    const int cg1 = QUANT ? min(cg0 + 1, (D + group - 1) / group - 1) : 0;
+    const int cut = QUANT ? (cg0 + 1) * group - g * LN::VCH : 0;
+    const int mask_from = min(end, L - nq + 1);  // the first key hidden from some row
+    const int n_tiles = (end - start + TN - 1) / TN;
+
+    for (int tile = warp; tile < n_tiles; tile += WARPS) {
+        const int key0 = start + tile * TN;
+        // Keys past the cache are read at its last key (finite values; their scores are masked).
+        unsigned kc[NT][LN::KWORDS];
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+            load_stream<LN::KWORDS>(kc[nt], k_lane + min(key0 + 8 * nt + g, L - 1) * k_sl);
+        unsigned vc[KT][4][LN::VWORDS];  // keys 16j + 2t, 2t+1, 2t+8, 2t+9
+#pragma unroll
+        for (int j = 0; j < KT; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                load_stream<LN::VWORDS>(vc[j][e],
+                                        v_lane + min(key0 + 16 * j + 2 * t + (e & 1) + 8 * (e >> 1), L - 1) * v_sl);
+
+        // ---- S = Q K^T, two k16 steps at a time: they share one 16-byte load of a key's 8 scales
+        // (and of its 8 minimums), channels 8w .. 8w + 7 of the lane's chunk. (Loading them once per
+        // tile where its keys share a group saves loads and permutes, but the longer-lived registers
+        // spill more at this occupancy.)
+        float s[NT][4];
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) s[nt][e] = 0.f;
+        long long k_group[NT];  // each n8 tile's key's group of tokens, as an offset into KS / KM
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+            k_group[nt] = QUANT ? ks_lane + (min(key0 + 8 * nt + g, L - 1) / group) * ks_sg : 0;
+#pragma unroll
+        for (int w = 0; w < DS / 2; ++w) {
+            uint4 a[2];
+#pragma unroll
+            for (int x = 0; x < 2; ++x) a[x] = sq[(2 * w + x) * 32 + lane];
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) {
+                unsigned sc[4], mn[4];
+                if constexpr (QUANT) {
+                    load_cached<4>(sc, KS + k_group[nt] + 8 * w);
+                    load_cached<4>(mn, KM + k_group[nt] + 8 * w);
+                }
+#pragma unroll
+                for (int x = 0; x < 2; ++x) {
+                    const int st = 2 * w + x;
+                    unsigned bk[2];
+#pragma unroll
+                    for (int r = 0; r < 2; ++r) {
+                        bk[r] = k_operand<BITS>(kc[nt], st, r);
+                        if constexpr (QUANT) bk[r] = hfma2(bk[r], k_pair<BITS>(sc, x, r), k_pair<BITS>(mn, x, r));
+                    }
+                    const unsigned af[4] = {a[x].x, a[x].y, a[x].z, a[x].w};
+                    mma_16816<BF16>(s[nt], af, bk[0], bk[1]);
+                }
+            }
+        }
+
+        // ---- scale to log2 units; mask keys past the piece and after each row's query ------------
+        const bool edge = key0 + TN > mask_from;
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int key = key0 + 8 * nt + 2 * t + (e & 1);
+                s[nt][e] = (edge && key >= limit[e >> 1]) ? neg_inf() : s[nt][e] * scale_log2;
+            }
+
+        // ---- online softmax (rows g and g + 8; a row's 4 lanes form a quad) -------------------------
+        unsigned p[NT][2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            float mx = row_max[h];
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * h], s[nt][2 * h + 1]));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            const float shift = (mx == neg_inf()) ? 0.f : mx;  // a row that has seen no key yet
+            const float alpha = fast_exp2(row_max[h] - shift);
+            float sum = 0.f;
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) {
+                const float p0 = fast_exp2(s[nt][2 * h] - shift);
+                const float p1 = fast_exp2(s[nt][2 * h + 1] - shift);
+                sum += p0 + p1;
+                p[nt][h] = pack2<BF16>(p0, p1);
+            }
+            row_sum[h] = row_sum[h] * alpha + sum;
+            row_max[h] = mx;
+#pragma unroll
+            for (int dt = 0; dt < DT; ++dt) {
+                o[dt][2 * h] *= alpha;
+                o[dt][2 * h + 1] *= alpha;
+            }
+        }
+
+        // ---- O += P V ------------------------------------------------------------------------------
+#pragma unroll
+        for (int j = 0; j < KT; ++j) {
+            // The keys' scales and minimums of the strip's group(s), paired as the B registers pair keys.
+            unsigned vs[2][VSPAN], vm[2][VSPAN];  // [b0: keys 2t, 2t+1 | b1: keys 2t+8, 2t+9][group]
+            if constexpr (QUANT) {
+#pragma unroll
+                for (int pr = 0; pr < 2; ++pr) {
+                    const long long ka = vs_head + min(key0 + 16 * j + 2 * t + 8 * pr, L - 1) * vs_sl;
+                    const long long kb = vs_head + min(key0 + 16 * j + 2 * t + 8 * pr + 1, L - 1) * vs_sl;
+#pragma unroll
+                    for (int x = 0; x < VSPAN; ++x) {
+                        const int cg = x ? cg1 : cg0;
+                        vs[pr][x] = unsigned(VS[ka + cg]) | (unsigned(VS[kb + cg]) << 16);
+                        vm[pr][x] = unsigned(VM[ka + cg]) | (unsigned(VM[kb + cg]) << 16);
+                    }
+                }
+            }
+            // The m16n8 C layout of S tiles 2j and 2j + 1 is the m16k16 A layout of P.
+            const unsigned a[4] = {p[2 * j][0], p[2 * j][1], p[2 * j + 1][0], p[2 * j + 1][1]};
+#pragma unroll
+            for (int jn = 0; jn < DT; ++jn) {
+                unsigned bv[2];
+#pragma unroll
+                for (int pr = 0; pr < 2; ++pr) {
+                    bv[pr] = v_operand<BITS>(vc[j][2 * pr], vc[j][2 * pr + 1], jn);
+                    if constexpr (QUANT) {
+                        const int x = (VSPAN == 2 && jn >= cut) ? VSPAN - 1 : 0;
+                        bv[pr] = hfma2(bv[pr], vs[pr][x], vm[pr][x]);
+                    }
+                }
+                mma_16816<BF16>(o[jn], a, bv[0], bv[1]);
+            }
+        }
+    }
+
+    // ---- the warps' states merged through shared memory ----------------------------------------------
+    // Per warp: 16 maxima, 16 sums, 16 rows of OSTRIDE floats of O. O is stored in fragment order
+    // (column 8 jn + c for C column c of n8 tile jn, whose channel is c D/8 + jn), so that a warp's
+    // float2 stores hit 32 different banks (rows 8 banks apart); the merge reads it in that order.
+    __syncthreads();  // every warp is done with the Q fragments, whose bytes are reused
+    float* sm_m = smem;
+    float* sm_l = sm_m + WARPS * 16;
+    float* sm_o = sm_l + WARPS * 16;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        float l = row_sum[h];
+        l += __shfl_xor_sync(0xffffffffu, l, 1);
+        l += __shfl_xor_sync(0xffffffffu, l, 2);
+        const int row = g + 8 * h;
+        if (t == 0) {
+            sm_m[warp * 16 + row] = row_max[h];
+            sm_l[warp * 16 + row] = l;
+        }
+        float* dst = sm_o + (warp * 16 + row) * SM::OSTRIDE + 2 * t;
+#pragma unroll
+        for (int jn = 0; jn < DT; ++jn)
+            *reinterpret_cast<float2*>(dst + 8 * jn) = make_float2(o[jn][2 * h], o[jn][2 * h + 1]);
+    }
+    __syncthreads();
+
+    const int rows_here = min(16, rows - rb * 16);
+    const long long slot = (static_cast<long long>(bh) * row_blocks + rb) * splits + split;
+    for (int idx = threadIdx.x; idx < rows_here * D; idx += THREADS) {
+        const int r = idx / D, stored = idx % D;
+        const int c = (stored % 8) * LN::VCH + stored / 8;
+        float mx = neg_inf();
+#pragma unroll
+        for (int w = 0; w < WARPS; ++w) mx = fmaxf(mx, sm_m[w * 16 + r]);
+        const float shift = (mx == neg_inf()) ? 0.f : mx;  // no key of the piece visible to the row
+        float l = 0.f, acc = 0.f;
+#pragma unroll
+        for (int w = 0; w < WARPS; ++w) {
+            const float weight = fast_exp2(sm_m[w * 16 + r] - shift);  // a warp that saw nothing weighs 0
+            l += weight * sm_l[w * 16 + r];
+            acc += weight * sm_o[(w * 16 + r) * SM::OSTRIDE + stored];
+        }
+        if (part_o == nullptr) {  // the only piece: the output itself
+            const int row = rb * 16 + r;
+            O[b * o_sb + (kvh * gqa + row / nq) * o_sh + (row % nq) * o_sq + c] = to_bits<BF16>(acc / l);
+        } else {
+            part_o[(slot * 16 + r) * D + c] = acc;
+            if (stored == 0) {
+                part_m[slot * 16 + r] = mx;
+                part_l[slot * 16 + r] = l;
+            }
+        }
+    }
+}
+
+// The pieces' states of one row merged by log-sum-exp: one block per (sequence x K/V head x row
+// block, row), one thread per channel.
+template <int D, bool BF16>
+__global__ void __launch_bounds__(D)
+bitdecode_combine(const float* __restrict__ part_o, const float* __restrict__ part_m,
+                  const float* __restrict__ part_l, unsigned short* __restrict__ O,
+                  int hkv, int gqa, int nq, int splits, int row_blocks,
+                  long long o_sb, long long o_sh, long long o_sq) {
+    const int bh = blockIdx.x / row_blocks, rb = blockIdx.x % row_blocks;
+    const int r = blockIdx.y;
+    const int row = rb * 16 + r;
+    if (row >= gqa * nq) return;
+    const int c = threadIdx.x;
+    const long long first = static_cast<long long>(blockIdx.x) * splits;  // (bh x row_blocks + rb) x splits
+    float mx = neg_inf();
+    for (int sp = 0; sp < splits; ++sp) mx = fmaxf(mx, part_m[(first + sp) * 16 + r]);
+    const float shift = (mx == neg_inf()) ? 0.f : mx;
+    float l = 0.f, acc = 0.f;
+    for (int sp = 0; sp < splits; ++sp) {
+        const long long at = (first + sp) * 16 + r;
+        const float weight = fast_exp2(part_m[at] - shift);  // a piece with nothing visible weighs 0
+        l += weight * part_l[at];
+        acc += weight * part_o[at * D + c];
+    }
+    const int b = bh / hkv, kvh = bh % hkv;
+    O[b * o_sb + (kvh * gqa + row / nq) * o_sh + (row % nq) * o_sq + c] = to_bits<BF16>(acc / l);
+}
+
+#ifdef KBENCH_INSTANTIATE
+// nvcc build check (tests/): the instances kbench launches (cupy_bitdecode.py's INSTANCES).
+#define KBENCH_BD_PARTIAL(BITS, BF16, D, TN, W, VSPAN)                                                          \
+    template __global__ void bitdecode_partial<BITS, BF16, D, TN, W, VSPAN>(                                     \
+        const unsigned short*, const unsigned char*, const unsigned char*, const unsigned short*,                \
+        const unsigned short*, const unsigned short*, const unsigned short*, unsigned short*, float*, float*,    \
+        float*, int, int, int, int, int, int, int, int, long long, long long, long long, long long, long long,   \
+        long long, long long, long long, long long, long long, long long, long long, long long, long long,       \
+        long long, long long, long long, long long, float);
+#define KBENCH_BD_COMBINE(D, BF16)                                                                             \
+    template __global__ void bitdecode_combine<D, BF16>(const float*, const float*, const float*,    \
+                                                                   unsigned short*, int, int, int, int, int,    \
+                                                                   long long, long long, long long);
+KBENCH_BD_PARTIAL(4, false, 64, 32, 4, 1)
+KBENCH_BD_PARTIAL(4, false, 64, 32, 4, 2)
+KBENCH_BD_PARTIAL(4, false, 128, 32, 4, 1)
+KBENCH_BD_PARTIAL(4, false, 128, 32, 4, 2)
+KBENCH_BD_PARTIAL(8, false, 64, 32, 4, 1)
+KBENCH_BD_PARTIAL(8, false, 64, 32, 4, 2)
+KBENCH_BD_PARTIAL(8, false, 128, 32, 4, 1)
+KBENCH_BD_PARTIAL(8, false, 128, 32, 4, 2)
+KBENCH_BD_PARTIAL(16, false, 64, 32, 4, 1)
+KBENCH_BD_PARTIAL(16, false, 128, 32, 4, 1)
+KBENCH_BD_PARTIAL(16, true, 64, 32, 4, 1)
+KBENCH_BD_PARTIAL(16, true, 128, 32, 4, 1)
+KBENCH_BD_COMBINE(64, false)
+KBENCH_BD_COMBINE(64, true)
+KBENCH_BD_COMBINE(128, false)
+KBENCH_BD_COMBINE(128, true)
+#endif

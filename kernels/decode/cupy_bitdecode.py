@@ -1,0 +1,317 @@
+"""Decode attention over a quantized KV cache on tensor cores, in CUDA C++ (after BitDecoding, HPCA 2026).
+
+The CUDA source is ``cupy_bitdecode.cu`` beside this file, compiled at run time by NVRTC through
+``cupy.RawModule``. Flash-decoding's structure (as ``triton-splitkv``): the cache's L tokens split
+into pieces, one block per (sequence x K/V head, piece, block of 16 query rows), partial softmax
+states merged by log-sum-exp. What differs is the inner loop:
+
+- Both products are ``mma.sync.m16n8k16`` (fp16 in, fp32 accumulators) through inline PTX. The rows
+  of the m16 tile are the K/V head's whole GQA group, Hq / Hkv query heads x Q new queries (32/8 x 1:
+  4 rows, zero-padded to 16 and masked); larger groups take several row blocks, which read the same
+  piece of cache one after the other (from L2 when the blocks run together: they are neighbours in
+  the grid).
+- int4 and int8 codes go from global memory into registers (64/128-bit loads, no shared memory) and
+  are dequantized there, straight into the B fragments: ``lop3`` picks nibbles (``prmt`` bytes) under
+  the exponent of fp16 1024, 1024 is subtracted, and ``fma.rn.f16x2`` applies the group's scale and
+  minimum with one rounding (the same fp16 value as the suite's dequantization). The channels and
+  keys sit in the k slots in the order the bit tricks produce them, Q's fragments permuted to match
+  (the .cu's header has the lane table; :func:`lane_elements` gives it here).
+- Inside a block, each warp walks its own tiles of ``tile`` keys; the warps' states are merged in
+  shared memory, and one piece writes the output directly (no second kernel).
+
+``--param splits=N`` fixes the number of pieces; 0 (the default) picks enough blocks for one wave at
+the kernel's occupancy (from its registers and shared memory), each piece at least one tile per warp.
+``--param tile=16|32|64`` and ``--param warps=2|4|8`` shape the block. fp16 and bf16 caches run the
+same kernel with the 16-bit values as the fragments (no conversion). A quantized cache's V groups must
+be at least d / 8 channels (a lane's strip of V channels spans at most two groups).
+"""
+
+import math
+from pathlib import Path
+
+from kbench.loader import load_helper
+from kbench.registry import Unsupported, implementation
+
+_cupy = load_helper(Path(__file__).parent.parent / "_cupy_common.py")
+
+SOURCE = Path(__file__).with_suffix(".cu")
+LOG2_E = 1.4426950408889634
+HEAD_DIMS = (64, 128)
+TILES = (16, 32, 64)
+WARPS = (2, 4, 8)
+ROWS = 16  # query rows of a block: one m16 tile
+CODE_BITS = {"int4": 4, "int8": 8, "fp16": 16, "bf16": 16}  # what a cache's elements are read as
+DEFAULT_PARAMS = {"splits": 0, "tile": 32, "warps": 4}
+
+
+def v_span(d: int, group: int, bits: int) -> int | None:
+    """How many of V's channel groups a lane's strip of d/8 channels can touch: 1 where the groups
+    are whole strips, 2 where a group is longer than a strip (at most one boundary inside it), None
+    (unsupported) where groups are shorter than strips. A 16-bit cache has no groups: 1."""
+    strip = d // 8
+    if bits == 16 or group % strip == 0:
+        return 1
+    return 2 if group > strip else None
+
+
+def name_expression(bits: int, bf16: bool, d: int, tile: int, warps: int, vspan: int) -> str:
+    """The template instance of the partial kernel that NVRTC compiles (and kbench explain hands to ptxas)."""
+    return f"bitdecode_partial<{bits}, {'true' if bf16 else 'false'}, {d}, {tile}, {warps}, {vspan}>"
+
+
+def combine_name(d: int, bf16: bool) -> str:
+    return f"bitdecode_combine<{d}, {'true' if bf16 else 'false'}>"
+
+
+def smem_bytes(d: int, warps: int) -> int:
+    """The partial kernel's dynamic shared memory (PartialSmem in the .cu): Q's fragments, then, in the
+    same bytes, each warp's 16 maxima, 16 sums and 16 rows of d + 8 floats of O."""
+    return max(d // 16 * 32 * 16, warps * ROWS * (2 + d + 8) * 4)
+
+
+def row_blocks(rows: int) -> int:
+    return math.ceil(rows / ROWS)
+
+
+def split_plan(length: int, programs: int, sms: int, resident: int, tile: int, warps: int,
+               splits: int = 0) -> tuple[int, int]:
+    """(pieces, keys a piece) for a cache of ``length`` tokens, each piece whole tiles of ``tile`` keys.
+
+    ``programs`` blocks share each piece (sequences x K/V heads x row blocks); ``resident`` is how
+    many blocks of the kernel fit on an SM at once. ``splits`` 0 asks for as many pieces as fit in one
+    wave of ``sms x resident`` blocks (rounded down: a few blocks past a wave run alone after it,
+    nearly doubling the time), but no piece shorter than one tile per warp (a shorter one leaves
+    warps idle, and a short cache is better served by fewer, fuller blocks); N asks for N pieces, at
+    most one a tile."""
+    if splits < 0:
+        raise Unsupported(f"splits={splits}: 0 (automatic) or a positive number")
+    tiles = max(1, math.ceil(length / tile))
+    if splits == 0:
+        wanted = min(max(1, sms * max(1, resident) // programs), max(1, tiles // warps))
+    else:
+        wanted = min(splits, tiles)
+    tiles_per_split = math.ceil(tiles / max(1, wanted))
+    keys = tiles_per_split * tile
+    return math.ceil(length / keys), keys
+
+
+def check_config(case, tile: int, warps: int) -> str | None:
+    """Why this case and block shape cannot run, or None."""
+    if case.d not in HEAD_DIMS:
+        return f"head dim {case.d} (cupy-bitdecode is built for d = 64 and 128)"
+    if tile not in TILES:
+        return f"tile={tile} is not one of {', '.join(map(str, TILES))}"
+    if warps not in WARPS:
+        return f"warps={warps} is not one of {', '.join(map(str, WARPS))}"
+    if v_span(case.d, case.group, CODE_BITS[case.kv_dtype]) is None:
+        return (f"group {case.group} is shorter than d/8 = {case.d // 8} channels: a lane's strip of V "
+                "channels would span more than two scale groups")
+    return None
+
+
+def default_instances() -> list[str]:
+    """The template instances kbench launches with the default tile and warps, over every case it
+    runs: the .cu's KBENCH_INSTANTIATE list, which the nvcc build test compiles, must hold these."""
+    names = []
+    for bits, bf16 in ((4, False), (8, False), (16, False), (16, True)):
+        for d in HEAD_DIMS:
+            for vspan in ((1, 2) if bits < 16 else (1,)):
+                names.append(name_expression(bits, bf16, d, DEFAULT_PARAMS["tile"], DEFAULT_PARAMS["warps"], vspan))
+    names += [combine_name(d, bf16) for d in HEAD_DIMS for bf16 in (False, True)]
+    return names
+
+
+def k_channel(bits: int, step: int, reg: int, half: int) -> int:
+    """The channel (within a lane's chunk of d/4) in half ``half`` of B register ``reg`` of k16 step
+    ``step`` of S = Q Kᵀ: int4's pairs are the channels 4 apart that one lop3 takes from a 32-bit word
+    of 8 nibbles; int8 and 16-bit values' pairs are neighbours (k_channel in the .cu)."""
+    if bits == 4:
+        return 8 * (step // 2) + 2 * (step % 2) + reg + 4 * half
+    return 4 * step + 2 * reg + half
+
+
+def lane_elements(bits: int, d: int, lane: int) -> dict:
+    """Which K and V elements lane ``lane`` holds in its B fragments, keys relative to the tile's first:
+    ``k``: per n8 tile nt and k16 step s, [(key, channel)] for b0's two halves then b1's; ``v``: per
+    k16 step j of keys and n8 tile jn of O, [(key, channel)] likewise; ``o``: per n8 tile jn, the
+    channels of the lane's C columns."""
+    g, t = divmod(lane, 4)
+    kch, vch = d // 4, d // 8
+    k = {(nt, s): [(8 * nt + g, t * kch + k_channel(bits, s, r, e)) for r in (0, 1) for e in (0, 1)]
+         for nt in range(2) for s in range(d // 16)}
+    v = {(j, jn): [(16 * j + 2 * t + 8 * r + e, g * vch + jn) for r in (0, 1) for e in (0, 1)]
+         for j in range(2) for jn in range(d // 8)}
+    o = {jn: [(2 * t) * vch + jn, (2 * t + 1) * vch + jn] for jn in range(d // 8)}
+    return {"k": k, "v": v, "o": o}
+
+
+def _plan(case, tile: int, warps: int, splits: int, sms: int, resident: int) -> dict:
+    bits = CODE_BITS[case.kv_dtype]
+    rows = case.hq // case.hkv * case.q
+    blocks = row_blocks(rows)
+    programs = case.batch * case.hkv * blocks
+    n_splits, keys = split_plan(case.l, programs, sms, resident, tile, warps, splits)
+    return {"bits": bits, "rows": rows, "row_blocks": blocks, "programs": programs, "splits": n_splits,
+            "keys_per_split": keys, "grid": (blocks * n_splits, case.batch * case.hkv), "block": (32 * warps,),
+            "name": name_expression(bits, case.kv_dtype == "bf16", case.d, tile, warps,
+                                    v_span(case.d, case.group, bits)),
+            "smem": smem_bytes(case.d, warps)}
+
+
+def explain(case, params) -> dict:
+    """`kbench explain decode --impl cupy-bitdecode`: the launch, the lanes' elements, and ptxas's
+    registers, with the pieces chosen for the occupancy they give on an H200."""
+    from kbench.devices import by_key
+    from kbench.kernel_resources import from_nvcc, launch_figures
+    from kbench.occupancy import blocks_per_sm
+
+    tile, warps = params["tile"], params["warps"]
+    reason = check_config(case, tile, warps)
+    if reason:
+        return {"configuration": f"not runnable: {reason}"}
+    bits = CODE_BITS[case.kv_dtype]
+    name = name_expression(bits, case.kv_dtype == "bf16", case.d, tile, warps, v_span(case.d, case.group, bits))
+    smem = smem_bytes(case.d, warps)
+    try:
+        resources, failure = from_nvcc(SOURCE, name), None
+    except RuntimeError as exc:
+        resources, failure = None, f"could not compile: {exc}"
+    resident = blocks_per_sm(32 * warps, resources["registers"], smem)["blocks_per_sm"] if resources else 1
+    h200 = by_key("h200")
+    plan = _plan(case, tile, warps, params["splits"], h200.sms, resident)
+    blocks = plan["grid"][0] * plan["grid"][1]
+    figures = {
+        "rows of a block": f"{plan['rows']} of the GQA group (query heads x {case.q} queries) in "
+                           f"{plan['row_blocks']} block(s) of {ROWS} (an m16 tile; "
+                           f"{ROWS * plan['row_blocks'] - plan['rows']} zero rows)",
+        "pieces of the cache": f"{plan['splits']} of {plan['keys_per_split']} keys ("
+                               + ("automatic: one wave on an H200" + ("" if resources else ", at 1 block an SM")
+                                  if params["splits"] == 0 else "fixed") + ")",
+        "grid": f"{plan['grid'][0]} (row blocks x pieces) x {plan['grid'][1]} (sequences x K/V heads) = {blocks} "
+                "blocks, then " + ("no second kernel (one piece)" if plan["splits"] == 1 else
+                                   f"the log-sum-exp merge: {plan['programs'] * ROWS} blocks of {case.d} threads"),
+        "block": f"{warps} warps, each its own tiles of {tile} keys",
+        "mma.sync m16n8k16 per warp and tile": f"S=QKᵀ {tile // 8} x {case.d // 16}, O+=PV {tile // 16} x {case.d // 8}",
+        "K fragment of lane 4g+t": "key 8nt+g (n8 tile nt); channels t·d/4 + "
+                                   + ("8(s/2) + 2(s%2) + r + {0, 4}" if bits == 4 else "4s + 2r + {0, 1}")
+                                   + " (k16 step s, register r)",
+        "V fragment of lane 4g+t": "channel g·d/8 + jn (n8 tile jn of O); keys 16j + 2t + 8r + {0, 1} "
+                                   "(k16 step j, register r)",
+        "dequantization": {4: "lop3 (nibbles under 0x6400), sub / fma to the code, fma.rn.f16x2 with scale and minimum",
+                           8: "prmt (bytes under 0x64), sub to the code, fma.rn.f16x2 with scale and minimum",
+                           16: "none: the 16-bit values are the fragments (V's pairs of keys by prmt)"}[bits],
+    }
+    if resources:
+        figures.update(launch_figures(dict(resources), blocks, 32 * warps, smem))
+    else:
+        figures["registers"] = failure or "unknown here (no nvcc): run on the GPU, where each record's config has them"
+    return figures
+
+
+def _supports(case):
+    return check_config(case, DEFAULT_PARAMS["tile"], DEFAULT_PARAMS["warps"])
+
+
+@implementation(
+    "decode", "cupy-bitdecode", backend="cupy", cuda=True, modules=("torch", "cupy"), min_cc=(8, 0),
+    supports=_supports, params=dict(DEFAULT_PARAMS), explain=explain,
+    allowed={"splits": lambda value: None if value >= 0 else "splits takes 0 (automatic) or a positive number",
+             "tile": TILES, "warps": WARPS},
+    description="BitDecoding-style decode in CUDA C++: mma.sync m16n8k16 with the GQA group as the rows, "
+                "int4/int8 codes dequantized into the B fragments by lop3/prmt, split-KV merged by log-sum-exp",
+)
+def cupy_bitdecode(case, inputs, out, splits, tile, warps):
+    import numpy as np
+    import torch
+
+    from kbench.occupancy import LIMITS, blocks_per_sm
+
+    reason = check_config(case, tile, warps)
+    if reason:
+        raise Unsupported(reason)
+    q = inputs["q"]
+    quantized = "k_codes" in inputs
+    if quantized:
+        k, v = inputs["k_codes"], inputs["v_codes"]
+        scales = (inputs["k_scale"], inputs["k_min"], inputs["v_scale"], inputs["v_min"])
+        bits = 8 * k.shape[-1] // case.d  # int4's codes are two a byte
+    else:
+        k, v = inputs["k"], inputs["v"]
+        scales = ()
+        bits = 16
+    for t in (q, k, v, out, *scales):
+        if t.stride(-1) != 1:
+            raise Unsupported("cupy-bitdecode needs a contiguous last dimension")
+    # K and V rows, and K's scale rows, are read with vector loads of up to 16 bytes (a dimension of
+    # size 1 is never stepped along: its stride does not matter, and torch leaves it arbitrary).
+    for t in (k, v, *scales[:2]):
+        if t.data_ptr() % 16 or any(st * t.element_size() % 16 for st, n in zip(t.stride()[:-1], t.shape) if n > 1):
+            raise Unsupported("cupy-bitdecode needs 16-byte aligned K, V and K-scale rows")
+    if scales and not (scales[0].shape == scales[1].shape and scales[0].stride() == scales[1].stride()
+                       and scales[2].stride() == scales[3].stride()):
+        raise Unsupported("cupy-bitdecode needs each scale and minimum laid out alike")
+
+    bf16 = q.dtype == torch.bfloat16
+    vspan = v_span(case.d, case.group, bits)
+    kernel = _cupy.compiled(str(SOURCE), name_expression(bits, bf16, case.d, tile, warps, vspan))
+    smem = smem_bytes(case.d, warps)
+    if smem > 48 * 1024:  # above 48 KiB a block must opt in to its dynamic shared memory
+        if smem > _cupy.smem_optin_limit(q):
+            raise Unsupported(f"needs {smem // 1024} KiB of shared memory per block")
+        kernel.max_dynamic_shared_size_bytes = smem
+    props = torch.cuda.get_device_properties(q.device)
+    capability = (props.major, props.minor) if (props.major, props.minor) in LIMITS else (9, 0)
+    resident = blocks_per_sm(32 * warps, kernel.num_regs, smem + kernel.shared_size_bytes, capability)["blocks_per_sm"]
+    plan = _plan(case, tile, warps, splits, props.multi_processor_count, resident)
+    n_splits, rbs = plan["splits"], plan["row_blocks"]
+    group_heads = case.hq // case.hkv
+
+    if n_splits > 1:
+        slots = plan["programs"] * n_splits * ROWS
+        part_o = torch.empty(slots * case.d, dtype=torch.float32, device=q.device)
+        part_m = torch.empty(slots, dtype=torch.float32, device=q.device)
+        part_l = torch.empty(slots, dtype=torch.float32, device=q.device)
+        parts = _cupy.pointer_args(part_o, part_m, part_l)
+    else:
+        parts = (np.uint64(0),) * 3  # the kernel writes O itself
+
+    def strides(t):
+        return tuple(np.int64(s) for s in t.stride()[:3])
+
+    def byte_strides(t):  # the codes (or 16-bit values) are addressed in bytes
+        return tuple(np.int64(s * t.element_size()) for s in t.stride()[:3])
+
+    if quantized:
+        ks, km, vs, vm = scales
+        scale_ptrs = _cupy.pointer_args(ks, km, vs, vm)
+        scale_strides = (*strides(ks), *strides(vs))
+    else:
+        scale_ptrs = (np.uint64(0),) * 4
+        scale_strides = (np.int64(0),) * 6
+    args = (*_cupy.pointer_args(q, k, v), *scale_ptrs, *_cupy.pointer_args(out), *parts,
+            np.int32(case.hkv), np.int32(group_heads), np.int32(case.q), np.int32(case.l),
+            np.int32(plan["keys_per_split"]), np.int32(n_splits), np.int32(rbs), np.int32(case.group),
+            *strides(q), *byte_strides(k), *byte_strides(v), *scale_strides, *strides(out),
+            np.float32(case.d**-0.5 * LOG2_E))
+    grid, block = plan["grid"], plan["block"]
+    if n_splits > 1:
+        combine = _cupy.compiled(str(SOURCE), combine_name(case.d, bf16))
+        combine_args = (*parts, *_cupy.pointer_args(out), np.int32(case.hkv), np.int32(group_heads),
+                        np.int32(case.q), np.int32(n_splits), np.int32(rbs), *strides(out))
+        combine_grid = (plan["programs"], ROWS)
+
+        def body():
+            kernel(grid, block, args, shared_mem=smem)
+            combine(combine_grid, (case.d,), combine_args)
+    else:
+        def body():
+            kernel(grid, block, args, shared_mem=smem)
+
+    run = _cupy.on_torch_stream(body)
+    # The kernels get raw pointers: the closure must keep the workspace alive (freed, its memory
+    # would go to the next tensors allocated, which the kernel would then overwrite).
+    run.workspace = (part_o, part_m, part_l) if n_splits > 1 else ()
+    run.config = {"splits": n_splits, "keys_per_split": plan["keys_per_split"], "tile": tile, "warps": warps,
+                  "row_blocks": rbs, "resident_blocks_per_sm": resident, "v_span": vspan,
+                  **_cupy.kernel_config(kernel, grid, block, smem)}
+    return run

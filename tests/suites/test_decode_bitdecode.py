@@ -1,0 +1,439 @@
+"""cupy-bitdecode without a GPU: its parameter checks, the host's choice of pieces, the nvcc instance list,
+and a numpy model of its kernel's register work, instruction by instruction (lop3, prmt, sub.rn.f16x2,
+fma.rn.f16x2 as the PTX ISA defines them), checked against the suite's own dequantization for every
+code and against Q Kᵀ and P V assembled from each lane's fragments by the PTX ISA's mma.m16n8k16
+layout (suites/attention/mma_layout.py). The model mirrors cupy_bitdecode.cu function for function:
+a change to one must be made to the other. On the GPU: tests/gpu/test_decode_gpu.py."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kbench.errors import UserError
+from kbench.loader import load_helper
+from kbench.registry import Unsupported, parse_param_args, variants
+from kbench.suite import Case
+
+ROOT = Path(__file__).resolve().parents[2]
+layout = load_helper(ROOT / "suites" / "attention" / "mma_layout.py")
+
+MAGIC, MAGIC_BYTES, SIXTEENTH, MINUS_64 = 0x64006400, 0x64646464, 0x2C002C00, 0xD400D400
+
+
+def case(l=17, q=1, batch=1, hq=8, hkv=2, d=64, kv_dtype="int4", group=32) -> Case:
+    return Case({"l": l, "q": q, "batch": batch, "hq": hq, "hkv": hkv, "d": d, "kv_dtype": kv_dtype,
+                 "group": group})
+
+
+@pytest.fixture(scope="module")
+def impl(registry):
+    return registry.implementations("decode")["cupy-bitdecode"]
+
+
+@pytest.fixture(scope="module")
+def bd(impl):
+    """The kernel file's module (its plans, checks and lane map)."""
+    return sys.modules[impl.make.__module__]
+
+
+@pytest.fixture(scope="module")
+def quantization(registry):
+    return sys.modules[type(registry.suite("decode")).__module__]
+
+
+# ---- the instructions, on uint32 words (numpy arrays or ints) -------------------------------------------
+
+def u32(x):
+    return np.asarray(x, dtype=np.uint64).astype(np.uint32)
+
+
+def lop3(a, b, c, lut: int):
+    """lop3.b32 d, a, b, c, immLut: bit i of the LUT is the result for a, b, c bits (i>>2 & 1, i>>1 & 1, i & 1)
+    (the LUT is F(0xF0, 0xCC, 0xAA))."""
+    a, b, c = u32(a), u32(b), u32(c)
+    out = np.zeros_like(a)
+    for i in range(8):
+        if lut >> i & 1:
+            out |= (a if i & 4 else ~a) & (b if i & 2 else ~b) & (c if i & 1 else ~c)
+    return out
+
+
+def prmt(a, b, sel: int):
+    """prmt.b32 d, a, b, c (generic mode): byte i of d is byte sel[4i+2:4i] of {b, a}, or its sign
+    replicated when bit 4i+3 is set."""
+    a, b = u32(a).astype(np.uint64), u32(b).astype(np.uint64)
+    source = (b << np.uint64(32)) | a
+    out = np.zeros_like(a)
+    for i in range(4):
+        nib = sel >> (4 * i) & 0xF
+        byte = (source >> np.uint64(8 * (nib & 7))) & np.uint64(0xFF)
+        if nib & 8:
+            byte = np.where(byte & np.uint64(0x80), np.uint64(0xFF), np.uint64(0))
+        out |= byte << np.uint64(8 * i)
+    return out.astype(np.uint32)
+
+
+def halves(x):
+    """A word's two fp16 halves (low, high) as float64."""
+    x = u32(x)
+    return ((x & 0xFFFF).astype(np.uint16).view(np.float16).astype(np.float64),
+            (x >> 16).astype(np.uint16).view(np.float16).astype(np.float64))
+
+
+def word(lo, hi):
+    """Two values rounded once to fp16, as one word (lo in the low half)."""
+    lo = np.asarray(lo, dtype=np.float64).astype(np.float16).view(np.uint16).astype(np.uint32)
+    hi = np.asarray(hi, dtype=np.float64).astype(np.float16).view(np.uint16).astype(np.uint32)
+    return lo | (hi << 16)
+
+
+def hsub2(a, b):
+    (a0, a1), (b0, b1) = halves(a), halves(b)
+    return word(a0 - b0, a1 - b1)
+
+
+def hfma2(a, b, c):
+    """fma.rn.f16x2: a·b + c exact, rounded once (exact in float64 for the magnitudes used here: an
+    8-bit integer times an fp16 normal number, plus an fp16 number, spans fewer than 53 bits)."""
+    (a0, a1), (b0, b1), (c0, c1) = halves(a), halves(b), halves(c)
+    return word(a0 * b0 + c0, a1 * b1 + c1)
+
+
+# ---- the .cu's fragment functions ------------------------------------------------------------------------
+
+def nibbles_to_half2(x, high: bool):
+    if high:
+        return hfma2(lop3(x, 0x00F000F0, MAGIC, 0xEA), SIXTEENTH, MINUS_64)
+    return hsub2(lop3(x, 0x000F000F, MAGIC, 0xEA), MAGIC)
+
+
+def k_operand(w, s: int, r: int, bits: int):
+    if bits == 4:
+        x = w[s // 2] >> np.uint32(8) if s % 2 else w[s // 2]
+        return nibbles_to_half2(x, bool(r))
+    if bits == 8:
+        return hsub2(prmt(w[s], MAGIC_BYTES, 0x4342 if r else 0x4140), MAGIC)
+    return w[2 * s + r]
+
+
+def k_pair(sw, x: int, r: int, bits: int):
+    if bits == 4:
+        return prmt(sw[x], sw[x + 2], 0x7632 if r else 0x5410)
+    return sw[2 * x + r]
+
+
+def v_operand(wa, wb, jn: int, bits: int):
+    if bits == 4:
+        w, i = divmod(jn, 8)
+        z = prmt(wa[w], wb[w], 0x5410 if i < 4 else 0x7632)
+        x = z >> np.uint32(8) if i % 4 >= 2 else z
+        return nibbles_to_half2(x, bool(i % 2))
+    if bits == 8:
+        w, i = divmod(jn, 4)
+        z = prmt(wa[w], wb[w], 0x5410 if i < 2 else 0x7632)
+        return hsub2(prmt(z, MAGIC_BYTES, 0x4341 if i % 2 else 0x4240), MAGIC)
+    w = jn // 2
+    return prmt(wa[w], wb[w], 0x7632 if jn % 2 else 0x5410)
+
+
+def words_of(row_bytes: np.ndarray, offset: int, count: int):
+    """``count`` little-endian 32-bit words of a row of bytes from byte ``offset`` (a lane's vector load)."""
+    return [u32(int.from_bytes(row_bytes[offset + 4 * i: offset + 4 * i + 4].tobytes(), "little"))
+            for i in range(count)]
+
+
+# ---- the bit tricks, every code --------------------------------------------------------------------------
+
+def test_the_magic_number_gives_every_int4_code_in_every_nibble():
+    codes = np.arange(16, dtype=np.uint32)
+    for position in range(8):
+        w = codes << np.uint32(4 * position)  # one code at nibble `position`, zeros elsewhere
+        got = {}  # nibble -> decoded values, from the four pairs of the word
+        for shifted, high in itertools.product((False, True), (False, True)):
+            lo, hi = halves(nibbles_to_half2(w >> np.uint32(8) if shifted else w, high))
+            got[2 * shifted + high] = lo  # nibbles 0, 1 (bits 0-3, 4-7), then 2, 3 after the shift
+            got[4 + 2 * shifted + high] = hi  # nibbles 4, 5 (bits 16-19, 20-23), then 6, 7
+        for nibble in range(8):
+            expected = codes if nibble == position else np.zeros(16)
+            assert np.array_equal(got[nibble], expected), (position, nibble)
+
+
+def test_the_magic_number_gives_every_int8_code_in_every_byte():
+    codes = np.arange(256, dtype=np.uint32)
+    for position in range(4):
+        w = codes << np.uint32(8 * position)
+        pairs = [halves(hsub2(prmt(w, MAGIC_BYTES, sel), MAGIC)) for sel in (0x4140, 0x4342)]
+        decoded = [pairs[0][0], pairs[0][1], pairs[1][0], pairs[1][1]]  # bytes 0, 1, 2, 3
+        for byte in range(4):
+            assert np.array_equal(decoded[byte], codes if byte == position else np.zeros(256))
+
+
+# Scales and minimums of several magnitudes and signs, fp16 as the suite stores them.
+SCALES_MINIMUMS = [(0.0137, -1.93), (0.5, 0.0), (0.0009765625, 3.25), (1.7, -12.5), (0.06677, -0.0041),
+                   (3.2e-4, 0.75)]
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+@pytest.mark.parametrize("scale, minimum", SCALES_MINIMUMS)
+def test_dequantized_fragments_equal_the_suites_dequantization(quantization, bits, scale, minimum):
+    """code · scale + minimum through the conversion and one fma.rn.f16x2 is, bit for bit, the suite's
+    float64 dequantization rounded to fp16, for every code value."""
+    import torch
+
+    levels = 2**bits
+    codes = np.arange(levels, dtype=np.uint32)
+    s = word(scale, scale)
+    m = word(minimum, minimum)
+    if bits == 4:
+        converted = [halves(nibbles_to_half2(codes << np.uint32(4 * high), high))[0] for high in (False, True)]
+        raw = [nibbles_to_half2(codes << np.uint32(4 * high), high) for high in (False, True)]
+    else:
+        raw = [hsub2(prmt(codes, MAGIC_BYTES, 0x4140), MAGIC)]
+        converted = [halves(raw[0])[0]]
+    for c, r in zip(converted, raw):
+        assert np.array_equal(c, codes)
+        got = halves(hfma2(r, s, m))[0]
+        stored = {"x_codes": torch.tensor(codes, dtype=torch.uint8).reshape(1, 1, 1, levels)
+                  if bits == 8 else torch.tensor(codes[0::2] | codes[1::2] << 4, dtype=torch.uint8).reshape(1, 1, 1, -1),
+                  "x_scale": torch.tensor([[[[scale]]]], dtype=torch.float16),
+                  "x_min": torch.tensor([[[[minimum]]]], dtype=torch.float16)}
+        expected = quantization.dequantize(stored, "x", levels, along=-1, dtype=torch.float16, bits=bits)
+        assert np.array_equal(got.astype(np.float16), expected.flatten().numpy()), (scale, minimum)
+
+
+# ---- whole fragments: Q Kᵀ and P V from the lanes' registers ----------------------------------------------
+
+def _cache(quantization, bits: int, d: int, keys: int, group: int, seed: int):
+    """A random cache of ``keys`` tokens as the kernel receives it (codes, or fp16 values) and its
+    dequantized fp16 values (float64), one sequence and head."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    k, v = (torch.randn(1, 1, keys, d, generator=gen) * 2 for _ in range(2))
+    if bits == 16:
+        k, v = k.half(), v.half()
+        return {"k": k, "v": v}, k.double()[0, 0].numpy(), v.double()[0, 0].numpy()
+    stored = {**quantization.quantize(k, group, along=-2, bits=bits, name="k"),
+              **quantization.quantize(v, group, along=-1, bits=bits, name="v")}
+    kd = quantization.dequantize(stored, "k", group, along=-2, dtype=torch.float16, bits=bits)
+    vd = quantization.dequantize(stored, "v", group, along=-1, dtype=torch.float16, bits=bits)
+    return stored, kd.double()[0, 0].numpy(), vd.double()[0, 0].numpy()
+
+
+def _row_bytes(t) -> np.ndarray:
+    """[keys, bytes]: a cache tensor's rows as bytes (codes, or fp16 values)."""
+    a = t[0, 0].contiguous().numpy()
+    return a.view(np.uint8).reshape(a.shape[0], -1)
+
+
+def _halves_of(t) -> np.ndarray:
+    return t[0, 0].contiguous().numpy().view(np.uint16).astype(np.uint32)
+
+
+def _place(matrix, elements, registers):
+    """Write a lane's register halves into ``matrix`` at the (row, column) of each, in the PTX order."""
+    values = [h for reg in registers for h in halves(reg)]
+    for (row, col), value in zip(elements, values):
+        matrix[row, col] = value
+
+
+@pytest.mark.parametrize("bits, d", list(itertools.product((4, 8, 16), (64, 128))))
+def test_lane_fragments_compute_q_k_transpose(bd, quantization, bits, d):
+    """For one n8 tile of 8 keys: each lane's K registers (its key's words, the bit trick, its group's
+    scales and minimums from its 16-byte loads) and Q registers (gathered in the same channel order),
+    placed where mma.m16n8k16 reads them, multiply to Q Kᵀ over the dequantized cache."""
+    group = 3  # several groups of tokens among the 8 keys
+    stored, kd, _ = _cache(quantization, bits, d, keys=8, group=group, seed=bits + d)
+    rng = np.random.default_rng(d)
+    q = rng.standard_normal((16, d)).astype(np.float16)
+    q_halves = q.view(np.uint16).astype(np.uint32)
+    kch = d // 4
+    kwords = kch * bits // 32
+    rows = _row_bytes(stored["k_codes"] if bits < 16 else stored["k"])
+    if bits < 16:
+        ks, km = _halves_of(stored["k_scale"]), _halves_of(stored["k_min"])
+    s = np.zeros((16, 8))
+    for step in range(d // 16):
+        a_mat, b_mat = np.zeros((16, 16)), np.zeros((16, 8))
+        for lane in range(32):
+            g, t = divmod(lane, 4)
+            key = g
+            w = words_of(rows[key], t * kwords * 4, kwords)
+            regs = []
+            for r in (0, 1):
+                reg = k_operand(w, step, r, bits)
+                if bits < 16:  # the lane's 16-byte load of 8 scales (and minimums) of its group
+                    lo = t * kch + 8 * (step // 2)
+                    sw = [ks[key // group, lo + 2 * i] | ks[key // group, lo + 2 * i + 1] << 16 for i in range(4)]
+                    mw = [km[key // group, lo + 2 * i] | km[key // group, lo + 2 * i + 1] << 16 for i in range(4)]
+                    reg = hfma2(reg, k_pair(sw, step % 2, r, bits), k_pair(mw, step % 2, r, bits))
+                regs.append(reg)
+            _place(b_mat, layout.b_elements(lane), regs)
+            # Q: a0 = row g (r 0), a1 = row g + 8 (r 0), a2 = row g (r 1), a3 = row g + 8 (r 1)
+            qa = []
+            for r, h in ((0, 0), (0, 1), (1, 0), (1, 1)):
+                row = g + 8 * h
+                c0, c1 = (t * kch + bd.k_channel(bits, step, r, e) for e in (0, 1))
+                qa.append(q_halves[row, c0] | q_halves[row, c1] << 16)
+            _place(a_mat, layout.a_elements(lane), qa)
+        s += a_mat @ b_mat
+    expected = q.astype(np.float64) @ kd.T
+    assert np.allclose(s, expected, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("bits, d, group", [(4, 64, 32), (4, 128, 48), (4, 128, 20), (8, 64, 12),
+                                            (8, 128, 16), (16, 64, 32), (16, 128, 32)])
+def test_lane_fragments_compute_p_v(bd, quantization, bits, d, group):
+    """For one k16 step of 16 keys: each lane's V registers (two keys' words paired by prmt, the bit
+    trick, each key's scale and minimum of the strip's one or two channel groups) placed where
+    mma.m16n8k16 reads B, times P, land in O at the channels the .cu's merge reads them from."""
+    vspan = bd.v_span(d, group, bits)
+    assert vspan in (1, 2)
+    stored, _, vd = _cache(quantization, bits, d, keys=16, group=group, seed=bits * d + group)
+    p = np.random.default_rng(group).random((16, 16)).astype(np.float16).astype(np.float64)
+    vch = d // 8
+    vwords = vch * bits // 32
+    rows = _row_bytes(stored["v_codes"] if bits < 16 else stored["v"])
+    if bits < 16:
+        vs, vm = _halves_of(stored["v_scale"]), _halves_of(stored["v_min"])
+    groups = math.ceil(d / group)
+    o = np.full((16, d), np.nan)
+    for jn in range(d // 8):
+        b_mat = np.zeros((16, 8))
+        for lane in range(32):
+            g, t = divmod(lane, 4)
+            cg0 = g * vch // group
+            cg1 = min(cg0 + 1, groups - 1)
+            cut = (cg0 + 1) * group - g * vch
+            regs = []
+            for pr in (0, 1):
+                ka, kb = 2 * t + 8 * pr, 2 * t + 8 * pr + 1
+                wa, wb = (words_of(rows[key], g * vwords * 4, vwords) for key in (ka, kb))
+                reg = v_operand(wa, wb, jn, bits)
+                if bits < 16:
+                    cg = cg1 if vspan == 2 and jn >= cut else cg0
+                    reg = hfma2(reg, vs[ka, cg] | vs[kb, cg] << 16, vm[ka, cg] | vm[kb, cg] << 16)
+                regs.append(reg)
+            _place(b_mat, layout.b_elements(lane), regs)
+        tile = p @ b_mat  # columns n of n8 tile jn: the channels n·d/8 + jn
+        for lane in range(32):
+            for (row, col), channel in zip(layout.d_elements(lane)[:2], bd.lane_elements(bits, d, lane)["o"][jn]):
+                stored = 8 * jn + col  # where the .cu's merge keeps it in shared memory, and reads it back as
+                assert (stored % 8) * vch + stored // 8 == channel
+                o[row, channel] = tile[row, col]
+                o[row + 8, channel] = tile[row + 8, col]
+    assert not np.isnan(o).any()
+    assert np.allclose(o, p @ vd, rtol=1e-12, atol=1e-12)
+
+
+def test_the_lane_map_is_the_models(bd):
+    """lane_elements (kbench explain's lane table) says what the model above computes: lane 4g+t holds
+    key g of each n8 tile of K, a quarter of the channels (int4: pairs 4 apart), and channel strip g of V."""
+    for bits, d in itertools.product((4, 8, 16), (64, 128)):
+        kch = d // 4
+        seen = {}
+        for lane in range(32):
+            m = bd.lane_elements(bits, d, lane)
+            g, t = divmod(lane, 4)
+            for (nt, s), elements in m["k"].items():
+                assert all(key == 8 * nt + g for key, _ in elements)
+                for key, channel in elements:
+                    assert t * kch <= channel < (t + 1) * kch
+                    seen.setdefault((nt, key), []).append(channel)
+            for (j, jn), elements in m["v"].items():
+                assert {c for _, c in elements} == {g * (d // 8) + jn}
+                assert sorted(k for k, _ in elements) == [16 * j + 2 * t + x for x in (0, 1, 8, 9)]
+        # every key of a tile meets every channel exactly once over the steps and lanes
+        assert all(sorted(channels) == list(range(d)) for channels in seen.values())
+    assert bd.lane_elements(4, 128, 0)["k"][(0, 0)] == [(0, 0), (0, 4), (0, 1), (0, 5)]
+    assert bd.lane_elements(8, 128, 5)["k"][(0, 1)] == [(1, 36), (1, 37), (1, 38), (1, 39)]
+
+
+# ---- the host's side ---------------------------------------------------------------------------------------
+
+def test_split_plan_covers_the_cache_in_whole_tiles(bd):
+    for length, tile, warps in itertools.product((1, 17, 31, 32, 33, 1000, 4099, 131072), (16, 32, 64), (2, 4, 8)):
+        for splits in (0, 1, 3, 10000):
+            n, keys = bd.split_plan(length, programs=8, sms=132, resident=3, tile=tile, warps=warps, splits=splits)
+            assert keys % tile == 0 and (n - 1) * keys < length <= n * keys, (length, tile, warps, splits)
+            assert n <= math.ceil(length / tile)
+            if splits == 0 and n > 1:  # automatic: never less than a tile per warp
+                assert keys >= tile * warps
+    # one wave: 132 SMs x 3 blocks for 8 (sequence x head) programs fit 49 pieces; 131072 keys in
+    # tiles of 32 gives 49 pieces of 2,688 keys (84 tiles)
+    assert bd.split_plan(131072, 8, 132, 3, 32, 4) == (49, 2688)
+    # never past one wave: 64 programs x 7 pieces (448 blocks) would leave 52 for a second wave
+    for programs in (1, 8, 16, 64, 100, 396, 1000):
+        n, _ = bd.split_plan(131072, programs, 132, 3, 32, 4)
+        assert n * programs <= max(396, programs)
+    assert bd.split_plan(131072, 64, 132, 3, 32, 4)[0] == 6
+    # a short cache: one piece per four tiles at most (one a warp)
+    assert bd.split_plan(1000, 8, 132, 3, 32, 4) == (8, 128)
+    assert bd.split_plan(17, 8, 132, 3, 32, 4) == (1, 32)
+    assert bd.split_plan(4099, 64, 132, 3, 32, 4, splits=7) == (7, 608)
+    with pytest.raises(Unsupported, match="splits=-1"):
+        bd.split_plan(100, 8, 132, 3, 32, 4, splits=-1)
+
+
+def test_groups_and_row_blocks(bd):
+    assert bd.v_span(128, 32, 4) == 1 and bd.v_span(128, 48, 8) == 1 and bd.v_span(64, 8, 4) == 1
+    assert bd.v_span(128, 20, 4) == 2 and bd.v_span(64, 12, 8) == 2
+    assert bd.v_span(128, 7, 4) is None and bd.v_span(128, 7, 16) == 1  # a 16-bit cache has no groups
+    assert [bd.row_blocks(r) for r in (1, 4, 16, 17, 32, 128)] == [1, 1, 1, 2, 2, 8]
+    assert bd.smem_bytes(128, 4) == 4 * 16 * 138 * 4 and bd.smem_bytes(64, 2) == 2 * 16 * 74 * 4
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"d": 96}, "head dim 96"),
+    ({"d": 128, "group": 7}, "group 7 is shorter than d/8 = 16"),
+])
+def test_cases_it_cannot_run_are_skips_with_the_reason(impl, values, message):
+    assert message in impl.needs.supports(case(**values))
+
+
+def test_supported_cases(impl):
+    for c in (case(), case(d=128, kv_dtype="int8", group=48), case(kv_dtype="fp16", group=1),
+              case(kv_dtype="bf16", d=128), case(d=64, group=8)):
+        assert impl.needs.supports(c) is None, c.key
+
+
+def test_params_are_checked_before_anything_runs(impl):
+    assert impl.params == {"splits": 0, "tile": 32, "warps": 4}
+    for arg, message in (("tile=48", "is not one of 16, 32, 64"), ("warps=3", "is not one of 2, 4, 8"),
+                         ("splits=-2", "splits takes 0"), ("splits=two", "is not an integer")):
+        with pytest.raises(UserError, match=message):
+            variants([impl], parse_param_args([arg]))
+    labels = [v.label for v in variants([impl], parse_param_args(["tile=16,32", "splits=0,5"]))]
+    assert labels == ["cupy-bitdecode[tile=16]", "cupy-bitdecode[tile=16,splits=5]", "cupy-bitdecode",
+                      "cupy-bitdecode[splits=5]"]
+
+
+def test_the_nvcc_build_compiles_every_default_instance(bd):
+    """tests/suites/test_cuda_sources.py compiles the .cu with -DKBENCH_INSTANTIATE: its list must hold
+    each instance the default tile and warps launch (every cache type, d, and V group span)."""
+    text = bd.SOURCE.read_text()
+    block = text[text.index("#ifdef KBENCH_INSTANTIATE"):]
+    listed = {f"bitdecode_partial<{m}>" for m in re.findall(r"^KBENCH_BD_PARTIAL\((.*)\)$", block, re.MULTILINE)}
+    listed |= {f"bitdecode_combine<{m}>" for m in re.findall(r"^KBENCH_BD_COMBINE\((.*)\)$", block, re.MULTILINE)}
+    assert listed == set(bd.default_instances())
+
+
+def test_without_a_gpu_it_is_a_skip(registry, impl):
+    from kbench.registry import skip_reason
+
+    assert skip_reason(impl, case(), "cpu") == "needs a CUDA device"
+
+
+def test_kbench_explain_shows_its_launch(cli):
+    result = cli("explain", "decode", "--impl", "cupy-bitdecode", "--l", "131072", "--hq", "32", "--hkv", "8",
+                 "--d", "128", "--kv-dtype", "int4")
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "4 of the GQA group" in text and "K fragment of lane 4g+t" in text and "lop3" in text
