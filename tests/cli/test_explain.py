@@ -345,14 +345,15 @@ def test_blelloch_walkthrough(registry):
     assert "262,160 bytes (with the tile counter)" in figures["decoupled look-back"]  # 16 + 32,768 x 8
     assert "the 4 with more than 32 threads adding behind block barriers" in \
         figures["Blelloch sweeps of the 256 thread totals"]
-    unstaged = impl.explain(Case({"n": 5000, "dtype": "int64", "exclusive": True}), {"staged": 0, "items": 8, "lookback": "early",
-                                                                        "threads": 128, "state": "split"})
+    unstaged = impl.explain(Case({"n": 5000, "dtype": "int64", "exclusive": True}),
+                            {**impl.params, "staged": 0, "items": 8, "lookback": "early", "threads": 128,
+                             "state": "split"})
     assert unstaged["grid"].startswith("5 tiles of 1,024 elements") and "its own 16-byte" in unstaged["per thread"]
-    assert "a status, an aggregate and a prefix a tile, fenced apart" in unstaged["decoupled look-back"]
+    assert "a status (release/acquire), an aggregate and a prefix a tile" in unstaged["decoupled look-back"]
     assert "the 2 with more than 32 threads adding" in unstaged["Blelloch sweeps of the 128 thread totals"]
     assert "warp 0, before the down-sweep" in unstaged["decoupled look-back"]
     assert "not runnable" in impl.explain(Case({"n": 10, "dtype": "int32", "exclusive": False}),
-                                          {"staged": 1, "items": 3})["configuration"]
+                                          {**impl.params, "staged": 1, "items": 3})["configuration"]
 
 
 def test_streams_and_ring_walkthroughs(registry):

@@ -15,18 +15,28 @@ from kbench.suite import Case
 
 TYPES = {"reduction": ("fp32", "fp16", "int32"), "scan": ("int32", "int64", "fp32")}
 FLAGS = {"reduction": ({},), "scan": ({"exclusive": False}, {"exclusive": True})}
-# blelloch's --param combinations checked besides its defaults: its own 16-byte loads off, look-back
-# orders, tile-state layouts, a smaller block.
+# blelloch's --param combinations checked besides its defaults (one pass, persistent blocks with the next
+# tile's loads in flight, packed state): one tile a block (staged, per-thread loads, early look-back with
+# split state on a smaller block), a deeper prefetch ring with larger tiles, the smallest tiles (the most
+# tiles a block and the longest look-back chains), the other look-back order and state layout, a back-off
+# between polls, and the three-pass scan (one level above the tiles, several with 1,024-element tiles,
+# per-thread loads on a smaller block).
 BLELLOCH_VARIANTS = {
-    "unstaged": {"staged": 0, "items": 8},
+    "one tile a block": {"prefetch": 0},
+    "one tile a block unstaged": {"prefetch": 0, "staged": 0, "items": 8},
+    "one tile a block early split 128 threads": {"prefetch": 0, "lookback": "early", "state": "split", "threads": 128},
+    "prefetch 2 items 32": {"prefetch": 2, "items": 32},
+    "items 4": {"items": 4},
     "early": {"lookback": "early"},
-    "packed": {"state": "packed"},
     "split": {"state": "split"},
-    "packed early 128 threads": {"state": "packed", "lookback": "early", "threads": 128},
-    "split 128 threads": {"state": "split", "threads": 128},
+    "split 128 threads backoff": {"state": "split", "threads": 128, "backoff": 100},
+    "three passes": {"passes": 3, "prefetch": 0},
+    "three passes items 4": {"passes": 3, "prefetch": 0, "items": 4},
+    "three passes unstaged 128 threads": {"passes": 3, "prefetch": 0, "staged": 0, "threads": 128},
 }
-# The implementations given unaligned inputs (the others take whatever torch or CuPy hand them).
-UNALIGNED_IMPLS = ("warp-shuffle", "blelloch")
+# The implementations given unaligned inputs (the others take whatever torch or CuPy hand them), each with
+# the parameters it is checked with there (blelloch: each way of joining the tiles).
+UNALIGNED_IMPLS = {"warp-shuffle": ({},), "blelloch": ({}, {"prefetch": 0}, {"passes": 3, "prefetch": 0})}
 
 
 def own_kernels(registry, suite_name: str) -> list[str]:
@@ -84,6 +94,8 @@ def sweep(registry, suite_name: str, dtype: str, impls, sizes, unaligned_sizes) 
                 if name == "blelloch":
                     for seed, (variant, params) in enumerate(BLELLOCH_VARIANTS.items(), start=n + 1):
                         check(f"{label} {variant}", impl, case, seed, {**impl.params, **params})
-                if n in unaligned_sizes and name in UNALIGNED_IMPLS:
-                    check(f"{label} unaligned", unaligned(impl), case, n, impl.params, trials=1)
+                if n in unaligned_sizes:
+                    for params in UNALIGNED_IMPLS.get(name, ()):
+                        check(f"{label} unaligned {params or ''}", unaligned(impl), case, n,
+                              {**impl.params, **params}, trials=1)
     return checks, problems

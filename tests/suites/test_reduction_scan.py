@@ -201,32 +201,33 @@ def test_scan_catches_an_off_by_one_and_an_inclusive_answer_to_exclusive(scan):
 
 
 def test_blelloch_launch_geometry(registry):
+    """One tile a block (prefetch=0); the pipelined default and the three passes: test_scan_kernels.py."""
     import sys
 
     module = sys.modules[registry.implementations("scan")["blelloch"].make.__module__]
-    p = module.plan(1 << 28, "int32", exclusive=False, aligned=True, items=16, packed=False)
+    p = module.plan(1 << 28, "int32", exclusive=False, aligned=True, prefetch=0, items=16, packed=False)
     # split state: 65,536 statuses (4 bytes), aggregates and prefixes (4 bytes each) after the 16-byte counter
     assert p["tile"] == 4096 and p["grid"] == (65536,) and p["state_bytes"] == 16 + 65536 * 12
-    p = module.plan(4097, "int64", exclusive=True, aligned=False, packed=False)
+    p = module.plan(4097, "int64", exclusive=True, aligned=False, prefetch=0, packed=False)
     assert p["tile"] == 4096 and p["grid"] == (2,)
     assert p["name"] == "scan_blelloch<long long, 256, 16, true, false, false, false, false>"
     assert p["state_bytes"] == 16 + 16 + 2 * 2 * 8  # two statuses padded to 16 bytes, then 2 x 2 values
     # staged copies are 16-byte ones: asked for on an unaligned tensor, the plain path is launched
-    assert module.plan(4097, "int32", False, aligned=False, staged=True)["name"].endswith(
+    assert module.plan(4097, "int32", False, aligned=False, prefetch=0, staged=True)["name"].endswith(
         "false, false, false, false, true>")
-    assert module.plan(4097, "int32", False, aligned=True, staged=True)["name"] == \
+    assert module.plan(4097, "int32", False, aligned=True, prefetch=0, staged=True)["name"] == \
         "scan_blelloch<int, 256, 32, false, true, true, false, true>"  # packed state by default
-    assert module.plan(0, "fp32", False, True)["grid"] == (0,)
-    p = module.plan(1 << 28, "int32", False, aligned=True, staged=True, items=32)
+    assert module.plan(0, "fp32", False, True, prefetch=0)["grid"] == (0,)
+    p = module.plan(1 << 28, "int32", False, aligned=True, prefetch=0, staged=True, items=32)
     assert p["tile"] == 8192 and p["grid"] == (32768,)
-    assert module.plan(100, "int64", False, True, items=4)["tile"] == 1024
-    assert module.plan(100, "int32", False, True, True, early=True, packed=False)["name"].endswith(
+    assert module.plan(100, "int64", False, True, prefetch=0, items=4)["tile"] == 1024
+    assert module.plan(100, "int32", False, True, prefetch=0, early=True, packed=False)["name"].endswith(
         "true, true, true, false>")
     # packed: one word a tile, twice the element size; 128 threads halve the tile
-    p = module.plan(1 << 28, "int32", False, True, True, threads=128)
+    p = module.plan(1 << 28, "int32", False, True, prefetch=0, threads=128)
     assert p["name"] == "scan_blelloch<int, 128, 32, false, true, true, false, true>"
     assert p["tile"] == 4096 and p["state_bytes"] == 16 + 65536 * 8
-    assert module.plan(5000, "int64", False, True, items=8, packed=True)["state_bytes"] == 16 + 3 * 16
+    assert module.plan(5000, "int64", False, True, prefetch=0, items=8, packed=True)["state_bytes"] == 16 + 3 * 16
     for dtype, items in (("int32", 2), ("int32", 64), ("int64", 3)):
         with pytest.raises(Unsupported, match="items="):
             module.plan(100, dtype, False, True, items=items)
