@@ -1,4 +1,5 @@
-"""One worker process per implementation, with a timeout per job.
+"""One worker process per implementation, with a timeout per job (started as a new Python, or forked
+from a fork server that has imported torch and the kernels already: kbench.forkserver).
 
 A crash (segfault, abort, illegal memory access) or a hang costs only the job
 that was running: its row becomes CRASH or TIMEOUT with the reason, and the
@@ -79,19 +80,24 @@ class WorkerProcess:
     everything it started when it hangs or dies."""
 
     def __init__(self, kernel_dirs=(), device: str = "auto", env: dict | None = None, suite: str | None = None,
-                 wait: bool = True):
+                 wait: bool = True, server=None):
         """Start the worker; with ``wait`` also wait until it is ready (:meth:`wait_ready`). ``suite``: the
-        one suite its jobs are of (it loads only that suite's built-in kernels)."""
+        one suite its jobs are of (it loads only that suite's built-in kernels). ``server``: a
+        kbench.forkserver.ForkServer of the same kernels and device to fork it from, instead of starting
+        a new Python."""
         spec = json.dumps({"kernel_dirs": [str(p) for p in kernel_dirs], "device": device, "suite": suite})
         self.log = tempfile.NamedTemporaryFile(prefix="kbench-worker-", suffix=".log", delete=False)
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "kbench.worker", spec],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self.log,
-            env=env if env is not None else os.environ.copy(),
-            **OWN_PROCESS_GROUP,  # a kill takes its children too, and a terminal's Ctrl-C reaches kbench alone
-        )
+        if server is not None:
+            self.process = server.fork(self.log.fileno(), STARTUP_TIMEOUT)
+        else:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "kbench.worker", spec],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self.log,
+                env=env if env is not None else os.environ.copy(),
+                **OWN_PROCESS_GROUP,  # a kill takes its children too, and a terminal's Ctrl-C reaches kbench alone
+            )
         self._buffer = b""
         self.keep_log = False
         self.busy = False  # a job is in flight: closing must not wait for it

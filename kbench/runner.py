@@ -92,11 +92,17 @@ def run(
                    for v in variants for case in request.cases)
 
     groups = _by_implementation(request.variants, set(baseline_of.values()))
+    # On the CPU the workers are forked from one process that has imported torch and the kernels; a GPU
+    # run starts each as a new Python (a fork server must never have touched the GPU, and the workers
+    # of a GPU run are not yet measured forked).
+    fork_device = "cpu" if static_device == "cpu" else None
     if request.interleave:  # a worker per variant, all of them started at once
         needed = sum(has_work([v]) for v in request.variants)
-        starter = WorkerStarter(request.kernel_dirs, request.device, suite.name, needed=needed, ahead=needed)
+        starter = WorkerStarter(request.kernel_dirs, request.device, suite.name, needed=needed, ahead=needed,
+                                fork_device=fork_device)
     else:
-        starter = WorkerStarter(request.kernel_dirs, request.device, suite.name, needed=sum(map(has_work, groups)))
+        starter = WorkerStarter(request.kernel_dirs, request.device, suite.name, needed=sum(map(has_work, groups)),
+                                fork_device=fork_device)
     try:
         if request.interleave:
             _run_interleaved(suite, request, recorder, on_start, done, baseline_of, static_device, starter)

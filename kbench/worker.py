@@ -222,8 +222,9 @@ def exit_with_parent(interval: float = 1.0) -> None:
     threading.Thread(target=watch, name="kbench-parent-watch", daemon=True).start()
 
 
-def serve(spec: dict, send, jobs, **hello) -> None:
-    """Load the registry on the chosen device, say hello, and answer each job in turn."""
+def serve(spec: dict, send, jobs, registry=None, **hello) -> None:
+    """Load the registry on the chosen device (``registry``: one loaded already, by the fork server this
+    worker was forked from), say hello, and answer each job in turn."""
     device = pick_device(spec.get("device", "auto"))
     if device == "cpu":
         # Must be set before any kernel module imports triton: then @triton.jit
@@ -232,7 +233,8 @@ def serve(spec: dict, send, jobs, **hello) -> None:
 
     from kbench import envinfo, loader
 
-    registry = loader.load(spec.get("kernel_dirs", []), suite=spec.get("suite"))
+    if registry is None:
+        registry = loader.load(spec.get("kernel_dirs", []), suite=spec.get("suite"))
     env = envinfo.collect(device)
     send({"type": "hello", "device": device, "env": env, **hello})
     jobs = iter(jobs)
@@ -268,6 +270,15 @@ def main() -> None:
 
             serve(spec, send_to_file, spec["jobs"], pid=os.getpid())
         return
+    protocol_main(spec)
+
+
+def protocol_main(spec: dict, registry=None) -> None:
+    """The worker as kbench.isolation runs it: jobs on stdin, answers on stdout, everything else in the
+    log (stderr). ``registry``: loaded already (a worker forked by kbench.forkserver)."""
+    from kbench.results import dumps
+
+    faulthandler.enable()  # a segfault leaves a Python stack in the log (stderr, as it is now)
     exit_with_parent()
     protocol = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # kernels' prints go to the log, never into the protocol
@@ -276,7 +287,7 @@ def main() -> None:
         protocol.write(dumps(message) + "\n")
         protocol.flush()
 
-    serve(spec, send, _stdin_jobs())
+    serve(spec, send, _stdin_jobs(), registry=registry)
 
 
 if __name__ == "__main__":

@@ -7,13 +7,18 @@ ready, or about to be. A worker that has started only waits: it gets no job befo
 implementations ever measure at once. Every worker stays isolated as before (a crash or a hang costs
 only its row), and :meth:`WorkerStarter.close` kills the spares and reaps the released ones, on
 Ctrl-C too.
+
+Where the run is on the CPU, the workers are forked from a fork server (kbench.forkserver) that has
+imported torch and the suite's kernels once: each is still a process of its own, ready in milliseconds.
 """
 
 from __future__ import annotations
 
 import os
+import tempfile
 from collections import deque
 
+from kbench import forkserver
 from kbench.isolation import WorkerProcess
 
 
@@ -29,16 +34,54 @@ class WorkerStarter:
     implementation that has a job to run), ``ahead`` how many may start before they are taken."""
 
     def __init__(self, kernel_dirs, device: str, suite: str, needed: int, ahead: int | None = None,
-                 start=WorkerProcess):
+                 start=WorkerProcess, fork_device: str | None = None):
+        """``fork_device``: fork the workers from one fork server (kbench.forkserver) that imports torch and
+        the kernels once for that device ("cpu"), where forking is available; None: each worker is a new
+        Python."""
         self.kernel_dirs, self.device, self.suite = tuple(kernel_dirs), device, suite
         self.left = needed
         self.ahead = workers_ahead() if ahead is None else ahead
         self._start = start  # a seam for tests
+        self.fork_device = fork_device
+        self.fork = fork_device is not None and needed > 0 and forkserver.available()
+        self.server = None
+        self.server_log: str | None = None
         self.spares: deque = deque()
         self.released: list = []
 
+    def _server(self):
+        """The fork server, started at the first worker; None where it could not start (then workers are
+        started as new Pythons, as without it)."""
+        if self.fork and self.server is None:
+            log = tempfile.NamedTemporaryFile(prefix="kbench-forkserver-", suffix=".log", delete=False)
+            log.close()
+            self.server_log = log.name
+            try:
+                self.server = forkserver.ForkServer(self.kernel_dirs, self.fork_device, self.suite, log.name)
+            except OSError:
+                self.fork = False
+        return self.server
+
     def _new(self):
+        server = self._server()
+        if server is not None:
+            try:
+                return self._start(self.kernel_dirs, self.device, suite=self.suite, wait=False, server=server)
+            except RuntimeError:  # the server did not start or answer: new Pythons from here on
+                self._stop_server(keep_log=True)
+                self.fork = False
         return self._start(self.kernel_dirs, self.device, suite=self.suite, wait=False)
+
+    def _stop_server(self, keep_log: bool = False) -> None:
+        if self.server is not None:
+            self.server.close()
+            self.server = None
+        if self.server_log and not keep_log:
+            try:
+                os.unlink(self.server_log)
+            except OSError:
+                pass
+            self.server_log = None
 
     def top_up(self) -> None:
         """Start workers until ``ahead`` of them wait, but no more than the run will still take."""
@@ -72,3 +115,4 @@ class WorkerStarter:
             worker.close()
         self.spares.clear()
         self.released.clear()
+        self._stop_server()
