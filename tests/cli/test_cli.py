@@ -226,7 +226,7 @@ def test_real_run_naive_and_triton(cli, tmp_path, jsonl, flat_text, wide_console
     for r in records:
         low, high = r["speedup_interval"]  # None: a bound too few samples cannot set (interpreted Triton)
         assert (low is None or low <= r["speedup"]) and (high is None or r["speedup"] <= high)
-    assert records[1]["config"]["BLOCK_M"] == 64  # the CPU tile config was used
+    assert records[1]["config"]["BLOCK_M"] == 128  # the CPU tile config was used
     assert records[1]["backend"] == "triton"
     # both rows in the table
     # a row may carry a footnote mark (naive*) when its timing has a warning

@@ -82,7 +82,7 @@ def test_the_site_of_the_committed_baselines(cli, tmp_path):
     rows = {row["suite"]: row for row in index.table_with("regressions")}
     for suite in suites:
         mine = [r for r in records if r.suite == suite]
-        commits = sorted({history.commit_of(r)[:7] for r in mine})
+        commits = list(dict.fromkeys(history.commit_of(r)[:7] for r in sorted(mine, key=lambda r: r.created_at)))
         assert rows[suite]["GPU"] == "NVIDIA H200" and rows[suite]["records"] == str(len(mine))
         assert rows[suite]["commits"].split(" (")[0] in (commits[0], f"{commits[0]} .. {commits[-1]}")
         assert f"suite-{suite}.html" in result.stderr  # a progress line per page

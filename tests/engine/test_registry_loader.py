@@ -16,8 +16,8 @@ from kbench.registry import (Implementation, Needs, Registry, Unsupported, colle
 from kbench.suite import Case, Suite
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-BUILTIN_ATTENTION = {"naive", "sdpa", "sdpa-cudnn", "sdpa-efficient", "sdpa-math", "triton-fa2", "cupy-fa2", "fa4",
-                     "flashinfer"}
+BUILTIN_ATTENTION = {"naive", "sdpa", "sdpa-cudnn", "sdpa-efficient", "sdpa-math", "triton-fa2", "cupy-fa2", "cuda-fa3",
+                     "fa4", "flashinfer"}
 
 
 def _impl(name="x", suite_name="toy", params=None, **needs) -> Implementation:
