@@ -1,4 +1,5 @@
-// PTX wrappers shared by kbench's CUDA kernels: 16-bit packing, ldmatrix, cp.async.
+// PTX wrappers shared by kbench's CUDA kernels: 16-bit packing, ldmatrix, cp.async, mma.sync m16n8k16,
+// and the two softmax helpers of the attention kernels.
 //
 // No headers: NVRTC and nvcc compile it alike. CuPy kernels get it inlined by
 // kernels/_cupy_common.py (so CuPy's compile cache sees its text); nvcc builds
@@ -47,6 +48,34 @@ __device__ __forceinline__ void cp_async_wait() {
 
 __device__ __forceinline__ unsigned smem_addr(const void* p) {
     return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+// C += A B for one warp: m16n8k16, 16-bit A (four registers) and B (two), fp32 C (four).
+template <bool BF16>
+__device__ __forceinline__ void mma_16816(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+    if (BF16) {
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+            "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    } else {
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+            "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
+}
+
+__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
+
+// 2^x in one MUFU.EX2 (-inf gives +0): exp2f() adds range fix-ups around it (denormal results, which
+// softmax flushes to zero anyway).
+__device__ __forceinline__ float fast_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
 }
 
 }  // namespace kbench_ptx

@@ -74,14 +74,8 @@ constexpr int PRODUCER_REGISTERS = 24;   // setmaxnreg: 128 * 24 + 2 * 128 * 240
 constexpr int CONSUMER_REGISTERS = 240;
 constexpr int TURN_BARRIER = 1;     // named barriers 1 and 2: consumer warpgroup g's turn at the tensor cores
 
-__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
-
-// 2^x in one MUFU.EX2 (exp2f adds range fix-ups for denormal results, which softmax flushes anyway).
-__device__ __forceinline__ float fast_exp2(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-    return y;
-}
+using kbench_ptx::fast_exp2;
+using kbench_ptx::neg_inf;
 
 template <int D, int BN, int STAGES>
 struct Layout {
@@ -338,21 +332,45 @@ fa3_forward(const __grid_constant__ kbench_sm90::TensorMap map_q, const __grid_c
     if (PINGPONG && group == 1) pass_turn<PINGPONG>(group);  // warpgroup 0 goes first
     mbarrier_wait(sm.q_full, 0);
 
-    if (OVERLAP) {
-        // Tile 0: S, softmax, P. Then for each tile j >= 1: S_j = Q K_jᵀ and O += P_{j-1} V_{j-1} in flight
-        // together (O first rescaled to tile j-1's maxima), softmax(S_j) in S's registers under the
-        // second, and S_j turned into P only once that product is done with P's registers.
-        mbarrier_wait(sm.k_full, 0);
+    // S_j = Q K_jᵀ on its own, then its softmax (tile 0 of the overlapped schedule, every tile of the plain one).
+    auto score = [&](int j) {
+        mbarrier_wait(sm.k_full + 8 * k_ring.stage, k_ring.phase);
         take_turn<PINGPONG>(group);
         wgmma_fence();
-        issue_qk<D, BN, STAGES, BF16>(s, sm, 0, group);
+        issue_qk<D, BN, STAGES, BF16>(s, sm, k_ring.stage, group);
         wgmma_commit();
         pass_turn<PINGPONG>(group);
         wgmma_wait<0>();
         fence_all(s);
-        release(sm.k_empty, warp_leader);
+        release(sm.k_empty + 8 * k_ring.stage, warp_leader);
         k_ring.advance<STAGES>();
-        softmax_tile<BN, CAUSAL>(s, st, rescale, needs_mask(0), 0, row_lo, n, scale_log2, lane);
+        softmax_tile<BN, CAUSAL>(s, st, rescale, needs_mask(j), j * BN, row_lo, n, scale_log2, lane);
+    };
+    // O += P V_j on its own (the last tile of the overlapped schedule, every tile of the plain one). The
+    // turns balance when warpgroup 1, which passed the first turn, keeps its last.
+    auto accumulate = [&](bool last) {
+        mbarrier_wait(sm.v_full + 8 * v_ring.stage, v_ring.phase);
+        take_turn<PINGPONG>(group);
+        if (OVERLAP) {  // o's rescale and p come before the fence, not sunk below it
+            fence_all(o);
+            fence_all(p);
+        }
+        wgmma_fence();
+        issue_pv<D, BN, STAGES, BF16>(o, p, sm, v_ring.stage);
+        wgmma_commit();
+        if (!(PINGPONG && group == 1 && last)) pass_turn<PINGPONG>(group);
+        wgmma_wait<0>();
+        fence_all(o);
+        fence_all(p);
+        release(sm.v_empty + 8 * v_ring.stage, warp_leader);
+        v_ring.advance<STAGES>();
+    };
+
+    if (OVERLAP) {
+        // Tile 0: S, softmax, P. Then for each tile j >= 1: S_j = Q K_jᵀ and O += P_{j-1} V_{j-1} in flight
+        // together (O first rescaled to tile j-1's maxima), softmax(S_j) in S's registers under the
+        // second, and S_j turned into P only once that product is done with P's registers.
+        score(0);
         to_p<BN, BF16>(s, p);
         for (int j = 1; j < tiles; ++j) {
             mbarrier_wait(sm.k_full + 8 * k_ring.stage, k_ring.phase);
@@ -381,44 +399,13 @@ fa3_forward(const __grid_constant__ kbench_sm90::TensorMap map_q, const __grid_c
             to_p<BN, BF16>(s, p);
         }
         rescale_o(o, rescale);
-        mbarrier_wait(sm.v_full + 8 * v_ring.stage, v_ring.phase);
-        take_turn<PINGPONG>(group);
-        fence_all(o);
-        fence_all(p);
-        wgmma_fence();
-        issue_pv<D, BN, STAGES, BF16>(o, p, sm, v_ring.stage);
-        wgmma_commit();
-        if (!(PINGPONG && group == 1)) pass_turn<PINGPONG>(group);  // turns balance: 1 starts, so 1 ends
-        wgmma_wait<0>();
-        fence_all(o);
-        fence_all(p);
-        release(sm.v_empty + 8 * v_ring.stage, warp_leader);
+        accumulate(true);
     } else {
         for (int j = 0; j < tiles; ++j) {
-            mbarrier_wait(sm.k_full + 8 * k_ring.stage, k_ring.phase);
-            take_turn<PINGPONG>(group);
-            wgmma_fence();
-            issue_qk<D, BN, STAGES, BF16>(s, sm, k_ring.stage, group);
-            wgmma_commit();
-            pass_turn<PINGPONG>(group);
-            wgmma_wait<0>();
-            fence_all(s);
-            release(sm.k_empty + 8 * k_ring.stage, warp_leader);
-            k_ring.advance<STAGES>();
-            softmax_tile<BN, CAUSAL>(s, st, rescale, needs_mask(j), j * BN, row_lo, n, scale_log2, lane);
+            score(j);
             to_p<BN, BF16>(s, p);
             rescale_o(o, rescale);
-            mbarrier_wait(sm.v_full + 8 * v_ring.stage, v_ring.phase);
-            take_turn<PINGPONG>(group);
-            wgmma_fence();
-            issue_pv<D, BN, STAGES, BF16>(o, p, sm, v_ring.stage);
-            wgmma_commit();
-            if (!(PINGPONG && group == 1 && j == tiles - 1)) pass_turn<PINGPONG>(group);
-            wgmma_wait<0>();
-            fence_all(o);
-            fence_all(p);
-            release(sm.v_empty + 8 * v_ring.stage, warp_leader);
-            v_ring.advance<STAGES>();
+            accumulate(j == tiles - 1);
         }
     }
 

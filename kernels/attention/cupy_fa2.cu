@@ -19,38 +19,11 @@
 //
 // No CUDA headers, so NVRTC (cupy.RawModule) and nvcc compile it alike: elements
 // are raw 16-bit patterns, converted with cvt.rn.{f16,bf16}x2.f32. The PTX
-// wrappers (pack2, ldmatrix, cp.async) are shared with the matmul kernels.
+// wrappers (pack2, ldmatrix, cp.async, mma.sync, exp2) are shared with the other kernels.
 
 #include "kbench_ptx.cuh"
 
 using namespace kbench_ptx;
-
-__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
-
-// 2^x in one MUFU.EX2: exp2f() adds range fix-ups around it (denormal results,
-// which softmax flushes to zero anyway).
-__device__ __forceinline__ float fast_exp2(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-    return y;
-}
-
-template <bool BF16>
-__device__ __forceinline__ void mma_16816(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
-    if (BF16) {
-        asm volatile(
-            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-            "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    } else {
-        asm volatile(
-            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-            "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    }
-}
 
 // Shared-memory layouts of a tile whose rows are D 16-bit elements:
 //   SWIZZLE  chunk c of row r at chunk c ^ (r % 8): no bank conflicts, no padding
