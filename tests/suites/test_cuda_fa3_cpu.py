@@ -6,7 +6,6 @@ that the source compiles for sm_90a is tests/suites/test_cuda_sources.py's."""
 from __future__ import annotations
 
 import ctypes
-import importlib.util
 import shutil
 
 import pytest
@@ -14,20 +13,16 @@ import torch
 
 from kbench.errors import UserError
 from kbench.loader import BUILTIN_KERNELS, load_helper
-from kbench.registry import Registry, Unsupported, collecting
+from kbench.registry import Unsupported
 from kbench.suite import Case
+from kernel_modules import load_kernel_module
 
 NVCC = shutil.which("nvcc")
 
 
 @pytest.fixture(scope="module")
 def fa3():
-    path = BUILTIN_KERNELS / "attention" / "cuda_fa3.py"
-    spec = importlib.util.spec_from_file_location("cuda_fa3_under_test", path)
-    module = importlib.util.module_from_spec(spec)
-    with collecting(Registry(), str(path)):
-        spec.loader.exec_module(module)
-    return module
+    return load_kernel_module(BUILTIN_KERNELS / "attention" / "cuda_fa3.py")
 
 
 @pytest.fixture(scope="module")

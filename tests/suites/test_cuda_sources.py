@@ -47,14 +47,9 @@ def test_compiles_without_warnings(source: Path, arch: str, tmp_path):
 
 
 def test_cupy_fa2_configuration_checks():
-    import importlib.util
+    from kernel_modules import load_kernel_module
 
-    spec = importlib.util.spec_from_file_location("cupy_fa2_under_test", BUILTIN_KERNELS / "attention" / "cupy_fa2.py")
-    module = importlib.util.module_from_spec(spec)
-    from kbench.registry import Registry, collecting
-
-    with collecting(Registry(), str(spec.origin)):
-        spec.loader.exec_module(module)
+    module = load_kernel_module(BUILTIN_KERNELS / "attention" / "cupy_fa2.py")
     # The FlashAttention walkthrough's configuration: Q 32 KiB + two K/V pairs of 64 KiB = 160 KiB at d=128.
     assert module.smem_bytes(128, 128, 128) == 160 * 1024
     assert module.check_config(128, 128, 128, 4) is None

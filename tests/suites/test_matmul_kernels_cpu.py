@@ -5,27 +5,22 @@ Nothing here runs a kernel (that needs a GPU: the `gpu` tests and `kbench run ma
 
 from __future__ import annotations
 
-import importlib.util
 import re
 
 import pytest
 import torch
 
 from kbench.loader import BUILTIN_KERNELS
-from kbench.registry import Registry, Unsupported, collecting
+from kbench.registry import Unsupported
 from kbench.suite import Case
+from kernel_modules import load_kernel_module
 
 MATMUL = BUILTIN_KERNELS / "matmul"
 TORCH = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
 
 
 def load(stem: str):
-    path = MATMUL / f"{stem}.py"
-    spec = importlib.util.spec_from_file_location(f"{stem}_under_test", path)
-    module = importlib.util.module_from_spec(spec)
-    with collecting(Registry(), str(path)):
-        spec.loader.exec_module(module)
-    return module
+    return load_kernel_module(MATMUL / f"{stem}.py")
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,6 @@ runs), the per-case baseline (Suite.baseline_for) through the runner and the CLI
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import math
 import re
@@ -24,8 +23,9 @@ from kbench.devices import by_key
 from kbench.errors import UserError
 from kbench.loader import BUILTIN_KERNELS, BUILTIN_SUITES, load_helper
 from kbench.record import Record
-from kbench.registry import Implementation, Needs, Registry, Unsupported, collecting, out_of_case, skip_reason, variants
+from kbench.registry import Implementation, Needs, Unsupported, out_of_case, skip_reason, variants
 from kbench.suite import Case, Suite
+from kernel_modules import load_kernel_module
 
 lessons = load_helper(BUILTIN_SUITES / "patterns" / "lessons.py")
 
@@ -59,12 +59,7 @@ def suite_module(patterns):
 
 def kernel_module(name: str):
     """kernels/patterns/NAME.py, executed into a throwaway registry (its plan and lesson figures)."""
-    path = BUILTIN_KERNELS / "patterns" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"patterns_{name}_under_test", path)
-    module = importlib.util.module_from_spec(spec)
-    with collecting(Registry(), str(path)):
-        spec.loader.exec_module(module)
-    return module
+    return load_kernel_module(BUILTIN_KERNELS / "patterns" / f"{name}.py")
 
 
 # --- the suite ---------------------------------------------------------------------------------

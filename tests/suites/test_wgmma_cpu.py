@@ -9,7 +9,6 @@ Whether the kernel is right on an H200 is tests/gpu/test_matmul_gpu.py's job."""
 from __future__ import annotations
 
 import ctypes
-import importlib.util
 import shutil
 import subprocess
 
@@ -18,8 +17,9 @@ import torch
 
 from kbench.errors import UserError
 from kbench.loader import BUILTIN_KERNELS, load_helper
-from kbench.registry import Registry, Unsupported, collecting
+from kbench.registry import Unsupported
 from kbench.suite import Case
+from kernel_modules import load_kernel_module
 
 MATMUL = BUILTIN_KERNELS / "matmul"
 NVCC = shutil.which("nvcc")
@@ -28,12 +28,7 @@ TORCH = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
 
 @pytest.fixture(scope="module")
 def wg():
-    path = MATMUL / "wgmma.py"
-    spec = importlib.util.spec_from_file_location("wgmma_under_test", path)
-    module = importlib.util.module_from_spec(spec)
-    with collecting(Registry(), str(path)):
-        spec.loader.exec_module(module)
-    return module
+    return load_kernel_module(MATMUL / "wgmma.py")
 
 
 @pytest.fixture(scope="module")
