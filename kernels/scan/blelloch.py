@@ -347,6 +347,9 @@ def _three_pass(case, x, out, p: dict):
             kernel(grid, block, args, shared_mem=smem)
 
     run = _cupy.on_torch_stream(body)
+    # The launches hold raw pointers: the closure keeps the level buffers alive (freed, their memory
+    # would go to the next tensors allocated, which the launches would then overwrite).
+    run.workspace = buffers
     first = calls[0][0] if calls else None
     run.config = {"passes": 3, "tile_elements": p["tile"], "items": p["items"], "levels": levels,
                   "launches": len(calls), "staged": p["staged"],

@@ -1,6 +1,6 @@
 """Small cases of kbench's CUDA C++ kernels, each run once and checked, for compute-sanitizer to watch.
 
-    compute-sanitizer --tool memcheck --error-exitcode 9 python tests/gpu/sanitized.py matmul fa2 fa3 reduce-scan
+    compute-sanitizer --tool memcheck --error-exitcode 9 python tests/gpu/sanitized.py matmul fa2 fa3 decode reduce-scan
 
 test_sanitizer_gpu.py runs it so, one process for each tool. Prints one line per failed check and,
 after each NAME, ``NAME: N checked, M failed``; exits 1 when a check failed (a wrong result) or raised,
@@ -81,6 +81,21 @@ def fa3(registry) -> tuple[int, list[str]]:
     return count, problems
 
 
+def decode(registry) -> tuple[int, list[str]]:
+    """cupy-bitdecode (its cp.async pipeline and shared-memory tiles) over int4, int8 and fp16 caches of
+    17 and 1000 tokens: a partial tile, a partial group of 32 tokens, GQA 32/8 with one new query and
+    four (more rows than one m16 tile)."""
+    suite, impl = registry.suite("decode"), registry.implementations("decode")["cupy-bitdecode"]
+    problems, count = [], 0
+    for kv_dtype in ("int4", "int8", "fp16"):
+        for l, q in ((17, 1), (1000, 4)):
+            case = Case({"l": l, "q": q, "batch": 1, "hq": 32, "hkv": 8, "d": 128, "kv_dtype": kv_dtype,
+                         "group": 32})
+            checked(suite, impl, case, impl.params, f"cupy-bitdecode {kv_dtype} l={l} q={q}", problems)
+            count += 1
+    return count, problems
+
+
 def reduce_scan(registry) -> tuple[int, list[str]]:
     """kbench's own reduction and scan kernels (not CuPy's or torch's), every type and variant, at sizes
     that end inside a warp, one past a 4096-element tile, and after many tiles."""
@@ -97,7 +112,7 @@ def reduce_scan(registry) -> tuple[int, list[str]]:
     return count, problems
 
 
-RUNS = {"matmul": matmul, "fa2": fa2, "fa3": fa3, "reduce-scan": reduce_scan}
+RUNS = {"matmul": matmul, "fa2": fa2, "fa3": fa3, "decode": decode, "reduce-scan": reduce_scan}
 
 
 def main(names: list[str]) -> int:

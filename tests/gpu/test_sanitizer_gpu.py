@@ -1,7 +1,7 @@
 """kbench's CUDA C++ kernels under compute-sanitizer: small cases of each (tests/gpu/sanitized.py) run
 once and checked, with memcheck (out-of-bounds and misaligned accesses) for every kernel and racecheck
 (shared-memory hazards) for those whose blocks share tiles through shared memory: cupy-fa2, cuda-fa3
-(on Hopper) and the reduction and scan kernels. A run passes when the tool reports zero errors and every check was right."""
+(on Hopper), cupy-bitdecode and the reduction and scan kernels. A run passes when the tool reports zero errors and every check was right."""
 
 from __future__ import annotations
 
@@ -46,8 +46,8 @@ def sanitized(compute_sanitizer: str, env: dict, tool: str, runs: list[str]) -> 
 
 
 def test_no_out_of_bounds_or_misaligned_access_under_memcheck(compute_sanitizer, proc_env):
-    sanitized(compute_sanitizer, proc_env(), "memcheck", ["matmul", "fa2", "fa3", "reduce-scan"])
+    sanitized(compute_sanitizer, proc_env(), "memcheck", ["matmul", "fa2", "fa3", "decode", "reduce-scan"])
 
 
 def test_no_shared_memory_race_under_racecheck(compute_sanitizer, proc_env):
-    sanitized(compute_sanitizer, proc_env(), "racecheck", ["fa2", "fa3", "reduce-scan"])
+    sanitized(compute_sanitizer, proc_env(), "racecheck", ["fa2", "fa3", "decode", "reduce-scan"])
