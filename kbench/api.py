@@ -52,8 +52,8 @@ class ResultSet:
 
     def to_pandas(self):
         """A pandas DataFrame, one row per record: suite, implementation, label, every case axis as a
-        column, status, median and spread (ms), throughput, the speedup over the run's baseline with its
-        95 % interval, the SM clock, the GPU and the commit."""
+        column, status, median and spread (ms), the eager median beside a graph-timed one, throughput, the
+        speedup over the run's baseline with its 95 % interval, the SM clock, the GPU and the commit."""
         import pandas as pd  # only here: `import kbench` and `kbench --help` stay fast
 
         return pd.DataFrame([_row(r) for r in self.records])
@@ -62,6 +62,7 @@ class ResultSet:
 def _row(record: Record) -> dict:
     stats = record.timing.stats if record.ok else None
     clock = record.timing.clock if record.ok and record.timing else None
+    eager = record.timing.eager if record.ok and record.timing else None
     metrics = record.metrics if record.ok else None
     interval = record.speedup_interval or [None, None]
     env = record.env or {}
@@ -69,6 +70,8 @@ def _row(record: Record) -> dict:
         "suite": record.suite, "impl": record.impl, "label": record.name, **record.case,
         "status": record.status, "reason": record.reason or "",
         "median_ms": record.median,
+        # A launch-bound row's median is graph replay; its eager CUDA-event median is kept here (else None).
+        "eager_median_ms": eager.stats.median if eager else None,
         "p20_ms": stats.p20 if stats else None, "p80_ms": stats.p80 if stats else None,
         "samples": stats.n if stats else None,
         "tflops": metrics.tflops if metrics else None, "gbps": metrics.gbps if metrics else None,
@@ -76,11 +79,20 @@ def _row(record: Record) -> dict:
         "baseline": record.baseline, "speedup": record.speedup if record.ok else None,
         "speedup_low": interval[0], "speedup_high": interval[1],
         "max_abs_err": record.correctness.max_abs_err if record.correctness else None,
+        **_input_errors(record),
         "sm_mhz": clock.sm_mhz_median if clock else None,
         "method": record.timing.method if record.timing else None,
         "gpu": record.gpu.get("name"), "commit": (env.get("git") or {}).get("commit"),
         "created_at": record.created_at, "command": record.command,
     }
+
+
+def _input_errors(record: Record) -> dict:
+    """The inputs' own error (Suite.input_error: a quantized cache's, say) as NAME_max_abs_err and
+    NAME_max_rel_err columns (quantization_max_abs_err...), beside the kernel's max_abs_err."""
+    errors = record.correctness.input_error if record.correctness else {}
+    return {f"{name}_{key}": figures.get(key) for name, figures in errors.items()
+            for key in ("max_abs_err", "max_rel_err")}
 
 
 def load(*paths: str | Path) -> ResultSet:

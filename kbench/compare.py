@@ -7,7 +7,9 @@ a FAIL, a crash or a SKIP of the same case), except that two OK records of one
 key in one file are refused: which of the two timings is the measurement is
 not for compare to guess (``--resume`` never runs a recorded case again, so it
 makes no such pair; running twice into one ``--out`` does). Each matched pair
-of OK records is decided from the raw samples:
+of OK records is decided from the raw samples (of the medians' timings; where one
+side's median is graph replay, a launch-bound case timed again as replays, and the
+other's is not, of the eager timing each side has: ``Pair.basis``, record.comparable):
 
 - ``ratio`` = median(CURRENT) / median(BASE);
 - ``p``: the two-sided Mann-Whitney U test of the two sets of samples;
@@ -36,7 +38,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from kbench import results
-from kbench.record import Record
+from kbench.record import Record, comparable
 from kbench.stats import median_interval, ratio_interval  # noqa: F401 - median_interval: part of this API
 from kbench.errors import UserError
 
@@ -66,6 +68,9 @@ class Pair:
     high: float | None = None
     p_value: float | None = None
     env_diff: list[tuple[str, object, object]] = field(default_factory=list)
+    # "eager": the two sides' eager timings were compared, one side's median being graph replay and the
+    # other's not (record.comparable), e.g. a launch-bound case against a baseline from before auto graphs.
+    basis: str = ""
 
     @property
     def suite(self) -> str:
@@ -81,7 +86,12 @@ class Pair:
 
     def median(self, side: str) -> float | None:
         located = getattr(self, side)
-        return None if located is None else located.record.median
+        if located is None:
+            return None
+        record = located.record
+        if self.basis == "eager" and record.ok and record.timing.eager is not None:
+            return record.timing.eager.stats.median  # the median this pair's ratio compares
+        return record.median
 
 
 # --- reading -----------------------------------------------------------------------------
@@ -125,6 +135,9 @@ def env_differences(base: Record, current: Record) -> list[tuple[str, object, ob
             if a != b:
                 diffs.append((name, a, b))
     a, b = _method(base), _method(current)
+    if base.timing and current.timing:  # what a pair compares: eager with eager where one side is graph-timed
+        compared = comparable(base.timing, current.timing)
+        a, b = compared[0].method, compared[1].method
     if a != b:  # CUDA graph or not, L2 flushed or not, CPU wall clock
         diffs.append(("timing.method", a, b))
     return diffs
@@ -182,10 +195,6 @@ def _method(record: Record) -> str | None:
     return record.timing.method if record.timing else None
 
 
-def _samples(record: Record) -> list[float]:
-    return list(record.timing.samples or [])
-
-
 def judge(pairs: list[Pair], threshold_of: Callable[[str], float], alpha: float) -> list[Pair]:
     """Decide every pair (in place) and return them."""
     for pair in pairs:
@@ -208,10 +217,13 @@ def judge(pairs: list[Pair], threshold_of: Callable[[str], float], alpha: float)
         else:
             pair.env_diff = env_differences(b, c)
             pair.threshold = threshold_of(pair.suite)
-            base_samples, current_samples = _samples(b), _samples(c)
+            base_timing, current_timing, pair.basis = comparable(b.timing, c.timing)
+            if pair.basis:
+                pair.note = "eager times compared (one side's median is graph replay, the other's is not)"
+            base_samples, current_samples = list(base_timing.samples or []), list(current_timing.samples or [])
             if not base_samples or not current_samples:
                 pair.decision, pair.note = "undecided", "no raw samples to test"
-                pair.ratio = c.median / b.median
+                pair.ratio = current_timing.stats.median / base_timing.stats.median
                 continue
             verdict = decide(base_samples, current_samples, pair.threshold, alpha)
             pair.decision = verdict.decision

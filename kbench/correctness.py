@@ -21,6 +21,12 @@ How far from the reference a result may be:
   several times over it.
 - Otherwise ``|out - ref| <= atol + rtol·|ref|`` element by element (:meth:`Suite.tolerance`):
   suites whose answer is exact (integer sums: tolerance 0) and those whose error is bounded analytically.
+- Where the suite judges results itself (:meth:`Suite.judge`: integer codes whose rounding ties may go
+  either way, fields of several types packed in one buffer), its verdict, once the result has the
+  output's shape and type.
+
+The error the inputs themselves carry (:meth:`Suite.input_error`: a quantized input against the values
+before quantization) is measured once per input distribution and recorded beside the kernel's own.
 
 The timed calls are checked too (:class:`TimedCalls`): the output is poisoned before every timed
 call (outside the timed region, like the L2 flush), and the last call of every batch of samples
@@ -84,9 +90,12 @@ class Expected:
     dtype: str = ""
     harness: dict = field(default_factory=dict)  # tensors the implementation must never hand back
     originals: dict = field(default_factory=dict)  # the harness's copies of the inputs, name -> tensor
+    # The suite's own comparison (Suite.judge) of a result of the right shape and type, or None.
+    suite_judge: object = None
 
     def judge(self, result) -> tuple[str, float | None, float | None]:
-        return compare(result, self.like, self.ref, self.atol, self.rtol, self.harness, self.bound, self.dtype)
+        return compare(result, self.like, self.ref, self.atol, self.rtol, self.harness, self.bound, self.dtype,
+                       self.suite_judge)
 
 
 @dataclass
@@ -104,6 +113,8 @@ class Verdict:
     last: tuple | None = field(default=None, repr=False)
     # (suite, case, seed, distribution) that recheck() draws its new inputs from; None: the last inputs again.
     refresh: tuple | None = field(default=None, repr=False)
+    # What the inputs themselves lose (Suite.input_error): name -> worst figures and each distribution's.
+    input_error: dict = field(default_factory=dict)
 
     def as_record(self) -> dict:
         record = {
@@ -119,7 +130,17 @@ class Verdict:
         if any("allowed" in d for d in self.distributions.values()):
             factor = next(d["factor"] for d in self.distributions.values() if "factor" in d)
             record["bound"] = f"max |out - ref| <= {factor:g} x max |plain - ref| + a floor of ulps of the output"
+        if self.input_error:
+            record["input_error"] = self.input_error
         return record
+
+    def note_input_error(self, distribution: str, errors: dict) -> None:
+        """Keep one distribution's input errors, and each name's worst figures over the distributions."""
+        for name, figures in errors.items():
+            entry = self.input_error.setdefault(name, {})
+            for key, value in figures.items():
+                entry[key] = max(entry.get(key, value), value)
+            entry.setdefault("distributions", {})[distribution] = dict(figures)
 
     def note(self, distribution: str, max_abs: float | None, bound: Bound | None) -> None:
         """Keep the worst trial of each distribution (the record says which ones the kernel passed)."""
@@ -167,12 +188,14 @@ def same_memory(a, b) -> bool:
 
 
 def compare(result, expected_like, ref, atol: float, rtol: float, harness: dict | None = None,
-            bound: Bound | None = None, dtype: str = "") -> tuple[str, float | None, float | None]:
+            bound: Bound | None = None, dtype: str = "", suite_judge=None) -> tuple[str, float | None, float | None]:
     """Returns (failure reason or "", max abs error, max relative error); errors are None when unmeasurable.
 
     ``harness``: name -> tensor the implementation must never hand back as its result
     (the reference's output, the clones of the inputs): such a result would be compared with itself.
     ``bound``: the precision-aware limit on the largest error; without one, atol and rtol element by element.
+    ``suite_judge``: result -> the suite's own verdict (Suite.judge) or None, asked once the result has
+    the output's shape and type.
     """
     import torch
 
@@ -185,6 +208,9 @@ def compare(result, expected_like, ref, atol: float, rtol: float, harness: dict 
         return f"wrong shape {tuple(result.shape)}, expected {tuple(ref.shape)}", None, None
     if result.dtype != expected_like.dtype:
         return f"wrong dtype {result.dtype}, expected {expected_like.dtype}", None, None
+    own = suite_judge(result) if suite_judge is not None else None
+    if own is not None:
+        return own
     got = result.detach().to(device=ref.device, dtype=torch.float64)
     finite = torch.isfinite(got)
     bad_values = int((~finite).sum())
@@ -222,7 +248,8 @@ def expect(suite, case, originals: dict, out, stale_ref=None) -> Expected:
         out_dtype = str(out.dtype).removeprefix("torch.")
         bound = Bound(plain_err=plain_err, floor=_ulp_floor(ref, out_dtype), factor=PLAIN_FACTOR.get(out_dtype, 2.0))
     return Expected(ref=ref, like=out, atol=atol, rtol=rtol, bound=bound, dtype=dtype,
-                    harness=_harness(originals, stale_ref), originals=originals)
+                    harness=_harness(originals, stale_ref), originals=originals,
+                    suite_judge=lambda result: suite.judge(case, result, ref, originals))
 
 
 def _max_abs_diff(a, b) -> float:
@@ -260,6 +287,8 @@ def check(suite, impl, case, device: str, seed: int, trials: int, params: dict |
     ref = None  # the previous trial's reference is alive during the next call: never accept it back
     for trial, distribution in enumerate(plan):
         inputs = suite.draw(case, seed=seed + trial, device=device, distribution=distribution)
+        if plan.index(distribution) == trial:  # once a distribution, of the inputs its first trial gets
+            verdict.note_input_error(distribution, suite.input_error(case, seed + trial, device, distribution))
         originals = {name: t.clone() for name, t in inputs.items()}
         out = suite.make_output(case, inputs)
         fn = impl.make(case, inputs, out, **(params or {}))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from kbench.record import Record
+from kbench.record import Record, comparable
 
 
 @dataclass(frozen=True)
@@ -25,6 +25,7 @@ class PeerRatio:
     peer_median: float | None
     ratio: float | None
     interval: tuple[float | None, float | None] | None  # a bound the samples cannot set is None
+    basis: str = ""  # "eager": the ratio of eager times (one of the two rows graph-timed; record.comparable)
 
 
 def _timed(record: Record | None) -> Record | None:
@@ -56,11 +57,13 @@ def peer_ratios(records: list[Record]) -> list[PeerRatio]:
                 continue
             mine, theirs = _timed(record), _timed(peers_row)
             ratio = interval = None
+            basis = ""
             if mine and theirs and record is not peers_row:
-                ratio = theirs.median / mine.median
-                if mine.timing.samples and theirs.timing.samples:
+                peer_timing, my_timing, basis = comparable(theirs.timing, mine.timing)  # like with like
+                ratio = peer_timing.stats.median / my_timing.stats.median
+                if my_timing.samples and peer_timing.samples:
                     interval = tuple(v if math.isfinite(v) and v > 0 else None
-                                     for v in speedup_interval(theirs.timing.samples, mine.timing.samples))
+                                     for v in speedup_interval(peer_timing.samples, my_timing.samples))
             out.append(PeerRatio(suite, case_key, record.name, record.status, mine.median if mine else None, peer,
-                                 theirs.median if theirs else None, ratio, interval))
+                                 theirs.median if theirs else None, ratio, interval, basis))
     return out

@@ -147,7 +147,29 @@ class Timing(Part):
     host_enqueue_ms: float | None = optional()  # the host's time to queue one call (CUDA)
     uncovered: str | None = optional()  # why the events missed part of the call's work
     checked_calls: dict = optional({})
+    # A launch-bound row timed as graph replays (the headline, above): its CUDA-event timing, launched from
+    # Python, kept beside it. Older records, and rows that were not launch-bound, have none.
+    eager: Timing | None = optional()
+    graph_error: str | None = optional()  # why a launch-bound row could not be graph-timed (eager shown)
     extra: dict = field(default_factory=dict)
+
+
+Timing.PARTS = {**Timing.PARTS, "eager": Timing}  # the eager sub-result is a Timing too
+
+
+def comparable(a: Timing, b: Timing) -> tuple[Timing, Timing, str]:
+    """The two timings a ratio between ``a`` and ``b`` takes, and "eager" when they are not the headlines.
+
+    Like with like: the headlines when both were timed the same way (both graph replays, both events);
+    where one row was graph-timed (launch-bound) and the other not, the eager timing of each, which every
+    graph-timed row keeps (``eager``). Timings that stay unlike (two runs' different flags) are the
+    headlines, as before: kbench compare names the method that differs."""
+    if a.method == b.method:
+        return a, b, ""
+    eager_a, eager_b = a.eager or a, b.eager or b
+    if (a.eager or b.eager) and eager_a.method == eager_b.method:
+        return eager_a, eager_b, "eager"
+    return a, b, ""
 
 
 @dataclass(kw_only=True)
@@ -165,6 +187,10 @@ class Correctness(Part):
     # computation to bound it, plain_max_abs_err, allowed and factor
     distributions: dict = optional({})
     bound: str | None = optional()
+    # The error the inputs carry before the implementation runs (Suite.input_error), kept apart from
+    # its own: name -> {max_abs_err, max_rel_err (each the worst input distribution's), distributions:
+    # {distribution: {max_abs_err, max_rel_err}}}. Suites whose inputs are exact have none.
+    input_error: dict = optional({})
     extra: dict = field(default_factory=dict)
 
 
@@ -224,6 +250,7 @@ class Record(Part):
     metrics: Metrics | None = optional()
     speedup: float | None = optional()
     speedup_interval: list | None = optional()  # [low, high] at 95 %; a bound the samples cannot set is None
+    speedup_basis: str | None = optional()  # "eager": taken between eager times (record.comparable); else headlines
     env: dict | None = optional()
     command: str | None = optional()
     extra: dict = field(default_factory=dict)

@@ -38,7 +38,36 @@ def _num(value, fmt: str) -> str:
 
 def _notes(record: Record) -> list[str]:
     notes = [record.reason] if record.reason else []
-    return notes + list(record.timing.warnings if record.timing else [])
+    eager = _eager(record)
+    return (notes + list(record.timing.warnings if record.timing else [])
+            + [f"eager: {w}" for w in (eager.warnings if eager else [])])
+
+
+def _eager(record: Record) -> Timing | None:
+    """The eager timing beside a graph-timed row's headline (timing.with_graph_replay), or None."""
+    return record.timing.eager if record.ok and record.timing else None
+
+
+GRAPH_NOTE = "(launch-bound under 20 us eager); eager: CUDA events, launches from Python"
+
+
+def graph_footnotes(records: list[Record]) -> list[str]:
+    """Which rows' medians are graph replays (launch-bound: timed again as replays), and which speedups
+    were taken between eager times because the row and its baseline were not timed alike."""
+    graphed = [r.name for r in records if _eager(r) is not None]
+    if not graphed:
+        return []
+    lines = [f"median: graph replay for {', '.join(graphed)} {GRAPH_NOTE}"]
+    # The rest timed as before: not launch-bound (a row that was, but could not be captured, says so itself).
+    eager_only = [r.name for r in records if r.ok and _eager(r) is None and not r.timing.graph_error
+                  and (r.timing.method or "").startswith("cuda-events")]
+    if eager_only:
+        lines.append(f"median: CUDA events for {', '.join(eager_only)} (20 us or more: not launch-bound)")
+    eager_ratios = [r.name for r in records if r.ok and r.speedup_basis == "eager"]
+    if eager_ratios:
+        lines.append(f"vs {records[0].baseline}: eager time against eager time for {', '.join(eager_ratios)} "
+                     "(one of the two was graph-timed, the other not)")
+    return lines
 
 
 def spread(stats: Stats) -> str:
@@ -80,9 +109,11 @@ def case_rows(records: list[Record], suite=None) -> CaseRows:
     baseline = (records[0].baseline or "") if records else ""
     extra = suite.columns(records) if suite is not None else []
     clocks = any(_clock(r) for r in records)
+    eager = any(_eager(r) is not None for r in records)  # a graph-timed row: its eager time beside the median
     bounded = any(_share_of_bound(r) is not None for r in records)
     throughput = not cpu_timed_only(records)
-    headers = ["implementation", "status", "median", "spread", *(THROUGHPUT_COLUMNS if throughput else []),
+    headers = ["implementation", "status", "median", *(["eager"] if eager else []), "spread",
+               *(THROUGHPUT_COLUMNS if throughput else []),
                f"vs {baseline} [95% CI]", "max err", *(["of bound"] if bounded else []),
                *(["SM MHz"] if clocks else []), *(column.header for column in extra)]
     rows, footnotes = [], []
@@ -98,6 +129,7 @@ def case_rows(records: list[Record], suite=None) -> CaseRows:
             name,
             r.status,
             format_time(r.median) if r.ok else "-",
+            *([format_time(_eager(r).stats.median) if _eager(r) else "-"] if eager else []),
             spread(r.timing.stats) if r.ok else "-",
             *([_num(m.tflops, ".2f"), _num(m.gbps, ".1f"), _num(m.pct_of_peak, ".1f")] if throughput else []),
             _speedup_cell(speed, r.speedup_interval) if speed else "-",
@@ -106,6 +138,7 @@ def case_rows(records: list[Record], suite=None) -> CaseRows:
             *([_clock(r) or "-"] if clocks else []),
             *(column.cells[i] or "-" for column in extra),
         ])
+    footnotes += graph_footnotes(records)
     if outside:
         footnotes.append(f"{len(outside)} not part of this case, left out: {', '.join(r.name for r in outside)}")
     return CaseRows(headers, rows, footnotes, len(extra))
@@ -194,7 +227,8 @@ def print_tables(records: list[Record], console: Console) -> None:
 
 
 CSV_FIELDS = ("suite", "impl", "label", "backend", "case_key", "status", "reason", "median_ms", "p20_ms", "p80_ms",
-              "samples", "tflops", "gbps", "pct_of_peak", "speedup", "max_abs_err", "max_rel_err", "method")
+              "samples", "tflops", "gbps", "pct_of_peak", "speedup", "max_abs_err", "max_rel_err", "method",
+              "eager_median_ms")
 
 
 def flat(record: Record) -> dict:
@@ -221,6 +255,7 @@ def flat(record: Record) -> dict:
         "max_abs_err": corr.max_abs_err,
         "max_rel_err": corr.max_rel_err,
         "method": timing.method,
+        "eager_median_ms": timing.eager.stats.median if timing.eager else None,  # beside a graph-timed median
     }
 
 
@@ -393,5 +428,6 @@ def peer_table(title: str, rows) -> Table:
         table.add_row(escape(row.suite or ""), escape(row.case_key or ""), escape(row.label or ""), status,
                       format_time(row.median),
                       escape(row.peer), format_time(row.peer_median),
-                      _speedup_cell(row.ratio, row.interval) if row.ratio else "-")
+                      (_speedup_cell(row.ratio, row.interval) + (" eager" if row.basis else "")) if row.ratio
+                      else "-")
     return table

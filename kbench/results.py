@@ -224,11 +224,15 @@ def _check_times(record: Record, where: str) -> None:
     """An OK record's median and samples are positive, finite numbers (a file from elsewhere may say anything)."""
     if not record.ok:
         return
-    _check_time(record.timing.stats.median, f"{where}: timing.stats.median")
-    if not isinstance(record.timing.samples, list):
-        raise UserError(f"{where}: timing.samples is not a list")
-    for i, sample in enumerate(record.timing.samples):
-        _check_time(sample, f"{where}: timing.samples[{i}]")
+    timings = [("timing", record.timing)]
+    if record.timing.eager is not None:  # a graph-timed row's eager timing: ratios may take it (record.comparable)
+        timings.append(("timing.eager", record.timing.eager))
+    for name, timing in timings:
+        _check_time(timing.stats.median, f"{where}: {name}.stats.median")
+        if not isinstance(timing.samples, list):
+            raise UserError(f"{where}: {name}.samples is not a list")
+        for i, sample in enumerate(timing.samples):
+            _check_time(sample, f"{where}: {name}.samples[{i}]")
 
 
 def _check_time(value, what: str) -> None:

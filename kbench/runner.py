@@ -18,7 +18,7 @@ from kbench import envinfo, metrics, results, roofline
 from kbench.devices import peaks_for
 from kbench.stats import speedup_interval
 from kbench.isolation import WorkerGone
-from kbench.record import Correctness, Metrics, Record, Roof, Timing
+from kbench.record import Correctness, Metrics, Record, Roof, Timing, comparable
 from kbench.registry import Implementation, Registry, Variant, out_of_case, skip_reason
 from kbench.selection import baselines
 from kbench.suite import Case
@@ -36,6 +36,8 @@ class RunRequest:
     stop: dict = field(default_factory=dict)  # StopRule overrides
     flush_l2: bool = True
     cuda_graph: bool = False
+    # Launch-bound cases (eager median under timing.LAUNCH_BOUND_MS) also timed as graph replays, the headline.
+    auto_graph: bool = True
     timeout: float = 600.0
     kernel_dirs: tuple[Path, ...] = ()
     device: str = "auto"  # "auto", "cpu" or "cuda"
@@ -241,6 +243,7 @@ class _ImplJobs:
             "stop": self.request.stop,
             "flush_l2": self.request.flush_l2,
             "cuda_graph": self.request.cuda_graph,
+            "auto_graph": self.request.auto_graph,
         }
 
     def _ask(self, message: dict) -> tuple[dict, dict | None]:
@@ -306,15 +309,28 @@ def _record(suite, variant: Variant, case, request, result, env, baseline_timing
             if impl.name == baseline:
                 baseline_timing.setdefault(case.key, timing)
             base = baseline_timing.get(case.key)
-            record.speedup = metrics.speedup(base.stats.median if base else None, median)
-            if base and record.speedup is not None and base.samples and timing.samples:
-                # From the raw samples of both rows, at 95 %: the ratio is known this well, no better.
-                # A bound the samples cannot set (too few of them) is None: JSON has no infinity.
-                record.speedup_interval = [v if math.isfinite(v) and v > 0 else None
-                                           for v in speedup_interval(base.samples, timing.samples)]
+            _set_speedup(record, base, timing)
     record.env = env
     record.command = request.command
     return record
+
+
+def _set_speedup(record: Record, base: Timing | None, timing: Timing) -> None:
+    """The record's speedup over the baseline's timing ``base`` (None: no baseline measured), like with
+    like (record.comparable): where one of the two rows was graph-timed and the other not, their eager
+    times, so a launch-bound row's graph replays are never set against another row's launch gaps."""
+    if base is None:
+        return
+    theirs, mine, basis = comparable(base, timing)
+    record.speedup = metrics.speedup(theirs.stats.median, mine.stats.median)
+    if record.speedup is None:
+        return
+    record.speedup_basis = basis or None
+    if theirs.samples and mine.samples:
+        # From the raw samples of both rows, at 95 %: the ratio is known this well, no better.
+        # A bound the samples cannot set (too few of them) is None: JSON has no infinity.
+        record.speedup_interval = [v if math.isfinite(v) and v > 0 else None
+                                   for v in speedup_interval(theirs.samples, mine.samples)]
 
 
 def _part(cls, result: dict, key: str):

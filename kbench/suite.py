@@ -202,6 +202,15 @@ class Suite:
             return self.make_inputs(case, seed=seed, device=device)
         return self.make_inputs(case, seed=seed, device=device, distribution=distribution or self.distributions[0])
 
+    def input_error(self, case: Case, seed: int, device: str, distribution: str | None = None) -> dict:
+        """The error the inputs of ``draw(case, seed, device, distribution)`` carry before any
+        implementation runs, kept apart from the implementation's own (what a quantized input format
+        loses against the values before quantization, say): name -> {"max_abs_err": x, "max_rel_err":
+        y}, both float64 figures. The check asks once per input distribution, with the seed of that
+        distribution's first trial; the record keeps each name's worst over the distributions and
+        each distribution's (``correctness.input_error``). {}: the inputs are exact (the default)."""
+        return {}
+
     def make_output(self, case: Case, inputs: dict):
         """An allocated, unwritten output buffer of the expected shape and dtype."""
         raise NotImplementedError
@@ -217,6 +226,15 @@ class Suite:
         Where a suite gives one, a kernel's largest error against the float64 reference may be at
         most c times this computation's (kbench.correctness.PLAIN_FACTOR), plus one ulp of the output
         (the tolerance then sees precision); where it gives none, :meth:`tolerance` applies."""
+        return None
+
+    def judge(self, case: Case, result, ref, inputs: dict) -> tuple[str, float | None, float | None] | None:
+        """A suite whose output is not to be compared element by element with the reference (integer
+        codes whose rounding ties may go either way, fields of several types packed in one buffer)
+        judges a result here: (why it is wrong or "", max abs error, max relative error). ``result``
+        already has the output's shape and dtype and is none of the harness's tensors; ``inputs`` are
+        the harness's copies of the inputs. None (the default): the plain computation's bound, else
+        the tolerance."""
         return None
 
     # --- cost model ------------------------------------------------------

@@ -7,6 +7,13 @@ batches and read after one synchronise; sampling stops by :class:`StopRule`.
 With ``cuda_graph`` the closure is captured once and each sample replays it,
 which removes the CPU launch gaps between the kernels of a launch-bound closure.
 
+With ``auto_graph`` (kbench run's default) a closure whose eager median is under LAUNCH_BOUND_MS is
+timed a second time, right after, as graph replays (:func:`with_graph_replay`): the same guard,
+flush, stop rule and clock monitoring. Under that size the events time mostly the launch path
+(the gaps between the kernels a Python closure queues), so the replays' time is the kernel's and
+becomes the headline; the eager result is kept beside it (``eager``). A closure that cannot be
+captured, or whose replays give a wrong answer, keeps its eager time, with a warning saying why.
+
 The stream is held before each start event (nvbench's blocking kernel): a GPU-side sleep, longer
 than the host takes to queue one call, runs ahead of the start event, so by the time the GPU
 reaches it the whole call is queued behind it. The events then time the GPU's work, not the host's
@@ -39,7 +46,7 @@ what it is).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from kbench.clocks import THROTTLE_FRACTION, ClockMonitor
@@ -54,6 +61,7 @@ UNCOVERED_FACTOR = 2.0
 UNCOVERED_SLACK_MS = 0.05
 # A Python launch costs ~3-6 us: under this a closure's time is mostly launch overhead.
 LAUNCH_BOUND_MS = 0.020
+LAUNCH_BOUND_NOTE = "launch-bound (< 20 us a call)"  # how the warning starts; dropped once graph replay timed it
 # On a CPU the timed calls are judged in batches of this many (the last of each, and others at random).
 CPU_CHECK_BATCH = 8
 # The hold before each start event: this many times the host's median time to queue a call, plus the
@@ -72,6 +80,9 @@ class Settings:
     warmup_calls: int = 3
     flush_l2: bool = True
     cuda_graph: bool = False
+    # Also time a launch-bound closure as graph replays and make that the headline (with_graph_replay).
+    # Off here, so a direct measure_cuda (kbench calibrate) times only what it asks for; kbench run sets it.
+    auto_graph: bool = False
     # The NVTX range each timed call runs in (kbench/<suite>/<label>/<case>); None: no ranges.
     nvtx_range: str | None = None
     # Also open a torch.profiler.record_function scope of the same name (kbench profile --torch-profiler).
@@ -124,7 +135,7 @@ def _finish(samples_s: list[float], stop_reason: str, method: str, settings: Set
     if stats["n"] < settings.stop.min_samples:
         warnings.append(f"only {stats['n']} samples ({stop_reason})")
     if method.startswith("cuda-events") and stats["median"] < LAUNCH_BOUND_MS:
-        warnings.append("launch-bound (< 20 us a call): --cuda-graph times it without launch gaps")
+        warnings.append(f"{LAUNCH_BOUND_NOTE}: --cuda-graph times it without launch gaps")
     if stats["median_noise"] is not None and stats["median_noise"] > max(HIGH_NOISE, settings.stop.target_noise):
         warnings.append(f"noisy: median known to ±{stats['median_noise']:.1%}")
     return {
@@ -459,7 +470,53 @@ class CudaSampler(_Sampler):
 def measure_cuda(fn, settings: Settings, device_uuid: str | None = None, cuda=None, guard=None) -> dict:
     sampler = CudaSampler(fn, settings, device_uuid, cuda, guard)
     sampler.burst()
-    return sampler.result()
+    return with_graph_replay(sampler.result(), fn, settings, device_uuid, cuda, guard)
+
+
+def launch_bound(result: dict) -> bool:
+    """Whether an eager CUDA-event result is mostly launch overhead (median under LAUNCH_BOUND_MS), and
+    nothing in it already fails the row (a wrong timed call, work the events missed): worth graph replay."""
+    median = result["stats"]["median"]
+    return (result["method"].startswith("cuda-events") and median is not None and median < LAUNCH_BOUND_MS
+            and not result.get("wrong_call") and not result.get("uncovered"))
+
+
+def with_graph_replay(eager: dict, fn, settings: Settings, device_uuid: str | None = None, cuda=None,
+                      guard=None) -> dict:
+    """The timing result a row reports: ``eager`` itself unless ``settings.auto_graph`` is on and it is
+    launch-bound; then the closure is captured and timed again as graph replays (same guard, flush,
+    stop rule, clock monitoring) and that result is the headline, with ``eager`` kept inside it. Where
+    the capture raises or a replay is judged wrong, the eager result stays the headline and says why."""
+    if not settings.auto_graph or settings.cuda_graph or not launch_bound(eager):
+        return eager
+    graph_settings = replace(settings, cuda_graph=True, auto_graph=False)
+    try:
+        replay = measure_cuda(fn, graph_settings, device_uuid, cuda, guard)
+    except Exception as exc:  # noqa: BLE001 - a closure that cannot be captured keeps its eager time
+        return _eager_shown(eager, _one_line(exc))
+    if replay.get("wrong_call"):  # e.g. Python work each call needs, which one captured call does not replay
+        return _eager_shown(eager, f"a replay's result was wrong ({replay['wrong_call']})")
+    if replay.get("uncovered"):
+        return _eager_shown(eager, f"replays ran work the events missed ({replay['uncovered']})")
+    kept = dict(eager, warnings=[w for w in eager["warnings"] if not w.startswith(LAUNCH_BOUND_NOTE)])
+    if "checked_calls" in replay and "checked_calls" in eager:  # the guard counts from the eager calls on
+        replay["checked_calls"] = {key: value - eager["checked_calls"].get(key, 0)
+                                   for key, value in replay["checked_calls"].items()}
+    replay["eager"] = kept
+    return replay
+
+
+def _eager_shown(eager: dict, reason: str) -> dict:
+    """The eager result as the headline of a launch-bound closure graph replay could not time."""
+    warnings = [w for w in eager["warnings"] if not w.startswith(LAUNCH_BOUND_NOTE)]
+    warnings.append(f"{LAUNCH_BOUND_NOTE}: graph capture failed: {reason}; eager time shown")
+    return dict(eager, warnings=warnings, graph_error=reason)
+
+
+def _one_line(exc: BaseException, limit: int = 200) -> str:
+    lines = str(exc).strip().splitlines()
+    text = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _capture(fn):

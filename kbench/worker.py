@@ -35,6 +35,16 @@ FATAL_CUDA_MARKERS = (
 )
 
 
+def release_cached_memory() -> None:
+    """Give torch's cached GPU memory back to the driver. The check's trials (every input
+    distribution, float64 references) leave far more cached than the timed calls use; under
+    --interleave every implementation's worker holds its memory while the others sample, and a
+    dozen workers at a 2 GiB case each keeping the check's peak would run the GPU out of memory."""
+    import torch
+
+    torch.cuda.empty_cache()
+
+
 def is_fatal(exc: BaseException) -> bool:
     """After these the process's CUDA context is unusable: only a fresh process recovers."""
     text = str(exc)
@@ -91,9 +101,13 @@ class Measurement:
         fn = self.verdict.last[0]
         self.fn = fn
         self.timed_calls = correctness.TimedCalls(self.verdict, device)
+        if device == "cuda":
+            release_cached_memory()
         profile = job.get("profile") or {}
         settings = timing.Settings(stop=rule_for(device, job["stop"]), flush_l2=job["flush_l2"],
                                    cuda_graph=job["cuda_graph"] and device == "cuda",
+                                   # kbench run's jobs ask for it (a profiler's do not: its calls are counted)
+                                   auto_graph=bool(job.get("auto_graph")) and device == "cuda",
                                    nvtx_range=nvtx.range_name(job["suite"], job.get("label") or job["impl"],
                                                               self.case.key),
                                    record_function=profile.get("tool") == "torch-profiler")
@@ -108,9 +122,21 @@ class Measurement:
         from kbench import timing
 
         if self.device == "cuda":
-            gpu_uuid = self.env["gpu"].get("uuid") if self.env.get("gpu") else None
-            return timing.CudaSampler(self.fn, self.settings, gpu_uuid, guard=self.timed_calls)
+            return timing.CudaSampler(self.fn, self.settings, self._gpu_uuid(), guard=self.timed_calls)
         return timing.CpuSampler(self.fn, self.settings, guard=self.timed_calls)
+
+    def _gpu_uuid(self) -> str | None:
+        return self.env["gpu"].get("uuid") if self.env.get("gpu") else None
+
+    def _result(self) -> dict:
+        """The sampler's result; a launch-bound one timed again as graph replays, right after the eager
+        samples (under --interleave too: after the case's bursts), in this worker, with the same guard."""
+        from kbench import timing
+
+        eager = self.sampler.result()
+        if self.device != "cuda":  # the wall clock of CPU tensors: no launches to take out
+            return eager
+        return timing.with_graph_replay(eager, self.fn, self.settings, self._gpu_uuid(), guard=self.timed_calls)
 
     def burst(self, seconds: float | None) -> bool:
         """Take samples for up to ``seconds`` (all of them when None); True once sampling is over."""
@@ -133,7 +159,7 @@ class Measurement:
                                                                          self.settings.nvtx_range,
                                                                          self.profile["trace"])
         else:
-            record["timing"] = self.sampler.result()
+            record["timing"] = self._result()
         record["nvtx"] = nvtx.backend_name()
         record["config"] = getattr(self.fn, "config", {})
         # A timed call that was wrong, or that changed the inputs: its time is not the checked kernel's.

@@ -11,7 +11,10 @@ from kbench import __version__
 from kbench.cli import (bench_cmd, calibrate_cmd, compare_cmd, env_cmd, explain_cmd, list_cmd, plot_cmd,
                         profile_cmd, report_cmd, roofline_cmd, run_cmd, show_cmd)
 from kbench.cli.common import ClickException, click_error_line, print_error, stderr
+from kbench.cli.typer_help import import_rich_utils, skip_coercion_of_unset_flags
 from kbench.errors import UserError
+
+import_rich_utils()  # before Typer imports it for a --help, with rich.markdown and rich.traceback deferred
 
 
 class KbenchGroup(TyperGroup):
@@ -34,11 +37,18 @@ class KbenchGroup(TyperGroup):
             if type(exc).__name__ != "NoArgsIsHelpError":
                 print_error(click_error_line(exc))
             sys.exit(exc.exit_code)
+        except UserError as exc:  # raised outside a command: $KBENCH_SUITES names no folder, as the suites load
+            print_error(str(exc))
+            sys.exit(exc.exit_code)
         except (typer.Abort, EOFError):  # Ctrl-D at a prompt, or an explicit abort
             stderr.print("Aborted!", highlight=False)
             sys.exit(1)
         # Non-standalone Click returns an Exit's code (typer.Exit(1), --help's 0), else the command's value.
         sys.exit(code if isinstance(code, int) else 0)
+
+    def parse_args(self, ctx, args):
+        skip_coercion_of_unset_flags(self.get_params(ctx))  # `kbench SUBCOMMAND --help` imports no pydantic
+        return super().parse_args(ctx, args)
 
 
 app = typer.Typer(
@@ -65,22 +75,17 @@ def _root(
     """Check, time and profile interchangeable GPU kernel implementations against their peers."""
 
 
-try:  # the commands with a subcommand per suite: the suites load here
-    _suite_groups = {"run": run_cmd.build(), "explain": explain_cmd.build(), "profile": profile_cmd.build()}
-    _setup_error = ""
-except UserError as exc:  # e.g. $KBENCH_SUITES names no folder: every command would fail the same way
-    _suite_groups, _setup_error = {}, str(exc)
+# The commands with a subcommand per suite: the suites load when one of them is first looked into.
+_suite_groups = {"run": run_cmd.build(), "explain": explain_cmd.build(), "profile": profile_cmd.build()}
 
-if "run" in _suite_groups:
-    app.add_typer(_suite_groups["run"], name="run")
+app.add_typer(_suite_groups["run"], name="run")
 app.command("list")(list_cmd.list_command)
 app.command("env")(env_cmd.env_command)
 app.command("show")(show_cmd.show_command)
 app.command("compare")(compare_cmd.compare_command)
 app.command("bench")(bench_cmd.bench_command)
 for _name in ("explain", "profile"):
-    if _name in _suite_groups:
-        app.add_typer(_suite_groups[_name], name=_name)
+    app.add_typer(_suite_groups[_name], name=_name)
 app.command("roofline")(roofline_cmd.roofline_command)
 app.command("plot")(plot_cmd.plot_command)
 app.command("report")(report_cmd.report_command)
@@ -88,7 +93,4 @@ app.command("calibrate")(calibrate_cmd.calibrate_command)
 
 
 def main() -> None:
-    if _setup_error:
-        print_error(_setup_error)
-        raise SystemExit(2)
     app(prog_name="kbench")

@@ -15,15 +15,17 @@ from __future__ import annotations
 import datetime as dt
 import shlex
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
-from kbench import bench_plan, loader
 from kbench.cli import run_cmd
 from kbench.cli.common import stderr, stdout, user_errors
 from kbench.errors import UserError
-from kbench.registry import Registry, _did_you_mean
+
+if TYPE_CHECKING:  # loaded when a plan is read, not for --help
+    from kbench import bench_plan
+    from kbench.registry import Registry
 
 # kbench run's options that a plan's run may not give: the bench writes one file and prints tables.
 NOT_IN_A_PLAN = {"out": "--out", "resume": "--resume", "save_baseline": "--save-baseline", "fmt": "--format"}
@@ -37,7 +39,7 @@ def bench_command(
                                        "run again."),
 ) -> None:
     """Run a benchmark plan: every run into one results file, then each kernel against its peer."""
-    from kbench import peers, report, results, resume
+    from kbench import bench_plan, peers, report, results, resume
 
     with user_errors():
         plan = bench_plan.read(plan_file)
@@ -67,8 +69,12 @@ def bench_command(
             new += len(measured)
     finally:
         results_file.close()
+    ratios = peers.peer_ratios(every)
     stdout.print(report.peer_table(f"{plan.title}: each kernel against its peer (median(peer) / median(kernel); "
-                                   "above 1: faster)", peers.peer_ratios(every)))
+                                   "above 1: faster)", ratios))
+    if any(row.basis for row in ratios):
+        stdout.print("  * eager: the ratio of the two rows' eager times (one of them graph-timed, launch-bound, "
+                     "the other not)", highlight=False)
     before = len(every) - new
     stderr.print(f"results: {path} ({new} records{f', {before} from before' if before else ''})", highlight=False)
     if any(r.status in results.FAILED for r in every):
@@ -106,6 +112,9 @@ def prepare_plan(plan: bench_plan.Plan) -> list[run_cmd.PreparedRun]:
 
 def prepare_run(plan: bench_plan.Plan, run: bench_plan.PlannedRun, load) -> run_cmd.PreparedRun:
     """One run's args parsed by kbench run's own options for its suite, then checked by prepare()."""
+    from kbench import loader
+    from kbench.registry import _did_you_mean
+
     suites = loader.builtin_suites()
     where = f"{plan.path}: {run.name}"
     if run.suite not in suites:

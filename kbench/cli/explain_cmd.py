@@ -10,28 +10,32 @@ The suite subcommands take the same case options as `kbench run`; a suite may ad
 from __future__ import annotations
 
 import inspect
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from kbench import loader
 from kbench.cli.common import split_list, stdout
-from kbench.cli.suite_options import SuiteGroup, add_suite_commands, option
-from kbench.registry import parse_param_args, variants
-from kbench.suite import Suite
+from kbench.cli.suite_options import SuiteGroup, add_suite_commands, no_options, option
+
+if TYPE_CHECKING:  # the suites and the registry load when a subcommand is first asked for, not for --help
+    from kbench.suite import Suite
 
 def build() -> typer.Typer:
-    explain_app = typer.Typer(cls=SuiteGroup, no_args_is_help=True,
-                              help="Launch geometry, resources and traffic of a case; mma.sync lane layouts; "
-                                   "the online softmax step by step.")
+    return typer.Typer(cls=SuiteGroup.of(_add_commands), callback=no_options, no_args_is_help=True,
+                       help="Launch geometry, resources and traffic of a case; mma.sync lane layouts; "
+                            "the online softmax step by step.")
+
+
+def _add_commands(explain_app: typer.Typer) -> None:
+    from kbench import loader
+
     add_suite_commands(explain_app, explain_suite, [_explain_options],
                        help=lambda suite: f"Explain a case of: {suite.description}")
     for suite in loader.builtin_suites().values():  # what a suite adds: `kbench explain mma` (attention)
         for name, command in suite.explain_commands().items():
             explain_app.command(name)(command)
-    return explain_app
 
 
 def _explain_options(suite: Suite) -> list[inspect.Parameter]:
@@ -51,6 +55,9 @@ def _figures_table(title: str, figures: dict) -> Table:
 
 
 def explain_suite(suite: Suite, cases, *, impl, param) -> None:
+    from kbench import loader
+    from kbench.registry import parse_param_args, variants
+
     registry = loader.load()
     impls = registry.select(suite.name, split_list(impl) or None)
     chosen = variants(impls, parse_param_args(param or []))

@@ -9,10 +9,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from kbench import loader
 from kbench.cli.common import stderr, stdout, user_errors
-from kbench.registry import skip_reason
-from kbench.suite import Case
 
 
 def list_command(
@@ -21,7 +18,10 @@ def list_command(
                                 "kernels and $KBENCH_KERNELS's (default: those only)."),
 ) -> None:
     """List suites and implementations, with what each needs and whether it can run here."""
+    from kbench import loader
+    from kbench.registry import skip_reason
     from kbench.runner import host_has_gpu
+    from kbench.suite import Case
 
     with user_errors():
         registry = loader.load(kernels or [])

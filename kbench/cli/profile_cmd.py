@@ -20,25 +20,25 @@ import inspect
 import shlex
 import sys
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import TYPE_CHECKING, List, Optional, Tuple
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from kbench import loader
 from kbench.cli.common import split_list, stderr, stdout, user_errors
 from kbench.cli.run_cmd import DEVICES
 from kbench.cli.suite_options import SuiteGroup, add_suite_commands, option
 from kbench.errors import UserError
 from kbench.profilers.agreement import MIN_US, TOLERANCE  # stdlib only: --help stays fast
-from kbench.profilers.ncu import DEFAULT_LAUNCH_COUNT, DEFAULT_SECTIONS, DEFAULT_SET
-from kbench.suite import Case, Suite
+
+if TYPE_CHECKING:  # the suites load when a subcommand is first asked for, not for --help
+    from kbench.suite import Case, Suite
 
 
 def build() -> typer.Typer:
     profile_app = typer.Typer(
-        cls=SuiteGroup,
+        cls=SuiteGroup.of(_add_commands),
         no_args_is_help=True,
         help="Profile a suite's implementations under a profiler: kbench profile --ncu|--nsys|--torch-profiler SUITE --OPTION VALUE ....",
     )
@@ -53,13 +53,18 @@ def build() -> typer.Typer:
         """Profile a suite's implementations under Nsight Compute, Nsight Systems or torch.profiler."""
         ctx.obj = {"ncu": ncu, "nsys": nsys, "torch_profiler": torch_profiler}
 
-    add_suite_commands(profile_app, _profile_case, [_profile_options], sweeps=False,  # one case per profile
-                       before_cases=_choose_tool, help=lambda suite: f"Profile: {suite.description}")
-    profile_app.command("agreement")(agreement_command)
     return profile_app
 
 
+def _add_commands(profile_app: typer.Typer) -> None:
+    add_suite_commands(profile_app, _profile_case, [_profile_options], sweeps=False,  # one case per profile
+                       before_cases=_choose_tool, help=lambda suite: f"Profile: {suite.description}")
+    profile_app.command("agreement")(agreement_command)
+
+
 def _profile_options(suite: Suite) -> list[inspect.Parameter]:
+    from kbench.profilers.ncu import DEFAULT_LAUNCH_COUNT, DEFAULT_SECTIONS, DEFAULT_SET
+
     return [
         option("ncu", bool, False, "--ncu", help="Nsight Compute (also accepted before SUITE)."),
         option("nsys", bool, False, "--nsys", help="Nsight Systems (also accepted before SUITE)."),
@@ -128,6 +133,7 @@ def profile_suite(suite: Suite, case: Case, *, tool, impl, param, compare, calls
                   against=None) -> int:
     """Profile every chosen implementation on ``case`` (kbench.profilers.capture) and print each; returns the
     exit code."""
+    from kbench import loader
     from kbench.profilers import agreement, capture, common
 
     if device not in DEVICES:

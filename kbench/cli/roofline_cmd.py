@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 import typer
 from rich.markup import escape
@@ -11,7 +11,9 @@ from rich.table import Table
 
 from kbench.cli.common import stderr, stdout, user_errors
 from kbench.errors import UserError
-from kbench.record import Record
+
+if TYPE_CHECKING:
+    from kbench.record import Record
 
 RESULTS = Path("results")
 

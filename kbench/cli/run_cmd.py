@@ -19,29 +19,27 @@ from typing import TYPE_CHECKING, Callable, List, Optional
 
 import typer
 
-from kbench import loader
 from kbench.cli.common import split_list, stderr, stdout
-from kbench.cli.suite_options import SuiteGroup, add_suite_commands, option
+from kbench.cli.suite_options import SuiteGroup, add_suite_commands, no_options, option
 from kbench.errors import UserError
-from kbench.registry import Registry
 from kbench.stopping import CPU_DEFAULTS, StopRule
-from kbench.suite import Case, Suite
 
-if TYPE_CHECKING:  # the runner (and what it imports) is loaded when a run is prepared, not for --help
+if TYPE_CHECKING:  # the runner, registry and suites are loaded when a run is prepared, not for --help
+    from kbench.registry import Registry
     from kbench.runner import RunRequest
+    from kbench.suite import Case, Suite
 
 DEVICES = ("auto", "cuda", "cpu")
 GPU_STOP = StopRule()
 
 
 def build() -> typer.Typer:
-    run_app = typer.Typer(
-        cls=SuiteGroup,
+    return typer.Typer(
+        cls=SuiteGroup.of(lambda app: add_suite_commands(app, run_suite, [run_options])),
+        callback=no_options,
         no_args_is_help=True,
         help="Check and time a suite's implementations: kbench run SUITE --OPTION VALUE ....",
     )
-    add_suite_commands(run_app, run_suite, [run_options])
-    return run_app
 
 
 def run_options(suite: Suite) -> list[inspect.Parameter]:
@@ -67,7 +65,10 @@ def run_options(suite: Suite) -> list[inspect.Parameter]:
                     "and $KBENCH_KERNELS's (default: those only)."),
         option("timeout", float, 600.0, "--timeout", help="Seconds one implementation may take on one case."),
         option("cuda_graph", bool, False, "--cuda-graph/--no-cuda-graph",
-               help="Time CUDA-graph replays (for launch-bound sizes)."),
+               help="Time every case as CUDA-graph replays (eager CUDA events are not taken)."),
+        option("auto_graph", bool, True, "--auto-graph/--no-auto-graph",
+               help="A launch-bound case (eager median under 20 us) is timed again as CUDA-graph replays, "
+                    "which become its median, the eager time shown beside it; --no-auto-graph: eager only."),
         option("flush_l2", bool, True, "--flush-l2/--no-flush-l2", help="Flush L2 between samples (untimed)."),
         option("interleave", bool, False, "--interleave/--no-interleave",
                help="Alternate bursts of samples between a case's implementations (one worker each, all "
@@ -113,6 +114,8 @@ class PreparedRun:
 
 def load_registry(kernels: list[Path]) -> Registry:
     """The suites with the built-in kernels and ``kernels``; files that failed to load are warnings."""
+    from kbench import loader
+
     registry = loader.load(kernels)
     for path, error in registry.load_errors.items():
         stderr.print(f"[yellow]warning:[/] could not load {path}: {error}", highlight=False)
@@ -120,7 +123,8 @@ def load_registry(kernels: list[Path]) -> Registry:
 
 
 def prepare(suite: Suite, cases: list[Case], *, impl, param, baseline, seed, trials, out, fmt, kernels, timeout,
-            cuda_graph, flush_l2, min_time, max_time, target_noise, device, resume=False, interleave=False,
+            cuda_graph, flush_l2, min_time, max_time, target_noise, device, auto_graph=True, resume=False,
+            interleave=False,
             save_baseline=None, command: str | None = None,
             load: Callable[[list[Path]], Registry] = load_registry) -> PreparedRun:
     """Check kbench run's options and choose what the run measures; UserError for a mistake.
@@ -150,7 +154,8 @@ def prepare(suite: Suite, cases: list[Case], *, impl, param, baseline, seed, tri
     chosen = selection.select(registry, suite, cases, split_list(impl) or None, param or [], baseline)
     request = runner.RunRequest(
         suite=suite.name, variants=chosen.variants, cases=cases, baseline=baseline, seed=seed, trials=trials,
-        stop=stop, flush_l2=flush_l2, cuda_graph=cuda_graph, timeout=timeout, kernel_dirs=tuple(kernels or ()),
+        stop=stop, flush_l2=flush_l2, cuda_graph=cuda_graph, auto_graph=auto_graph, timeout=timeout,
+        kernel_dirs=tuple(kernels or ()),
         interleave=interleave, device=device,
         command=command if command is not None else shlex.join(["kbench", *sys.argv[1:]]),
     )

@@ -12,36 +12,73 @@ from __future__ import annotations
 
 import inspect
 import itertools
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import typer
 from typer.core import TyperGroup
 
-from kbench import loader
 from kbench.cli.common import user_errors
+from kbench.cli.typer_help import skip_coercion_of_unset_flags
 from kbench.errors import UserError
-from kbench.registry import _did_you_mean
-from kbench.suite import Case, Suite
+
+if TYPE_CHECKING:  # the suites load when a group's subcommands are made (SuiteGroup.commands)
+    from kbench.suite import Case, Suite
 
 # A group of options a command adds to every suite's axes: suite -> its parameters (their names are
 # the handler's keyword arguments).
-OptionGroup = Callable[[Suite], list[inspect.Parameter]]
+OptionGroup = Callable[["Suite"], list[inspect.Parameter]]
 SWEEPS = "; a comma list sweeps"
 
 
 class SuiteGroup(TyperGroup):
-    """`kbench run NAME`: an unknown suite gets one line with a suggestion."""
+    """`kbench run NAME`: an unknown suite gets one line with a suggestion.
+
+    Its subcommands, one per suite, are made the first time anything asks for them (``commands``): the
+    suites load then, not at start-up, so `kbench --help` and the commands without one load no suite.
+    A group's class is made with :meth:`of`, which says how (Typer makes the group from its class)."""
+
+    populate: Callable[[typer.Typer], None] | None = None  # adds the subcommands to an empty Typer
+
+    @classmethod
+    def of(cls, populate: Callable[[typer.Typer], None]) -> type[SuiteGroup]:
+        return type(cls.__name__, (cls,), {"populate": staticmethod(populate)})
 
     def __init__(self, *args, **kwargs):
+        self._populate = type(self).populate
         super().__init__(*args, **kwargs)
         self.suggest_commands = False  # Typer's own suggestion would repeat ours
+
+    @property
+    def commands(self) -> dict:
+        if self._populate is not None:
+            app = typer.Typer()
+            self._populate(app)  # a UserError ($KBENCH_SUITES names no folder) leaves it to be made again
+            # Made as Typer makes a group's subcommands; any added before come after them.
+            self._commands = {**typer.main.get_group(app).commands, **self._commands}
+            self._populate = None
+        return self._commands
+
+    @commands.setter
+    def commands(self, value) -> None:
+        self._commands = value
+
+    def parse_args(self, ctx, args):
+        skip_coercion_of_unset_flags(self.get_params(ctx))  # `kbench run SUITE --help` imports no pydantic
+        return super().parse_args(ctx, args)
 
     def get_command(self, ctx, cmd_name):
         command = super().get_command(ctx, cmd_name)
         if command is None and not cmd_name.startswith("-"):
+            from kbench.registry import _did_you_mean
+
             known = self.list_commands(ctx)
             ctx.fail(f"unknown suite {cmd_name!r}{_did_you_mean(cmd_name, known)} (suites: {', '.join(known)})")
         return command
+
+
+def no_options() -> None:
+    """The callback of a SuiteGroup whose command has no options of its own: with a callback Typer makes
+    the group even while it has no subcommand yet (typer.main.get_command of build()'s Typer)."""
 
 
 def option(name: str, annotation, default, *decls: str, help: str) -> inspect.Parameter:
@@ -70,6 +107,8 @@ def axis_options(suite: Suite, sweeps: bool = True) -> list[inspect.Parameter]:
 
 def make_cases(suite: Suite, raw: dict) -> list[Case]:
     """Every combination of the axes' values (a comma list on any axis sweeps it)."""
+    from kbench.suite import Case
+
     values = {}
     for axis in suite.axes:
         value = raw[axis.name]
@@ -120,6 +159,8 @@ def add_suite_commands(app: typer.Typer, handler: Callable, groups: Sequence[Opt
                        help: Callable[[Suite], str] = lambda suite: suite.description, sweeps: bool = True,
                        before_cases: Callable[[typer.Context, dict], None] | None = None) -> None:
     """A subcommand of ``app`` for every built-in suite (see suite_command); ``help`` gives its line."""
+    from kbench import loader
+
     for suite in loader.builtin_suites().values():
         command = suite_command(suite, handler, groups, sweeps=sweeps, before_cases=before_cases)
         app.command(suite.name, help=help(suite))(command)

@@ -17,9 +17,12 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kbench.errors import UserError
-from kbench.record import Record
+
+if TYPE_CHECKING:  # annotations only: `kbench --help` imports this module for its defaults
+    from kbench.record import Record
 
 TOLERANCE = 0.05
 MIN_US = 50.0

@@ -158,7 +158,8 @@ def profile_variant(variant, stem: Path, settings: Settings) -> dict:
         "case": case.values, "seed": settings.seed, "trials": settings.trials,
         # exactly `calls` timed calls, all inside the range: every profiled kernel belongs to one of them
         "stop": {"min_samples": calls, "max_samples": calls, "min_time": 0.0, "max_time": 1e9},
-        "flush_l2": True, "cuda_graph": settings.cuda_graph,
+        # no automatic graph replays after the eager calls: they would add kernels to the profiled range
+        "flush_l2": True, "cuda_graph": settings.cuda_graph, "auto_graph": False,
     }
     answers = Path(f"{stem}.worker.jsonl").resolve()
     log = Path(f"{stem}.log")

@@ -136,6 +136,60 @@ def test_help_paths_do_not_import_torch(args, proc_env, tmp_path):
     assert proc.stdout.split() == ["False", "False", "True"]
 
 
+# What no --help may import: the numeric libraries; rich.markdown (markdown-it-py, Pygments), which Typer's
+# help module imports for rich_markup_mode="markdown" while kbench's help texts are Rich markup; and pydantic,
+# which Typer coerces values with, for the groups' flags that a SUBCOMMAND --help passes without giving them.
+NOT_FOR_HELP = ("torch", "triton", "cupy", "numpy", "scipy", "pandas", "matplotlib", "rich.markdown", "markdown_it",
+                "pygments", "pydantic")
+
+
+@pytest.mark.parametrize("args", [["--help"], ["run", "--help"], ["run", "attention", "--help"], ["profile", "--help"],
+                                  ["explain", "mma", "--help"], ["compare", "--help"], ["bench", "--help"]])
+def test_help_imports_no_heavy_library(kbench_proc, args):
+    """`python -X importtime -m kbench ... --help` lists every module the real entry point imports on stderr."""
+    proc = kbench_proc(*args, python_args=("-X", "importtime"))
+    assert proc.returncode == 0, proc.stderr
+    assert "Usage: kbench" in proc.stdout
+    modules = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    assert "typer.rich_utils" in modules  # the import log is there, and Typer's formatter drew the help
+    assert sorted(m for m in modules if any(m == name or m.startswith(name + ".") for name in NOT_FOR_HELP)) == []
+    if args == ["--help"]:  # the suites load when a command with a subcommand per suite is looked into
+        assert "kbench.loader" not in modules
+
+
+def test_markdown_help_and_pretty_tracebacks_still_work_after_kbench_cli(proc_env, tmp_path):
+    """kbench.cli imports Typer's help module with rich.markdown and rich.traceback deferred: another Typer
+    app's Markdown help, and a pretty traceback, import them when they are first used."""
+    script = (
+        "import sys, typer\n"
+        "from rich.console import Console\n"
+        "from typer.models import DeveloperExceptionConfig\n"
+        "from typer.testing import CliRunner\n"
+        "import kbench.cli\n"
+        "from typer import rich_utils\n"
+        "assert 'rich.markdown' not in sys.modules and 'rich.traceback' not in sys.modules\n"
+        "app = typer.Typer(rich_markup_mode='markdown')\n"
+        "@app.command()\n"
+        "def hello(name: str = 'x'):\n"
+        "    '''Say **hello**.\n\n    * one item'''\n"
+        "result = CliRunner().invoke(app, ['--help'], env={'COLUMNS': '100'})\n"
+        "assert result.exit_code == 0, result.output\n"
+        "assert 'Say hello.' in result.output and '• one item' in result.output, result.output\n"
+        "try:\n"
+        "    1 / 0\n"
+        "except ZeroDivisionError as exc:\n"
+        "    console = Console(width=100, record=True, file=open('/dev/null', 'w'))\n"
+        "    console.print(rich_utils.get_traceback(exc, DeveloperExceptionConfig(), []))\n"
+        "    assert 'ZeroDivisionError: division by zero' in console.export_text()\n"
+        "import rich.markdown, rich.traceback\n"
+        "print(type(rich_utils.Markdown('*x*')) is rich.markdown.Markdown)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=proc_env(), capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["True"]
+
+
 # --- list and env ----------------------------------------------------------
 
 def test_list_shows_builtin_implementations_and_cpu_availability(cli, wide_console):

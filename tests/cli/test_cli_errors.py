@@ -133,7 +133,7 @@ def test_unknown_suite_suggests_once(cli):
     # Undo rich's panel and line wrapping before searching.
     text = " ".join(re.sub("[│╭╮╰╯─]", " ", result.output).split())
     assert "unknown suite 'attenton'" in text
-    assert "(suites: allreduce, attention, decode, matmul, p2p, patterns, reduction, scan, streams)" in text  # all, in order
+    assert "(suites: allreduce, attention, decode, kv-quantize, matmul, p2p, patterns, reduction, scan, streams)" in text  # all, in order
     suggestions = re.findall(r"did you mean 'attention'", text, flags=re.IGNORECASE)
     assert len(suggestions) == 1, text
 
@@ -387,7 +387,7 @@ def test_kernels_path_that_is_neither_folder_nor_python_file(cli, flat_text, tmp
 # --- roofline: an unknown suite is the name's fault --------------------------------------------------
 
 @pytest.mark.parametrize("name,fragment", [
-    ("nosuchsuite", "kbench: error: unknown suite 'nosuchsuite' (suites: allreduce, attention, decode, matmul,"),
+    ("nosuchsuite", "kbench: error: unknown suite 'nosuchsuite' (suites: allreduce, attention, decode, kv-quantize,"),
     ("atention", "kbench: error: unknown suite 'atention'; did you mean 'attention'? (suites: allreduce, attention,"),
 ])
 def test_roofline_unknown_suite(cli, flat_text, tmp_path, monkeypatch, name, fragment):

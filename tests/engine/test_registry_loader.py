@@ -96,7 +96,7 @@ def test_a_run_executes_each_suite_file_once(proc_env, tmp_path):
     assert proc.returncode == 0, proc.stderr
     executed = json.loads(proc.stdout.splitlines()[-1])
     assert sorted(executed) == sorted(str(path) for path in loader.suite_files(loader.BUILTIN_SUITES))
-    assert len(executed) == 9  # each suite's definition once; helpers beside them load through load_helper
+    assert len(executed) == 10  # each suite's definition once; helpers beside them load through load_helper
 
 
 def test_python_files_skips_private_and_hidden():

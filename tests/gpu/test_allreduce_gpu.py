@@ -18,7 +18,7 @@ IMPLS = ("nccl", "nccl-ring", "ring")
 
 def _run(cli, out, *args) -> tuple[object, list[dict]]:
     result = cli("run", *args, "--device", "cuda", "--timeout", "180", "--out", out)
-    return result, results.read(out) if out.exists() else []
+    return result, [r.to_json() for r in results.read(out)] if out.exists() else []
 
 
 def _not_ok(records: list[dict]) -> list[str]:

@@ -120,7 +120,7 @@ def test_triton_matmul_is_right_through_kbench_run(cli, tmp_path, compiled_trito
     out = tmp_path / "triton.jsonl"
     result = cli("run", "matmul", "--m", m, "--n", n, "--k", k, "--dtype", "fp16,bf16,fp32", "--device", "cuda",
                  "--impl", "triton", "--baseline", "triton", "--timeout", "300", "--max-time", "0.2", "--out", out)
-    statuses = {r["case"]["dtype"]: (r["status"], r.get("reason", "")) for r in results.read(out)}
+    statuses = {r.case["dtype"]: (r.status, r.reason) for r in results.read(out)}
     assert {dtype: status for dtype, (status, _) in statuses.items()} == {"fp16": "OK", "bf16": "OK", "fp32": "OK"}, \
         f"kbench run matmul --impl triton at {m}x{n}x{k}: {statuses}\n{result.output}"
     assert result.exit_code == 0, result.output
