@@ -20,29 +20,30 @@ GROWING_SCORE = 16.0  # growing: the last key's extra score, in units of √d
 
 def shape_inputs(q, k, v, distribution: str, gen) -> None:
     """Turn N(0, 1) draws of Q (... x queries x d) and K, V (... x keys x d), float32, into
-    ``distribution``, in place, drawing from ``gen``."""
+    ``distribution``, in place, drawing from ``gen`` (on the tensors' device, as ``gen`` is)."""
     import torch
 
     n_queries, n_keys, d = q.shape[-2], k.shape[-2], q.shape[-1]
+    on = {"device": q.device}
     if distribution == "normal":
         return
     if distribution == "large-scores":
         q.mul_(LARGE_SCORE_STD**0.5)
         k.mul_(LARGE_SCORE_STD**0.5)
     elif distribution == "outliers":
-        channels = torch.randperm(d, generator=gen)[:2]
+        channels = torch.randperm(d, generator=gen, **on)[:2]
         q[..., channels] *= 12.0
         k[..., channels] *= 12.0
-        q[..., torch.randint(n_queries, (1,), generator=gen), :] *= 8.0
-        v[..., torch.randperm(n_keys, generator=gen)[:3], :] *= 24.0
+        q[..., torch.randint(n_queries, (1,), generator=gen, **on), :] *= 8.0
+        v[..., torch.randperm(n_keys, generator=gen, **on)[:3], :] *= 24.0
     elif distribution == "near-constant":
-        k.mul_(1e-2).add_(torch.randn(d, generator=gen))
-        ramp = torch.linspace(0.0, 1.0, n_keys).unsqueeze(-1)
+        k.mul_(1e-2).add_(torch.randn(d, generator=gen, **on))
+        ramp = torch.linspace(0.0, 1.0, n_keys, **on).unsqueeze(-1)
         v.mul_(0.1).add_(ramp)
     elif distribution == "growing":
-        u = torch.randn(d, generator=gen)
+        u = torch.randn(d, generator=gen, **on)
         u *= (d**0.5) / u.norm()  # |u|² = d: the added score is GROWING_SCORE·√d·j/(keys-1) at key j
-        position = torch.linspace(0.0, 1.0, n_keys).unsqueeze(-1) if n_keys > 1 else torch.ones(1, 1)
+        position = torch.linspace(0.0, 1.0, n_keys, **on).unsqueeze(-1) if n_keys > 1 else torch.ones(1, 1, **on)
         q.add_(GROWING_SCORE**0.5 * u)
         k.add_(GROWING_SCORE**0.5 * position * u)
     else:

@@ -28,7 +28,13 @@ channel 2j + 1 in its high one. The queries and the output
 are fp16. The reference is float64 attention over the dequantized cache, and the plain computation is
 the fp16 one over the cache dequantized to fp16: a kernel is judged against what the quantized cache
 holds, not against the values before quantization. The fewest bytes are the codes and the scales and
-minimums, read once.
+minimums, read once. (The format is defined in suites/_common/kv_quantization.py, which the kv-quantize
+suite's kernels write.)
+
+What the quantization itself costs is kept apart from the kernels' errors (:meth:`Decode.input_error`):
+for each input distribution, exact attention over the dequantized cache against exact attention over
+the values that were quantized, in the record's ``correctness.input_error.quantization`` and in a
+line under the case's table. An fp16 or bf16 cache has none: it is the input itself.
 """
 
 from pathlib import Path
@@ -40,10 +46,14 @@ from kbench.precision import strict_matmul
 from kbench.registry import suite
 from kbench.suite import Axis, Suite
 
-shape_inputs = load_helper(Path(__file__).resolve().parent.parent / "_common" / "score_distributions.py").shape_inputs
+COMMON = Path(__file__).resolve().parent.parent / "_common"
+shape_inputs = load_helper(COMMON / "score_distributions.py").shape_inputs
+# The quantized cache's format, shared with the kv-quantize suite (whose kernels write such caches).
+kv_quantization = load_helper(COMMON / "kv_quantization.py")
+quantize, unpacked, dequantize = kv_quantization.quantize, kv_quantization.unpacked, kv_quantization.dequantize
+QUANTIZED = kv_quantization.QUANTIZED  # cache type -> bits a code
 
 KV_DTYPES = ("fp16", "bf16", "int8", "int4")
-QUANTIZED = {"int8": 8, "int4": 4}  # cache type -> bits a code
 DISTRIBUTIONS = ("normal", "large-scores", "outliers", "growing")
 
 
@@ -88,15 +98,27 @@ class Decode(Suite):
         return "fp16" if case.kv_dtype in QUANTIZED else case.kv_dtype
 
     def make_inputs(self, case, seed, device, distribution="normal"):
+        return self._inputs(case, *self._values(case, seed, distribution, device), device)
+
+    def _values(self, case, seed, distribution, device):
+        """Q, K and V as drawn (float32, on ``device``), before any rounding to the cache's type.
+
+        Drawn on the device that runs the check, unlike the suites with smaller inputs, which draw on
+        the CPU so a seed gives the same values everywhere: a cache of 8 x 8 x 128k x 128 is 2 x 10^9
+        float32 draws, seconds on a GPU but minutes on a CPU, and every implementation's check draws
+        each input distribution anew (and quantizes it, here too)."""
         import torch
 
+        gen = torch.Generator(device=device).manual_seed(seed)
+        q = torch.randn(case.batch, case.hq, case.q, case.d, generator=gen, device=device)
+        k, v = (torch.randn(case.batch, case.hkv, case.l, case.d, generator=gen, device=device) for _ in range(2))
+        shape_inputs(q, k, v, distribution, gen)
+        return q, k, v
+
+    def _inputs(self, case, q, k, v, device):
+        """What the kernels get of the draws: Q, K and V in the case's type, or fp16 Q and the quantized cache."""
         from kbench.dtypes import torch_dtype
 
-        gen = torch.Generator(device="cpu").manual_seed(seed)
-        # Drawn on the CPU so a seed gives the same inputs on every device.
-        q = torch.randn(case.batch, case.hq, case.q, case.d, generator=gen)
-        k, v = (torch.randn(case.batch, case.hkv, case.l, case.d, generator=gen) for _ in range(2))
-        shape_inputs(q, k, v, distribution, gen)
         dtype = torch_dtype(self.dtype(case))
         if case.kv_dtype in QUANTIZED:
             bits = QUANTIZED[case.kv_dtype]
@@ -104,6 +126,25 @@ class Decode(Suite):
                      **quantize(v, case.group, along=-1, bits=bits, name="v")}
             return {"q": q.to(device=device, dtype=dtype), **{name: t.to(device) for name, t in cache.items()}}
         return {name: t.to(device=device, dtype=dtype) for name, t in (("q", q), ("k", k), ("v", v))}
+
+    def input_error(self, case, seed, device, distribution="normal"):
+        """What quantizing the cache costs, apart from any kernel's error: exact (float64) attention over
+        the dequantized cache against exact attention over the values that were quantized (the
+        float32 draws), with the same fp16 queries. An fp16 or bf16 cache has none: it is the problem's
+        input itself, and the reference is taken over it, so nothing is lost before a kernel reads it."""
+        if case.kv_dtype not in QUANTIZED:
+            return {}
+        import torch
+
+        q, k, v = self._values(case, seed, distribution, device)
+        inputs = self._inputs(case, q, k, v, device)  # the very cache the check's trial of this seed gets
+        queries = inputs["q"].to(torch.float64)
+        # One float64 copy of the cache at a time: the exact answer first, then the dequantized one's.
+        exact = decode_attention(queries, k.to(device).double(), v.to(device).double(), softmax_dtype=torch.float64)
+        del k, v
+        err = float((self.reference(case, inputs) - exact).abs().max())
+        scale = float(exact.abs().max())
+        return {"quantization": {"max_abs_err": err, "max_rel_err": err / scale if scale > 0 else err}}
 
     def make_output(self, case, inputs):
         import torch
@@ -165,51 +206,20 @@ class Decode(Suite):
             figures["against an fp16 cache"] = f"{fp16 / cache:.2f}x fewer bytes"
         return figures
 
-
-def quantize(x, group: int, along: int, bits: int, name: str) -> dict:
-    """Asymmetric quantization of ``x`` (B x H x L x d, float32) in groups of ``group`` elements along
-    dimension ``along`` (-2: tokens, -1: channels): codes (uint8) with x ≈ code · scale + minimum, the
-    scale and minimum fp16, one of each per group (shape: x's, ``along`` divided by the group, rounded
-    up). The codes are chosen against the fp16 scale and minimum that are stored."""
-    import torch
-
-    size = x.shape[along]
-    groups = -(-size // group)
-    pad = groups * group - size
-    moved = x.movedim(along, -1)  # the grouped dimension last
-    padded = torch.nn.functional.pad(moved, (0, pad), value=float("nan")) if pad else moved
-    blocks = padded.reshape(*moved.shape[:-1], groups, group)
-    low = torch.nan_to_num(blocks, nan=float("inf")).amin(-1)
-    high = torch.nan_to_num(blocks, nan=float("-inf")).amax(-1)
-    levels = 2**bits - 1
-    scale = ((high - low) / levels).clamp_min(1e-8).half()
-    minimum = low.half()
-    codes = ((blocks - minimum.float().unsqueeze(-1)) / scale.float().unsqueeze(-1)).round().clamp(0, levels)
-    codes = codes.reshape(*moved.shape[:-1], groups * group)[..., :size].to(torch.uint8).movedim(-1, along)
-    if bits == 4:  # two codes a byte along the channels: channel 2j low, 2j + 1 high
-        codes = codes[..., 0::2] | (codes[..., 1::2] << 4)
-    return {f"{name}_codes": codes.contiguous(), f"{name}_scale": scale.movedim(-1, along).contiguous(),
-            f"{name}_min": minimum.movedim(-1, along).contiguous()}
-
-
-def unpacked(codes, bits: int):
-    """The codes one an element: int4's bytes split into their two channels (low nibble first)."""
-    import torch
-
-    if bits == 8:
-        return codes
-    return torch.stack((codes & 0xF, codes >> 4), dim=-1).flatten(-2)
-
-
-def dequantize(inputs: dict, name: str, group: int, along: int, dtype, bits: int = 8):
-    """``code · scale + minimum`` of a quantized cache tensor, computed in float64 and rounded to ``dtype``."""
-    import torch
-
-    codes = unpacked(inputs[f"{name}_codes"], bits)
-    size = codes.shape[along]
-    scale, minimum = (inputs[f"{name}_{part}"].to(torch.float64).repeat_interleave(group, dim=along)
-                      .narrow(along, 0, size) for part in ("scale", "min"))
-    return (codes.to(torch.float64) * scale + minimum).to(dtype)
+    def summary_lines(self, records):
+        """Under a quantized case's table, what the quantization itself costs: the max err column is each
+        kernel's error against the dequantized cache, which leaves this one out."""
+        errors = [r.correctness.input_error["quantization"] for r in records
+                  if r.correctness is not None and "quantization" in r.correctness.input_error]
+        if not errors:
+            return []
+        worst = max(e["max_abs_err"] for e in errors)
+        relative = max(e["max_rel_err"] for e in errors)
+        where = max(((d["max_abs_err"], name) for e in errors for name, d in e.get("distributions", {}).items()),
+                    default=(0.0, ""))[1]
+        return [f"quantization error (exact attention, dequantized cache vs unquantized): {worst:.2e} max abs, "
+                f"{100 * relative:.2g} % of the largest output" + (f", worst on {where} inputs" if where else ""),
+                "(the max err column is each kernel's error against the dequantized cache)"]
 
 
 def visible_mask(n_queries: int, n_keys: int, device):

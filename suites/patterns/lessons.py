@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from rich.markup import escape
 
-from kbench.peers import peer_row
-
 
 def _span(check: dict) -> str:
     low, high = check.get("low"), check.get("high")
@@ -22,6 +20,10 @@ def verdict(record, records: list) -> tuple[float, bool] | None:
     """(measured ratio, whether it is what the lesson predicts) for a row whose run.config carries
     ``lesson_check`` ({"versus": IMPL, "low": x or None, "high": y or None}): the lesson holds when
     median(versus) / median(this) lies in [low, high]. None: no prediction, or not both measured."""
+    # Here, not at the top: the suite loads this file for every `kbench run SUITE --help`, and kbench.peers
+    # brings kbench.record with it.
+    from kbench.peers import peer_row
+
     check = record.config.get("lesson_check")
     mine = record.median
     if not check or not mine:

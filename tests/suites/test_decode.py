@@ -166,7 +166,8 @@ def test_kbench_run_decode_on_the_cpu(cli, tmp_path):
     result = cli("run", "decode", "--l", "100", "--hq", "8", "--hkv", "2", "--d", "32", "--out", out)
     assert result.exit_code == 0, result.output
     assert {(r.impl, r.status) for r in results.read(out)} == {("sdpa", "OK"), ("triton-splitkv", "OK"),
-                                                                ("cupy-bitdecode", "SKIP")}  # CUDA only
+                                                                ("cupy-bitdecode", "SKIP"),  # CUDA only
+                                                                ("flashinfer", "SKIP")}
     explained = cli("explain", "decode", "--l", "100", "--hq", "8", "--hkv", "2", "--d", "32")
     assert explained.exit_code == 0, explained.output
     assert "GQA group" in explained.output and "KV cache bytes" in explained.output
