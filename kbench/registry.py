@@ -313,6 +313,16 @@ def out_of_case(impl: Implementation, case: Case) -> str | None:
     return impl.needs.belongs(case) if impl.needs.belongs is not None else None
 
 
+def _installed(module: str, util) -> bool:
+    """Whether ``module`` can be imported, without importing it. find_spec of a dotted name imports its
+    parent and raises ModuleNotFoundError when the parent is absent (``flash_attn.cute`` without
+    flash_attn): that is a missing module too, not an error of the run."""
+    try:
+        return util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def skip_reason(impl: Implementation, case: Case, device: str, capability: tuple[int, int] | None = None) -> str | None:
     """Why ``impl`` cannot run ``case`` here, or None. ``capability`` None skips the compute-capability check."""
     import importlib.util
@@ -324,7 +334,7 @@ def skip_reason(impl: Implementation, case: Case, device: str, capability: tuple
     if needs.cuda and device != "cuda":
         return "needs a CUDA device"
     for module in needs.modules:
-        if importlib.util.find_spec(module) is None:
+        if not _installed(module, importlib.util):
             return f"needs {module} (not installed)"
     if needs.min_cc and capability and tuple(capability) < tuple(needs.min_cc):
         return (f"needs compute capability {needs.min_cc[0]}.{needs.min_cc[1]}+ "

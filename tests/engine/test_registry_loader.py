@@ -265,6 +265,9 @@ def test_skip_reasons():
     assert skip_reason(_impl(cuda=True), case, "cuda") is None
     assert skip_reason(_impl(modules=("torch", "kbench_no_such_mod")), case, "cpu") == \
         "needs kbench_no_such_mod (not installed)"
+    # a submodule of a package that is not installed (fa4's flash_attn.cute on a GPU without flash_attn)
+    assert skip_reason(_impl(cuda=True, modules=("kbench_no_such_pkg.cute",)), case, "cuda") == \
+        "needs kbench_no_such_pkg.cute (not installed)"
     assert skip_reason(_impl(min_cc=(9, 0)), case, "cuda", (8, 0)) == \
         "needs compute capability 9.0+ (this GPU is 8.0)"
     assert skip_reason(_impl(min_cc=(9, 0)), case, "cuda", (9, 0)) is None
