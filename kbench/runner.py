@@ -133,9 +133,14 @@ class _Recorder:
         self.baseline_timing, self.baseline_of = baseline_timing, baseline_of
         self.records: list[Record] = []
         self._host_env = None
+        self._run_env = None  # the environment the last worker reported (its GPU, versions)
 
     def write(self, variant: Variant, case: Case, result: dict, env: dict | None) -> None:
-        if env is None:  # nothing ran: describe the host without starting CUDA
+        if env is not None:
+            self._run_env = env
+        elif self._run_env is not None:  # nothing ran for this row: the machine the run's workers ran on
+            env = self._run_env
+        else:  # nothing ran yet: describe the host without starting CUDA
             self._host_env = self._host_env or envinfo.collect("cpu")
             env = self._host_env
         record = _record(self.suite, variant, case, self.request, result, env, self.baseline_timing,
