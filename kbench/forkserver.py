@@ -10,9 +10,14 @@ everything it starts, a crash or a hang costing only its row): it just does not 
 
 The channel is a SOCK_SEQPACKET socket pair (one message a request, the worker's stdin, stdout and log
 passed as file descriptors with it). The server ends when kbench's end of the channel closes, and its
-workers follow it (kbench.worker.exit_with_parent). The server never touches a GPU: forking a process
-that has made a CUDA context gives children that cannot use it, so kbench forks workers only for runs
-on the CPU (kbench.worker_starter) and spawns them for GPU runs.
+workers follow it (kbench.worker.exit_with_parent).
+
+The server never touches a GPU: the CUDA driver does not survive a fork once it is initialised, so a
+child of a process that has made a CUDA context (or just loaded the driver) cannot use the GPU. For a
+GPU run each worker makes its own context after the fork. The server checks, once the kernels are
+loaded, that neither torch nor anything else has loaded the driver (:func:`gpu_untouched`); where
+something has, it says so in its hello and forks nothing, and kbench starts each worker as a new
+Python instead (kbench.worker_starter).
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ class ForkServer:
         self.log_path = log_path
         self.exited: dict[int, int] = {}  # pid -> wait status, as the server reported them
         self.ready = False
+        self.refuses = ""  # why the server forks no workers (its hello says)
         self.gone = False
 
     def _receive(self, timeout: float | None) -> dict | None:
@@ -82,9 +88,13 @@ class ForkServer:
                 raise RuntimeError(f"the fork server sent no {kind!r} (its log: {self.log_path})")
 
     def wait_ready(self, timeout: float) -> None:
+        """Wait for the server's hello; RuntimeError where it will not fork (its hello says why)."""
         if not self.ready:
-            self._expect("hello", timeout)
+            hello = self._expect("hello", timeout)
+            self.refuses = hello.get("refuses", "")
             self.ready = True
+        if self.refuses:
+            raise RuntimeError(f"the fork server forks no workers: {self.refuses}")
 
     def fork(self, log_fd: int, timeout: float) -> ForkedProcess:
         """A new worker, its stderr the file ``log_fd``; a Popen-like handle on it."""
@@ -219,10 +229,27 @@ def _become_worker(sock: socket.socket, fds: list[int], spec: dict, registry) ->
             os._exit(code)
 
 
+def gpu_untouched(maps_path: str = "/proc/self/maps") -> str:
+    """"" when this process has not initialised CUDA, else what shows it has: torch's CUDA state, or the
+    driver library (libcuda) mapped into the process, which is how anything that calls the driver
+    begins. A child forked after either cannot use the GPU."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        return "torch has initialised CUDA in the fork server"
+    try:
+        with open(maps_path, encoding="utf-8", errors="replace") as maps:
+            if any("libcuda.so" in line for line in maps):
+                return "the CUDA driver (libcuda) is loaded in the fork server"
+    except OSError:
+        return f"cannot read {maps_path} to see whether the CUDA driver is loaded"
+    return ""
+
+
 def main() -> None:
     spec = json.loads(sys.argv[1])
     sock = socket.socket(fileno=spec.pop("fd"))
-    if spec.get("device") == "cpu":
+    cpu = spec.get("device") == "cpu"
+    if cpu:
         # Before any kernel module imports triton: its kernels then run through the interpreter.
         os.environ.setdefault("TRITON_INTERPRET", "1")
     import torch  # noqa: F401 - the import each forked worker would otherwise pay again
@@ -230,6 +257,8 @@ def main() -> None:
     from kbench import loader
 
     registry = loader.load(spec.get("kernel_dirs", []), suite=spec.get("suite"))
+    # A worker of a GPU run makes its CUDA context after the fork: nothing here may have begun one.
+    refuses = "" if cpu else gpu_untouched()
     lock = threading.Lock()
 
     def send(message: dict) -> None:
@@ -238,7 +267,9 @@ def main() -> None:
 
     children = threading.Event()
     threading.Thread(target=_reap, args=(send, children), name="kbench-reaper", daemon=True).start()
-    send({"type": "hello"})
+    send({"type": "hello", "refuses": refuses})
+    if refuses:
+        print(f"kbench fork server: {refuses}; the workers start as new Pythons", file=sys.stderr, flush=True)
     while True:
         try:
             data, fds, _, _ = socket.recv_fds(sock, MESSAGE_BYTES, 3)
@@ -246,7 +277,7 @@ def main() -> None:
             break
         if not data:
             break  # kbench is gone: so is the server (and, through their parent watch, its workers)
-        if len(fds) != 3:
+        if len(fds) != 3 or refuses:  # not a fork request, or one this server must not grant
             for fd in fds:
                 os.close(fd)
             continue

@@ -87,6 +87,7 @@ class WorkerProcess:
         a new Python."""
         spec = json.dumps({"kernel_dirs": [str(p) for p in kernel_dirs], "device": device, "suite": suite})
         self.log = tempfile.NamedTemporaryFile(prefix="kbench-worker-", suffix=".log", delete=False)
+        self.forked = server is not None
         if server is not None:
             self.process = server.fork(self.log.fileno(), STARTUP_TIMEOUT)
         else:

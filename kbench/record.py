@@ -146,6 +146,8 @@ class Timing(Part):
     synced_wall_ms: float | None = optional()
     host_enqueue_ms: float | None = optional()  # the host's time to queue one call (CUDA)
     uncovered: str | None = optional()  # why the events missed part of the call's work
+    # How a call was seen to wait on the GPU inside; such a call is timed from an idle GPU (no hold).
+    host_synchronous: str | None = optional()
     checked_calls: dict = optional({})
     # A launch-bound row timed as graph replays (the headline, above): its CUDA-event timing, launched from
     # Python, kept beside it. Older records, and rows that were not launch-bound, have none.

@@ -94,10 +94,9 @@ def run(
                    for v in variants for case in request.cases)
 
     groups = _by_implementation(request.variants, set(baseline_of.values()))
-    # On the CPU the workers are forked from one process that has imported torch and the kernels; a GPU
-    # run starts each as a new Python (a fork server must never have touched the GPU, and the workers
-    # of a GPU run are not yet measured forked).
-    fork_device = "cpu" if static_device == "cpu" else None
+    # The workers are forked from one process that has imported torch and the kernels (never touching the
+    # GPU: each worker of a GPU run makes its own CUDA context after the fork).
+    fork_device = static_device
     if request.interleave:  # a worker per variant, all of them started at once
         needed = sum(has_work([v]) for v in request.variants)
         starter = WorkerStarter(request.kernel_dirs, request.device, suite.name, needed=needed, ahead=needed,

@@ -21,6 +21,12 @@ pace: a library whose Python side takes longer than its kernel (a DSL's launch p
 otherwise be timed at its host speed. What the host takes to queue a call is recorded beside it
 (``host_enqueue_ms``), with a warning where it exceeds the GPU time.
 
+A call that waits on the GPU inside (reads a result back, synchronises a stream of its own) cannot
+be queued ahead: it would wait for the hold. Before sampling, one call is made with every SM held
+(:func:`waits_on_gpu`); one that returns only after the hold is timed from an idle GPU instead, a
+device-wide synchronise before each start event, so its events span all it does: its host time and
+every stream it waits for (``host_synchronous`` in the result says how it was seen to wait).
+
 Each timed call (and each timed graph replay) runs inside an NVTX range named by
 ``Settings.nvtx_range`` (:mod:`kbench.nvtx`): pushed before the start event is
 recorded and popped after the end event, so the range adds no GPU time and a
@@ -240,21 +246,29 @@ def measure_cpu(fn, settings: Settings, guard=None) -> dict:
 
 
 def uncovered_work(event_ms: float, wall_ms: float, after_return_ms: float | None = None,
-                   waits_on_gpu: Callable[[], bool] | None = None) -> str:
+                   waits_on_gpu: Callable[[], str] | None = None) -> str:
     """Why the events missed part of a call's work, or "": the synchronised wall-clock time of a
     call (``wall_ms``, device-wide synchronise) against the events' median (``event_ms``).
 
     A long ``wall_ms`` is the host's own time, not hidden GPU work, when both hold: the GPU finished
     within the events' time once the call had returned (``after_return_ms``: no work left running on a
-    side stream), and the call does not wait on the GPU inside (``waits_on_gpu()``: work on a side
-    stream that the call synchronises before returning would be inside its host time)."""
+    side stream), and the call does not wait on the GPU inside (``waits_on_gpu()``, "" when it does not,
+    else how it was seen to: work on a side stream that the call synchronises before returning would be
+    inside its host time). The reason says what was measured, so a row failed here can be looked into."""
     limit = UNCOVERED_FACTOR * event_ms + UNCOVERED_SLACK_MS
     if wall_ms <= limit:
         return ""
-    if after_return_ms is not None and after_return_ms <= limit and waits_on_gpu is not None and not waits_on_gpu():
-        return ""  # host-bound: the host's own work
+    waits = ""
+    if after_return_ms is not None and after_return_ms <= limit:
+        waits = "no device hold to tell host work from waiting" if waits_on_gpu is None else waits_on_gpu()
+        if not waits:
+            return ""  # host-bound: the host's own work
+    seen = ""
+    if after_return_ms is not None:
+        seen = f"; {after_return_ms:.4g} ms of it after the call returned"
+        seen += f"; the call waits on the GPU ({waits})" if waits else ""
     return (f"timing: the CUDA events saw {event_ms:.4g} ms a call, but a call with a device-wide "
-            f"synchronise takes {wall_ms:.4g} ms: work outside the timed stream "
+            f"synchronise takes {wall_ms:.4g} ms{seen}: work outside the timed stream "
             "(a side stream the events do not cover?)")
 
 
@@ -282,15 +296,15 @@ def synced_calls(call, sync, per_call_s: float, budget_s: float = 0.2) -> Synced
     return SyncedCalls(_median(walls) * 1e3, _median(afters) * 1e3)
 
 
-def waits_on_gpu(call, cuda, enqueue_s: float) -> bool:
-    """Whether a call blocks on the GPU before returning. With every SM held by spinning programs for far
-    longer than the call's host time (``hold_device``), a call that waits for any GPU work, its own
-    stream's or a side stream's it synchronises, returns only after the hold. True, too, wherever this
-    cannot be told: the seam has no device hold, or a kernel queued on another stream ran during the
-    hold (the GPU was not full)."""
+def waits_on_gpu(call, cuda, enqueue_s: float) -> str:
+    """Whether a call blocks on the GPU before returning: "" when it does not, else how that was seen.
+    With every SM held by spinning programs for far longer than the call's host time (``hold_device``),
+    a call that waits for any GPU work, its own stream's or a side stream's it synchronises, returns only
+    after the hold. It counts as waiting, too, wherever this cannot be told: the seam has no device
+    hold, or a kernel queued on another stream ran during the hold (the GPU was not full)."""
     hold_device = getattr(cuda, "hold_device", None)
     if hold_device is None:
-        return True
+        return "no device hold to tell host work from waiting"
     held_s = min(HOLD_MAX_S, max(1e-3, 10 * enqueue_s))
     cuda.synchronize()
     still_held = hold_device(held_s)
@@ -299,7 +313,12 @@ def waits_on_gpu(call, cuda, enqueue_s: float) -> bool:
     host_s = time.perf_counter() - t0
     held_throughout = still_held()  # checked before the synchronise: is the other stream's probe still waiting?
     cuda.synchronize()
-    return host_s > enqueue_s + 0.5 * held_s or not held_throughout
+    if host_s > enqueue_s + 0.5 * held_s:
+        return (f"with every SM held for {held_s * 1e3:.3g} ms it returned after {host_s * 1e3:.3g} ms, "
+                f"against {enqueue_s * 1e3:.3g} ms to queue a call")
+    if not held_throughout:
+        return f"a kernel on another stream ran while every SM was held for {held_s * 1e3:.3g} ms"
+    return ""
 
 
 def _median(values: list[float]) -> float:
@@ -387,6 +406,12 @@ class CudaSampler(_Sampler):
         self.per_call = _warm_up(self.call, self.cuda.synchronize, settings)
         self.hold = getattr(self.cuda, "hold", None)
         self.enqueue_s = host_enqueue_s(self.call, self.cuda.synchronize)
+        # A call that waits on the GPU inside cannot be queued ahead behind a hold: it would wait for the
+        # hold itself. It is timed from an idle GPU instead (a device-wide synchronise before each start
+        # event), so the events span everything it does, its host time and any stream it waits for.
+        self.wait = ""
+        if self.hold is not None and not settings.cuda_graph and hasattr(self.cuda, "hold_device"):
+            self.wait = waits_on_gpu(self.call, self.cuda, self.enqueue_s)
         self.flush = None
         if settings.flush_l2:
             self.flush = self.cuda.flush_buffer()
@@ -411,7 +436,9 @@ class CudaSampler(_Sampler):
                 checks.before()  # poison the output: untimed, like the flush after it
                 if self.flush is not None:
                     self.flush.zero_()
-                if self.hold is not None:  # the GPU sleeps while the host queues the stamp and the call
+                if self.wait:  # a call that waits on the GPU: from an idle GPU, nothing of it before the start
+                    cuda.synchronize()
+                elif self.hold is not None:  # the GPU sleeps while the host queues the stamp and the call
                     self.hold(hold_seconds(self.enqueue_s))
                 if stamps is not None:
                     stamps.stamp(2 * index)
@@ -455,13 +482,21 @@ class CudaSampler(_Sampler):
                 f"host-bound: queuing a call takes {self.enqueue_s * 1e3:.3g} ms of host time, more than its "
                 f"{result['stats']['median']:.3g} ms on the GPU (timed with the stream held; a loop of calls "
                 "without a CUDA graph runs at the host's pace)")
+        if self.wait:
+            result["host_synchronous"] = self.wait
+            result["warnings"].append(
+                f"waits on the GPU inside a call ({self.wait}): timed from an idle GPU, its host time "
+                "included, as a loop of such calls runs")
         result["clock"] = clock
         if self.sample_mhz:
             result["sample_sm_mhz"] = [round(mhz) if mhz == mhz else None for mhz in self.sample_mhz]
         synced = synced_calls(self.call, self.cuda.synchronize, self.per_call)
         result["synced_wall_ms"] = synced.wall_ms
-        uncovered = uncovered_work(result["stats"]["median"], synced.wall_ms, synced.after_return_ms,
-                                   lambda: waits_on_gpu(self.call, self.cuda, self.enqueue_s))
+        # A synchronous call's events span its host time: a synchronised call is no longer, and gets no
+        # host-bound excuse.
+        excuse = None if self.wait else lambda: waits_on_gpu(self.call, self.cuda, self.enqueue_s)
+        uncovered = uncovered_work(result["stats"]["median"], synced.wall_ms,
+                                   None if self.wait else synced.after_return_ms, excuse)
         if uncovered:
             result["uncovered"] = uncovered
         return self._checked(result)

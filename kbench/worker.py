@@ -35,14 +35,26 @@ FATAL_CUDA_MARKERS = (
 )
 
 
-def release_cached_memory() -> None:
-    """Give torch's cached GPU memory back to the driver. The check's trials (every input
-    distribution, float64 references) leave far more cached than the timed calls use; under
-    --interleave every implementation's worker holds its memory while the others sample, and a
-    dozen workers at a 2 GiB case each keeping the check's peak would run the GPU out of memory."""
+def release_cached_memory(collect: bool = False) -> None:
+    """Give the GPU memory torch (and CuPy, where a kernel used it) keeps cached back to the driver. The
+    check's trials (every input distribution, float64 references) and the re-check after timing leave
+    far more cached than the timed calls use; under --interleave every implementation's worker holds
+    its memory while the others check, sample and re-check, and a dozen workers each keeping such a
+    peak would run the GPU out of memory. ``collect``: first free what only reference cycles still hold
+    (a finished job's tensors)."""
+    import gc
+
     import torch
 
+    if collect:
+        gc.collect()
     torch.cuda.empty_cache()
+    cupy = sys.modules.get("cupy")
+    if cupy is not None:
+        try:
+            cupy.get_default_memory_pool().free_all_blocks()
+        except Exception:  # noqa: BLE001 - a CuPy without a usable device: nothing of it is cached
+            pass
 
 
 def is_fatal(exc: BaseException) -> bool:
@@ -269,6 +281,8 @@ def serve(spec: dict, send, jobs, registry=None, **hello) -> None:
             record = serve_interleaved(registry, job, device, env, send, jobs)
         else:
             record = execute(registry, job, device, env)
+        if device == "cuda" and not record.get("fatal"):  # the next job, or another worker, needs it
+            release_cached_memory(collect=True)
         send({"type": "result", **record})
         if record.get("fatal"):
             sys.exit(3)

@@ -8,8 +8,11 @@ implementations ever measure at once. Every worker stays isolated as before (a c
 only its row), and :meth:`WorkerStarter.close` kills the spares and reaps the released ones, on
 Ctrl-C too.
 
-Where the run is on the CPU, the workers are forked from a fork server (kbench.forkserver) that has
-imported torch and the suite's kernels once: each is still a process of its own, ready in milliseconds.
+The workers are forked from a fork server (kbench.forkserver) that has imported torch and the suite's
+kernels once: each is still a process of its own, ready in milliseconds on the CPU, and on a GPU once
+it has made its own CUDA context. Where the server cannot start, will not fork (something loaded the
+CUDA driver in it), or a worker forked for a GPU run cannot use the GPU, the workers start as new
+Pythons instead, as they would without it.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import tempfile
 from collections import deque
 
 from kbench import forkserver
-from kbench.isolation import WorkerProcess
+from kbench.isolation import WorkerGone, WorkerProcess
 
 
 def workers_ahead(cpus: int | None = None) -> int:
@@ -36,8 +39,8 @@ class WorkerStarter:
     def __init__(self, kernel_dirs, device: str, suite: str, needed: int, ahead: int | None = None,
                  start=WorkerProcess, fork_device: str | None = None):
         """``fork_device``: fork the workers from one fork server (kbench.forkserver) that imports torch and
-        the kernels once for that device ("cpu"), where forking is available; None: each worker is a new
-        Python."""
+        the kernels once for that device ("cpu" or "cuda"), where forking is available; None: each worker
+        is a new Python."""
         self.kernel_dirs, self.device, self.suite = tuple(kernel_dirs), device, suite
         self.left = needed
         self.ahead = workers_ahead() if ahead is None else ahead
@@ -57,7 +60,9 @@ class WorkerStarter:
             log.close()
             self.server_log = log.name
             try:
-                self.server = forkserver.ForkServer(self.kernel_dirs, self.fork_device, self.suite, log.name)
+                # The workers of a GPU run pick their device as asked (the server's spec is theirs).
+                device = "cpu" if self.fork_device == "cpu" else self.device
+                self.server = forkserver.ForkServer(self.kernel_dirs, device, self.suite, log.name)
             except OSError:
                 self.fork = False
         return self.server
@@ -95,11 +100,36 @@ class WorkerStarter:
         self.left -= 1
         self.top_up()
         try:
-            worker.wait_ready()
+            return self._ready(worker)
         except BaseException:
             worker.close()
             raise
-        return worker
+
+    def _ready(self, worker):
+        """``worker`` once ready; for a GPU run, a new Python in place of a forked worker that died on its
+        way up or sees no GPU (a fork the server's check let through): forking stops for the rest of
+        the run, and the spares forked so far are started again as new Pythons."""
+        gpu_fork = getattr(worker, "forked", False) and self.fork_device == "cuda"
+        try:
+            worker.wait_ready()
+        except WorkerGone:
+            if not gpu_fork:
+                raise
+        else:
+            if not gpu_fork or worker.device == "cuda":
+                return worker
+        worker.close()
+        self._stop_server(keep_log=True)
+        self.fork = False
+        forked = [spare for spare in self.spares if getattr(spare, "forked", False)]
+        for spare in forked:
+            spare.kill()
+            spare.close()
+        self.spares = deque(spare for spare in self.spares if spare not in forked)
+        self.top_up()
+        replacement = self._new()
+        replacement.wait_ready()
+        return replacement
 
     def release(self, worker) -> None:
         """A worker whose jobs are done: it ends on its own, reaped at :meth:`close`."""

@@ -13,6 +13,7 @@ import math
 import shlex
 import signal
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, List, Optional
@@ -178,6 +179,7 @@ def run_suite(suite: Suite, cases: list[Case], **options) -> None:
     """`kbench run SUITE ...`: check and time, append the records to --out, print them."""
     from kbench import report, results, resume
 
+    started = time.monotonic()
     prepared = prepare(suite, cases, **options)
     say_added_baselines(prepared)
     path = prepared.out or results.default_path(suite.name)
@@ -197,6 +199,8 @@ def run_suite(suite: Suite, cases: list[Case], **options) -> None:
     report.emit(records, prepared.fmt, stdout)
     stderr.print(f"results: {path} ({len(new_records)} records"
                  f"{f', {len(done)} from before' if done else ''})", highlight=False)
+    # The harness's own cost, start-ups included: what a user waits for (from loading the kernels on).
+    stderr.print(f"done in {time.monotonic() - started:.1f} s", highlight=False)
     failed = [r for r in records if r.status in results.FAILED]
     if prepared.baseline_file is not None:
         results.write_atomic(prepared.baseline_file, records)

@@ -291,6 +291,7 @@ def test_waits_on_gpu_tells_a_synchronising_call_from_host_work():
     assert timing.waits_on_gpu(cuda.synchronize, cuda, enqueue_s=1e-4)  # the call synchronises inside
     assert not timing.waits_on_gpu(lambda: time.sleep(1e-4), cuda, enqueue_s=1e-4)  # the host's own work
     assert timing.waits_on_gpu(lambda: None, object(), enqueue_s=1e-4)  # no hold: cannot tell, so it may
+    assert "returned after" in timing.waits_on_gpu(cuda.synchronize, cuda, enqueue_s=1e-4)  # says how it was seen
 
 
 def test_a_hold_that_left_room_on_the_gpu_tells_nothing():
@@ -298,6 +299,77 @@ def test_a_hold_that_left_room_on_the_gpu_tells_nothing():
     the call returns early: host work and waiting look alike then, so the call counts as waiting."""
     cuda = _HeldDevice(full=False)
     assert timing.waits_on_gpu(lambda: time.sleep(1e-4), cuda, enqueue_s=1e-4)
+
+
+class _TracedDevice(_HeldDevice):
+    """A device-hold seam with the rest of measure_cuda's (events, a flush buffer, the hold before a
+    start event), logging what is queued before each start event."""
+
+    def __init__(self, full: bool = True):
+        super().__init__(full)
+        self.log: list[str] = []
+
+    def hold(self, seconds):
+        self.log.append("hold")
+
+    def synchronize(self):
+        self.log.append("sync")
+        super().synchronize()
+
+    def event(self):
+        log = self.log
+
+        class Event:
+            def record(self):
+                log.append("record")
+
+            def elapsed_time(self, other):
+                return 0.5
+
+        return Event()
+
+    def flush_buffer(self):
+        class Buffer:
+            def zero_(self):
+                pass
+
+        return Buffer()
+
+
+def _sampled(cuda, call):
+    """What comes before each start event in the samples measure_cuda takes of ``call`` on ``cuda``."""
+    from kbench.stopping import StopRule
+
+    rule = StopRule(target_noise=0.5, min_samples=4, min_time=0.0, max_time=100.0, max_samples=4)
+    result = timing.measure_cuda(call, timing.Settings(stop=rule, warmup_time=0.0, warmup_calls=1), cuda=cuda)
+    log = cuda.log
+    starts = [i for i, item in enumerate(log) if item == "record"][0:8:2]  # each sample's start event
+    return result, [log[i - 1] for i in starts]
+
+
+def test_a_call_that_waits_on_the_gpu_is_timed_from_an_idle_gpu():
+    """It would wait for a hold queued before its start event: each sample starts after a device-wide
+    synchronise instead, so the events span what it waits for; the result says how it was seen to wait,
+    and a synchronised call gets no host-bound excuse (its events already span its host time)."""
+    cuda = _TracedDevice()
+    result, before_start = _sampled(cuda, cuda.synchronize)
+    assert before_start == ["sync"] * 4
+    assert "with every SM held" in result["host_synchronous"]
+    assert any(w.startswith("waits on the GPU inside a call") for w in result["warnings"])
+
+
+def test_an_asynchronous_call_is_queued_behind_the_hold():
+    cuda = _TracedDevice()
+    result, before_start = _sampled(cuda, lambda: None)
+    assert before_start == ["hold"] * 4
+    assert "host_synchronous" not in result
+
+
+def test_the_reason_a_row_is_failed_for_uncovered_work_says_what_was_measured():
+    why = timing.uncovered_work(0.025, 0.25, after_return_ms=0.03, waits_on_gpu=lambda: "it returned late")
+    assert "0.03 ms of it after the call returned" in why and "the call waits on the GPU (it returned late)" in why
+    late = timing.uncovered_work(0.025, 0.25, after_return_ms=0.2, waits_on_gpu=lambda: "")
+    assert "0.2 ms of it after the call returned" in late and "waits on the GPU" not in late
 
 
 def _fake_sampler(extra: dict):

@@ -114,3 +114,25 @@ def test_gpu_runs_spawn_their_workers():
     starter = WorkerStarter((), "auto", "attention", needed=1, fork_device=None)
     assert not starter.fork
     starter.close()
+
+
+def test_a_server_for_a_gpu_run_refuses_to_fork_once_the_cuda_driver_is_loaded(tmp_path):
+    """A child forked after the driver is initialised cannot use the GPU: the driver library mapped into
+    the server is taken as the sign (and torch's own CUDA state)."""
+    maps = tmp_path / "maps"
+    maps.write_text("7f00-7f01 r-xp 0 08:01 1 /usr/lib/libc.so.6\n")
+    assert forkserver.gpu_untouched(str(maps)) == ""
+    maps.write_text("7f00-7f01 r-xp 0 08:01 1 /usr/lib/x86_64-linux-gnu/libcuda.so.580.159.04\n")
+    assert "CUDA driver" in forkserver.gpu_untouched(str(maps))
+    assert "cannot read" in forkserver.gpu_untouched(str(tmp_path / "absent"))
+
+
+def test_a_refusing_servers_hello_is_the_error_the_starter_falls_back_on(tmp_path, monkeypatch):
+    """WorkerStarter starts new Pythons on a RuntimeError from the server (test_worker_starter)."""
+    server = forkserver.ForkServer((), "cpu", "attention", str(tmp_path / "server.log"))
+    try:
+        monkeypatch.setattr(server, "_expect", lambda kind, timeout: {"type": "hello", "refuses": "libcuda loaded"})
+        with pytest.raises(RuntimeError, match="forks no workers: libcuda loaded"):
+            server.wait_ready(5)
+    finally:
+        server.close()

@@ -86,3 +86,49 @@ def test_a_real_worker_started_without_waiting_becomes_ready(proc_env, monkeypat
     finally:
         worker.close()
     assert not os.path.exists(worker.log.name)
+
+
+class ForkedFake(FakeWorker):
+    """A worker forked (``server`` given) or started as a new Python; a forked one of a GPU run that
+    cannot use the GPU reports the CPU, as kbench.worker does where torch sees no CUDA device."""
+
+    def __init__(self, kernel_dirs, device, suite=None, wait=True, server=None):
+        super().__init__(kernel_dirs, device, suite, wait)
+        self.forked = server is not None
+        self.device = None
+
+    def wait_ready(self):
+        self.ready = True
+        self.device = "cpu" if self.forked else "cuda"
+
+
+class FakeServer:
+    def __init__(self, *args):
+        self.closed = False
+
+    def close(self):
+        self.closed = True
+
+
+def test_a_gpu_run_whose_forked_worker_sees_no_gpu_starts_new_pythons_instead(monkeypatch):
+    monkeypatch.setattr(worker_starter.forkserver, "available", lambda: True)
+    monkeypatch.setattr(worker_starter.forkserver, "ForkServer", FakeServer)
+    FakeWorker.started = []
+    starter = WorkerStarter((), "auto", "attention", needed=3, ahead=1, start=ForkedFake, fork_device="cuda")
+    first = starter.take()
+    assert first.device == "cuda" and not first.forked  # a new Python in the forked one's place
+    forked = [w for w in FakeWorker.started if w.forked]
+    assert forked and all(w.closed for w in forked)  # the forked ones (taken and spare) are gone
+    assert starter.server is None and not starter.fork
+    second, third = starter.take(), starter.take()
+    assert not second.forked and not third.forked and second.device == third.device == "cuda"
+    starter.close()
+
+
+def test_a_cpu_run_keeps_its_forked_workers(monkeypatch):
+    monkeypatch.setattr(worker_starter.forkserver, "available", lambda: True)
+    monkeypatch.setattr(worker_starter.forkserver, "ForkServer", FakeServer)
+    FakeWorker.started = []
+    starter = WorkerStarter((), "cpu", "attention", needed=2, ahead=1, start=ForkedFake, fork_device="cpu")
+    assert starter.take().forked and starter.take().forked
+    starter.close()

@@ -1,8 +1,9 @@
 """Does its work on a side stream and waits for it before returning. The side stream waits for nothing,
-so while kbench holds the timed stream before the start event, the work runs beside the hold and is
-over before the events start: they see nothing. A synchronised call is long, but the GPU is done when
-the call returns, as a host-bound library's would be. Only the call's waiting on the GPU gives it away:
-with every SM held, it cannot return early.
+so if kbench held the timed stream before the start event while the host queued the call, the work
+would run beside the hold and be over before the events start: they would see nothing. A synchronised
+call is long, but the GPU is done when the call returns, as a host-bound library's would be. Its waiting
+on the GPU gives it away (with every SM held, it cannot return early), and a call that waits is timed
+from an idle GPU, without the hold: its events span the side stream's work, and its time is its own.
 
 Its output is right: kbench poisons it on the timed stream before the call, and the side stream's first
 kernels (the attention) run long before its last one (the copy into the output) writes it."""
