@@ -105,6 +105,7 @@ class WorkerProcess:
         self.ready = False
         self.device: str | None = None
         self.env: dict | None = None
+        self.startup_s: float | None = None
         if wait:
             self.wait_ready()
 
@@ -114,6 +115,7 @@ class WorkerProcess:
         if not self.ready:
             hello = self._read(STARTUP_TIMEOUT, what="start")
             self.device, self.env, self.ready = hello["device"], hello["env"], True
+            self.startup_s = hello.get("startup_s")  # its own time from process start to ready
 
     def run(self, job: dict, timeout: float) -> dict:
         """Send one job and wait for its record; raises WorkerGone after a crash or timeout."""

@@ -255,6 +255,9 @@ class Record(Part):
     speedup_basis: str | None = optional()  # "eager": taken between eager times (record.comparable); else headlines
     env: dict | None = optional()
     command: str | None = optional()
+    # Where the harness spent the row's wall time, in seconds: its worker's start-up and the run's wait for
+    # it (first job of a worker), the check, the warm-up, the sampling and what follows it.
+    harness: dict = optional({})
     extra: dict = field(default_factory=dict)
 
     @classmethod

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -252,9 +253,13 @@ class _ImplJobs:
 
     def _ask(self, message: dict) -> tuple[dict, dict | None]:
         """Send one message to the worker (started if need be) and return its answer and environment."""
+        started = None
         try:
             if self.worker is None:
+                waiting = time.monotonic()
                 self.worker = self.starter.take()
+                started = {"waited_for_worker_s": round(time.monotonic() - waiting, 3),
+                           "worker_startup_s": getattr(self.worker, "startup_s", None)}
                 self.env = self.worker.env
             result = self.worker.run(message, self.request.timeout)
         except WorkerGone as gone:
@@ -262,6 +267,8 @@ class _ImplJobs:
             return {"status": gone.status, "reason": gone.reason, "log": gone.log}, self.env
         if result.get("type") == "result":
             result.pop("type")
+        if started is not None:  # the first answer of a new worker carries what its start-up cost
+            result["harness"] = {**started, **(result.get("harness") or {})}
         if result.pop("fatal", False):
             self.close()  # its CUDA context is unusable: the next job starts a fresh worker
         return result, self.env
@@ -288,6 +295,7 @@ def _record(suite, variant: Variant, case, request, result, env, baseline_timing
         flops=suite.flops(case), min_bytes=suite.min_bytes(case),
         correctness=_part(Correctness, result, "correctness"), timing=_part(Timing, result, "timing"),
         config=result.get("config") or {}, figures=result.get("figures") or {}, log=result.get("log"),
+        harness=result.get("harness") or {},
     )
     timing = record.timing
     if record.ok and timing:

@@ -225,7 +225,12 @@ class Suite:
 
         Where a suite gives one, a kernel's largest error against the float64 reference may be at
         most c times this computation's (kbench.correctness.PLAIN_FACTOR), plus one ulp of the output
-        (the tolerance then sees precision); where it gives none, :meth:`tolerance` applies."""
+        (the tolerance then sees precision); where it gives none, :meth:`tolerance` applies.
+
+        A tuple of such computations: several correct ways of that precision whose errors differ by
+        chance on some inputs (where one rounds an intermediate the other keeps, and the two
+        roundings cancel or add); the bound takes the largest of their errors, so no kernel is judged
+        against the luckier one alone."""
         return None
 
     def judge(self, case: Case, result, ref, inputs: dict) -> tuple[str, float | None, float | None] | None:

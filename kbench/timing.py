@@ -77,6 +77,9 @@ HOLD_FACTOR = 2.0
 HOLD_SLACK_S = 50e-6
 HOLD_MAX_S = 0.02
 SLEEP_CYCLES_PER_S = 2.0e9  # torch.cuda._sleep counts SM cycles; 2 GHz is above any datacenter GPU's SM clock
+# The device hold's two 1,024-thread programs an SM take all of its 2,048 thread slots only if both fit in
+# its 65,536 registers: 32 a thread.
+SPIN_MAX_REGISTERS = 32
 
 
 @dataclass
@@ -317,7 +320,9 @@ def waits_on_gpu(call, cuda, enqueue_s: float) -> str:
         return (f"with every SM held for {held_s * 1e3:.3g} ms it returned after {host_s * 1e3:.3g} ms, "
                 f"against {enqueue_s * 1e3:.3g} ms to queue a call")
     if not held_throughout:
-        return f"a kernel on another stream ran while every SM was held for {held_s * 1e3:.3g} ms"
+        note = getattr(cuda, "hold_note", "")
+        return (f"a kernel on another stream ran while every SM was held for {held_s * 1e3:.3g} ms"
+                + (f": {note}" if note else ""))
     return ""
 
 
@@ -354,17 +359,26 @@ class TorchCuda:
     def hold_device(self, seconds: float):
         """Hold every SM for about ``seconds`` (kbench.sm_stamp.spin, two 1,024-thread programs an SM, on
         the current stream), with a probe kernel queued on a stream of its own behind nothing. Returns
-        a function that says whether the probe is still waiting: the hold keeps other streams off."""
+        a function that says whether the probe is still waiting: the hold keeps other streams off.
+
+        Two programs fit on an SM, taking its 2,048 thread slots, only at 32 registers a thread or
+        fewer: the spin is compiled with that cap, and ``hold_note`` says where it was not met (then
+        other kernels find room beside the hold, and every call counts as waiting)."""
         from kbench.sm_stamp import spin
 
         torch = self.torch
+        if getattr(self, "_probe_stream", None) is None:  # made once, before any hold: nothing to wait for
+            self._probe_stream = torch.cuda.Stream()
         sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
-        spin[(2 * sms,)](int(seconds * 1e9), num_warps=32)
+        kernel = spin[(2 * sms,)](int(seconds * 1e9), num_warps=32, maxnreg=SPIN_MAX_REGISTERS)
+        registers = getattr(kernel, "n_regs", None)
+        self.hold_note = ("" if registers is not None and registers <= SPIN_MAX_REGISTERS else
+                          f"the hold's programs use {registers} registers a thread, over the "
+                          f"{SPIN_MAX_REGISTERS} at which two fill an SM")
         probe = torch.cuda.Event()
-        side = torch.cuda.Stream()
-        with torch.cuda.stream(side):
+        with torch.cuda.stream(self._probe_stream):
             torch.cuda._sleep(1)
-            probe.record(side)
+            probe.record(self._probe_stream)
         return lambda: not probe.query()
 
     def sample_clocks(self, capacity: int):

@@ -22,6 +22,7 @@ import faulthandler
 import json
 import os
 import sys
+import time
 import traceback
 
 FATAL_CUDA_MARKERS = (
@@ -57,6 +58,19 @@ def release_cached_memory(collect: bool = False) -> None:
             pass
 
 
+def seconds_since_start() -> float | None:
+    """This process's age: since its fork, for a worker forked by the fork server, or since it was
+    started (from /proc; None where there is none)."""
+    try:
+        with open("/proc/self/stat") as stat:
+            started_ticks = int(stat.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime") as uptime:
+            now = float(uptime.read().split()[0])
+        return round(now - started_ticks / os.sysconf("SC_CLK_TCK"), 2)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def is_fatal(exc: BaseException) -> bool:
     """After these the process's CUDA context is unusable: only a fresh process recovers."""
     text = str(exc)
@@ -88,6 +102,9 @@ class Measurement:
         self.impl = registry.implementations(job["suite"])[job["impl"]]
         self.case = Case(job["case"])
         self.record = {"status": "SKIP", "backend": self.impl.backend}
+        # Seconds of each step (the check, the warm-up, the sampling, what follows it): the harness's cost.
+        self.phases: dict[str, float] = {}
+        self.record["harness"] = self.phases
         self.sampler = None
         self.verdict = None
         self.timed_calls = None
@@ -104,8 +121,10 @@ class Measurement:
         if reason:
             record["reason"] = reason
             return record
+        started = time.perf_counter()
         self.verdict = correctness.check(self.suite, self.impl, self.case, device, seed=job["seed"],
                                          trials=job["trials"], params=job.get("params"))
+        self._took("check_s", started)
         record["correctness"] = self.verdict.as_record()
         if not self.verdict.ok:
             record.update(status="FAIL", reason=self.verdict.reason)
@@ -127,8 +146,13 @@ class Measurement:
             settings.warmup_time = 0.0
         self.settings, self.profile = settings, profile
         if not settings.record_function:
-            self.sampler = self._sampler()
+            started = time.perf_counter()
+            self.sampler = self._sampler()  # warms the closure up and looks at how its calls behave
+            self._took("warmup_s", started)
         return None
+
+    def _took(self, phase: str, started: float) -> None:
+        self.phases[phase] = round(self.phases.get(phase, 0.0) + time.perf_counter() - started, 3)
 
     def _sampler(self):
         from kbench import timing
@@ -152,7 +176,10 @@ class Measurement:
 
     def burst(self, seconds: float | None) -> bool:
         """Take samples for up to ``seconds`` (all of them when None); True once sampling is over."""
-        return self.sampler.burst(seconds) is not None
+        started = time.perf_counter()
+        over = self.sampler.burst(seconds) is not None
+        self._took("sample_s", started)
+        return over
 
     def finish(self) -> dict:
         """The timing result, the implementation's own figures and the check on new inputs."""
@@ -171,7 +198,9 @@ class Measurement:
                                                                          self.settings.nvtx_range,
                                                                          self.profile["trace"])
         else:
-            record["timing"] = self._result()
+            started = time.perf_counter()
+            record["timing"] = self._result()  # the side-stream check, and graph replays where launch-bound
+            self._took("after_sampling_s", started)
         record["nvtx"] = nvtx.backend_name()
         record["config"] = getattr(self.fn, "config", {})
         # A timed call that was wrong, or that changed the inputs: its time is not the checked kernel's.
@@ -186,7 +215,9 @@ class Measurement:
         figures = getattr(self.fn, "figures", None)
         if callable(figures):  # what the implementation measures itself, once, outside the timed calls
             record["figures"] = figures(record["timing"])
+        started = time.perf_counter()
         again = correctness.recheck(self.verdict, self.device)  # also: did figures() leave the closure working?
+        self._took("recheck_s", started)
         if again:
             record["correctness"].update(ok=False, reason=again)
             record.update(status="FAIL", reason=again)
@@ -274,7 +305,7 @@ def serve(spec: dict, send, jobs, registry=None, **hello) -> None:
     if registry is None:
         registry = loader.load(spec.get("kernel_dirs", []), suite=spec.get("suite"))
     env = envinfo.collect(device)
-    send({"type": "hello", "device": device, "env": env, **hello})
+    send({"type": "hello", "device": device, "env": env, "startup_s": seconds_since_start(), **hello})
     jobs = iter(jobs)
     for job in jobs:
         if job.get("interleave"):

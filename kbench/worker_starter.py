@@ -20,9 +20,52 @@ from __future__ import annotations
 import os
 import tempfile
 from collections import deque
+from contextlib import contextmanager
 
 from kbench import forkserver
 from kbench.isolation import WorkerGone, WorkerProcess
+
+
+# A fork server started before the run that will fork from it: (kernel_dirs, device, suite, server, log).
+_early: list = []
+
+
+@contextmanager
+def fork_server_started_early(kernel_dirs, device: str, suite: str):
+    """Start the fork server of a run of ``suite`` now, so that its imports (torch, the suite's kernels:
+    seconds) overlap what kbench does before its first worker is needed (loading the kernels itself, to
+    choose the run's variants); the run's WorkerStarter takes it over. One no run took is closed when
+    the block ends, on an error too."""
+    from kbench.runner import host_has_gpu
+
+    entry = None
+    if forkserver.available() and device in ("auto", "cpu", "cuda"):  # another is refused later, in one line
+        on_gpu = device == "cuda" or (device == "auto" and host_has_gpu())
+        server_device = device if on_gpu else "cpu"
+        log = tempfile.NamedTemporaryFile(prefix="kbench-forkserver-", suffix=".log", delete=False)
+        log.close()
+        try:
+            entry = (tuple(kernel_dirs), server_device, suite, forkserver.ForkServer(kernel_dirs, server_device,
+                                                                                     suite, log.name), log.name)
+            _early.append(entry)
+        except OSError:
+            os.unlink(log.name)
+    try:
+        yield
+    finally:
+        if entry is not None and entry in _early:  # no run took it
+            _early.remove(entry)
+            entry[3].close()
+            os.unlink(entry[4])
+
+
+def _take_early(kernel_dirs, device: str, suite: str):
+    """The (server, log) started early for these kernels, device and suite, or None."""
+    for entry in _early:
+        if entry[:3] == (tuple(kernel_dirs), device, suite):
+            _early.remove(entry)
+            return entry[3], entry[4]
+    return None
 
 
 def workers_ahead(cpus: int | None = None) -> int:
@@ -56,12 +99,16 @@ class WorkerStarter:
         """The fork server, started at the first worker; None where it could not start (then workers are
         started as new Pythons, as without it)."""
         if self.fork and self.server is None:
+            # The workers of a GPU run pick their device as asked (the server's spec is theirs).
+            device = "cpu" if self.fork_device == "cpu" else self.device
+            early = _take_early(self.kernel_dirs, device, self.suite)
+            if early is not None:
+                self.server, self.server_log = early
+                return self.server
             log = tempfile.NamedTemporaryFile(prefix="kbench-forkserver-", suffix=".log", delete=False)
             log.close()
             self.server_log = log.name
             try:
-                # The workers of a GPU run pick their device as asked (the server's spec is theirs).
-                device = "cpu" if self.fork_device == "cpu" else self.device
                 self.server = forkserver.ForkServer(self.kernel_dirs, device, self.suite, log.name)
             except OSError:
                 self.fork = False

@@ -177,9 +177,16 @@ def say_torn_line(path: Path, removed: int, doing: str = "resuming") -> None:
 
 def run_suite(suite: Suite, cases: list[Case], **options) -> None:
     """`kbench run SUITE ...`: check and time, append the records to --out, print them."""
-    from kbench import report, results, resume
+    from kbench.worker_starter import fork_server_started_early
 
     started = time.monotonic()
+    with fork_server_started_early(options.get("kernels") or (), options["device"], suite.name):
+        _run_suite(suite, cases, started, **options)
+
+
+def _run_suite(suite: Suite, cases: list[Case], started: float, **options) -> None:
+    from kbench import report, results, resume
+
     prepared = prepare(suite, cases, **options)
     say_added_baselines(prepared)
     path = prepared.out or results.default_path(suite.name)
@@ -200,7 +207,7 @@ def run_suite(suite: Suite, cases: list[Case], **options) -> None:
     stderr.print(f"results: {path} ({len(new_records)} records"
                  f"{f', {len(done)} from before' if done else ''})", highlight=False)
     # The harness's own cost, start-ups included: what a user waits for (from loading the kernels on).
-    stderr.print(f"done in {time.monotonic() - started:.1f} s", highlight=False)
+    stderr.print(f"done in {time.monotonic() - started:.1f} s{harness_summary(new_records)}", highlight=False)
     failed = [r for r in records if r.status in results.FAILED]
     if prepared.baseline_file is not None:
         results.write_atomic(prepared.baseline_file, records)
@@ -208,6 +215,20 @@ def run_suite(suite: Suite, cases: list[Case], **options) -> None:
         stderr.print(f"baseline: {prepared.baseline_file} ({len(records)} records){warning}", highlight=False)
     if failed:
         raise typer.Exit(1)
+
+
+# What each step of a row is called in the line that ends a run (the records' ``harness`` keys).
+HARNESS_STEPS = (("waited_for_worker_s", "waiting for workers to start"), ("check_s", "checks"),
+                 ("warmup_s", "warm-up"), ("sample_s", "sampling"),
+                 ("after_sampling_s", "side-stream checks and graph replays"), ("recheck_s", "re-checks"))
+
+
+def harness_summary(records) -> str:
+    """Where the run's time went, summed over its rows ("" when no row says): the wait for workers to
+    start, which starting them ahead hides, and each step of the rows' measurements."""
+    totals = {key: sum((r.harness or {}).get(key) or 0.0 for r in records) for key, _ in HARNESS_STEPS}
+    parts = [f"{name} {totals[key]:.1f} s" for key, name in HARNESS_STEPS if totals[key] >= 0.05]
+    return f" ({', '.join(parts)})" if parts else ""
 
 
 def measure(prepared: PreparedRun, results_file, done: dict, how_to_continue: str) -> list[dict]:

@@ -17,7 +17,9 @@ cache whose partial result is dropped or misweighted in the combine moves the an
 tile left out.
 
 The tolerance is precision-aware (:meth:`Decode.plain`): the plain computation in the cache's type
-(S = QKᵀ·scale rounded to it, the softmax in fp32, P rounded to it, fp32 accumulation).
+(S = QKᵀ·scale rounded to it, the softmax in fp32, P rounded to it, fp32 accumulation); over a
+quantized cache also the cache rounded to fp16 with the rest in fp32, the bound taking the larger of
+the two errors.
 
 **Quantized caches** (``--kv-dtype int8`` or ``int4``): each cached element is an 8- or 4-bit code c
 with x = c · scale + minimum, the scale and minimum fp16 per group of ``--group`` elements: for K along
@@ -166,12 +168,21 @@ class Decode(Suite):
         return decode_attention(inputs["q"].to(torch.float64), k, v, softmax_dtype=torch.float64)
 
     def plain(self, case, inputs):
+        """The plain fp16 (bf16) computation; over a quantized cache also the same cache rounded to fp16
+        with the rest in fp32. Rounding the dequantized K and V to fp16 is what every kernel that feeds
+        them to fp16 tensor cores does, and it can cost a lot where the softmax is sharp and two keys
+        nearly tie (outlier channels: scores of several hundred): the plain computation's own rounding
+        of S to fp16 may cancel part of that by chance, on one draw (0.02 against the 0.11 that torch
+        SDPA and both kernels made, all alike, at 32k tokens), and the bound takes the larger error."""
         import torch
 
         q = inputs["q"]
         k, v = self.cache(case, inputs, q.dtype)
         with strict_matmul():
-            return decode_attention(q, k, v, softmax_dtype=torch.float32)
+            plain = decode_attention(q, k, v, softmax_dtype=torch.float32)
+            if case.kv_dtype not in QUANTIZED:
+                return plain
+            return plain, decode_attention(q, k, v, softmax_dtype=torch.float32, compute_dtype=torch.float32)
 
     def flops(self, case):
         return 4.0 * case.batch * case.hq * case.q * case.l * case.d
@@ -233,22 +244,24 @@ def visible_mask(n_queries: int, n_keys: int, device):
     return torch.arange(n_keys, device=device).unsqueeze(0) <= positions
 
 
-def decode_attention(q, k, v, softmax_dtype):
-    """softmax(Q Kᵀ · d^-½) V with K/V head h // group for query head h, in the inputs' type, the
-    softmax in ``softmax_dtype`` and its result rounded back to the inputs' type. One K/V head at a
-    time, its query heads and queries as the rows of one product."""
+def decode_attention(q, k, v, softmax_dtype, compute_dtype=None):
+    """softmax(Q Kᵀ · d^-½) V with K/V head h // group for query head h, in the inputs' type (or
+    ``compute_dtype``: the products and P in it, the output rounded to the inputs' type), the softmax in
+    ``softmax_dtype`` and its result rounded back to the type of the products. One K/V head at a time,
+    its query heads and queries as the rows of one product (and one head's cache at a time converted)."""
     import torch
 
     b, hq, nq, d = q.shape
     hkv, n = k.shape[1], k.shape[2]
     group = hq // hkv
     mask = visible_mask(nq, n, q.device)
+    dtype = compute_dtype or q.dtype
     out = torch.empty_like(q)
     for h in range(hkv):
-        rows = q[:, h * group:(h + 1) * group].reshape(b, group * nq, d)
-        s = torch.matmul(rows, k[:, h].transpose(-1, -2)) * d**-0.5
+        rows = q[:, h * group:(h + 1) * group].reshape(b, group * nq, d).to(dtype)
+        s = torch.matmul(rows, k[:, h].to(dtype).transpose(-1, -2)) * d**-0.5
         if mask is not None:
             s = s.masked_fill(~mask.repeat(group, 1), float("-inf"))
-        p = torch.softmax(s.to(softmax_dtype), dim=-1).to(q.dtype)
-        out[:, h * group:(h + 1) * group] = torch.matmul(p, v[:, h]).reshape(b, group, nq, d)
+        p = torch.softmax(s.to(softmax_dtype), dim=-1).to(dtype)
+        out[:, h * group:(h + 1) * group] = torch.matmul(p, v[:, h].to(dtype)).reshape(b, group, nq, d).to(q.dtype)
     return out

@@ -478,6 +478,36 @@ def test_expect_takes_the_bound_from_the_plain_computation(attention, case):
     assert expected.dtype == case.dtype
 
 
+def test_several_plain_computations_give_the_bound_of_the_largest_error(attention, monkeypatch):
+    """A suite may give several correct computations of its precision (Suite.plain): a kernel is judged
+    against the larger of their errors, never the luckier one alone."""
+    case = CAUSAL16
+    inputs = attention.make_inputs(case, seed=2, device="cpu", distribution="outliers")
+    ref = attention.reference(case, inputs)
+    plain = attention.plain(case, inputs)
+    worse = plain.double() + 0.25  # as far from the reference again, and then some
+    monkeypatch.setattr(attention, "plain", lambda case, inputs: (plain, worse.to(plain.dtype)))
+    expected = correctness.expect(attention, case, inputs, attention.make_output(case, inputs))
+    assert expected.bound.plain_err == pytest.approx(float((worse.to(plain.dtype).double() - ref).abs().max()))
+    assert expected.bound.plain_err > float((plain.double() - ref).abs().max())
+
+
+def test_decode_over_a_quantized_cache_is_judged_against_both_plain_computations(registry):
+    """Over an int8 cache: the plain fp16 computation and the one that rounds only the dequantized cache
+    to fp16; on outlier inputs whose softmax nearly ties two keys the two errors differ severalfold."""
+    decode = registry.suite("decode")
+    case = Case({"l": 300, "q": 1, "batch": 1, "hq": 32, "hkv": 8, "d": 128, "kv_dtype": "int8", "group": 32})
+    inputs = decode.make_inputs(case, seed=2, device="cpu", distribution="outliers")
+    plains = decode.plain(case, inputs)
+    assert isinstance(plains, tuple) and len(plains) == 2 and all(p.dtype == torch.float16 for p in plains)
+    ref = decode.reference(case, inputs)
+    errors = [float((p.double() - ref).abs().max()) for p in plains]
+    expected = correctness.expect(decode, case, inputs, decode.make_output(case, inputs))
+    assert expected.bound.plain_err == pytest.approx(max(errors))
+    fp16 = Case({**case.values, "kv_dtype": "fp16"})
+    assert not isinstance(decode.plain(fp16, decode.make_inputs(fp16, seed=2, device="cpu")), tuple)
+
+
 def test_no_plain_computation_no_bound(registry):
     """Suites without a plain computation (the exact sums) are judged by atol and rtol."""
     reduction = registry.suite("reduction")

@@ -132,3 +132,27 @@ def test_a_cpu_run_keeps_its_forked_workers(monkeypatch):
     starter = WorkerStarter((), "cpu", "attention", needed=2, ahead=1, start=ForkedFake, fork_device="cpu")
     assert starter.take().forked and starter.take().forked
     starter.close()
+
+
+def test_a_fork_server_started_early_is_taken_by_the_run_and_an_untaken_one_closed(monkeypatch):
+    """kbench run starts its fork server before loading the kernels itself, so the server's imports overlap
+    that loading; the run's starter forks from it rather than starting another."""
+    started = []
+
+    class Server(FakeServer):
+        def __init__(self, *args):
+            super().__init__()
+            started.append(self)
+
+    monkeypatch.setattr(worker_starter.forkserver, "available", lambda: True)
+    monkeypatch.setattr(worker_starter.forkserver, "ForkServer", Server)
+    FakeWorker.started = []
+    with worker_starter.fork_server_started_early((), "cpu", "attention"):
+        assert len(started) == 1
+        starter = WorkerStarter((), "cpu", "attention", needed=1, ahead=0, start=ForkedFake, fork_device="cpu")
+        assert starter.take().forked and starter.server is started[0] and len(started) == 1
+        starter.close()
+    assert started[0].closed  # by the starter that took it
+    with worker_starter.fork_server_started_early((), "cpu", "matmul"):
+        pass  # a run that needed no worker (or ended on a mistake)
+    assert len(started) == 2 and started[1].closed and worker_starter._early == []
