@@ -229,20 +229,42 @@ def _become_worker(sock: socket.socket, fds: list[int], spec: dict, registry) ->
             os._exit(code)
 
 
+CUDA_ERROR_NOT_INITIALIZED = 3  # what the driver API answers before cuInit
+
+
 def gpu_untouched(maps_path: str = "/proc/self/maps") -> str:
     """"" when this process has not initialised CUDA, else what shows it has: torch's CUDA state, or the
-    driver library (libcuda) mapped into the process, which is how anything that calls the driver
-    begins. A child forked after either cannot use the GPU."""
+    driver (libcuda), mapped into the process by an import (CuPy's, Triton's), that says it has been
+    initialised. A child forked after cuInit cannot use the GPU; one forked while the library is merely
+    loaded can (it initialises the driver itself), which is what importing CuPy leaves."""
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_initialized():
         return "torch has initialised CUDA in the fork server"
     try:
         with open(maps_path, encoding="utf-8", errors="replace") as maps:
-            if any("libcuda.so" in line for line in maps):
-                return "the CUDA driver (libcuda) is loaded in the fork server"
+            driver = next((line.split()[-1] for line in maps if "libcuda.so" in line), None)
     except OSError:
         return f"cannot read {maps_path} to see whether the CUDA driver is loaded"
-    return ""
+    if driver is None:
+        return ""
+    answer = driver_state(driver)
+    if answer == CUDA_ERROR_NOT_INITIALIZED:
+        return ""
+    return (f"the CUDA driver ({driver}) is loaded in the fork server and "
+            + ("initialised" if answer == 0 else f"cannot say it is not initialised ({answer})"))
+
+
+def driver_state(path: str):
+    """What the loaded driver library at ``path`` answers to cuDeviceGetCount: CUDA_ERROR_NOT_INITIALIZED
+    before cuInit, 0 after it (a query that initialises nothing); a string where it cannot be asked."""
+    import ctypes
+
+    try:
+        driver = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)  # only the copy already mapped
+        count = ctypes.c_int(0)
+        return int(driver.cuDeviceGetCount(ctypes.byref(count)))
+    except (OSError, AttributeError) as exc:
+        return f"cannot ask it: {exc}"
 
 
 def main() -> None:

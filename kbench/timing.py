@@ -76,6 +76,7 @@ CPU_CHECK_BATCH = 8
 HOLD_FACTOR = 2.0
 HOLD_SLACK_S = 50e-6
 HOLD_MAX_S = 0.02
+HOLD_TRIES = 3  # device holds a waits_on_gpu verdict may take before it trusts none of them
 SLEEP_CYCLES_PER_S = 2.0e9  # torch.cuda._sleep counts SM cycles; 2 GHz is above any datacenter GPU's SM clock
 # The device hold's two 1,024-thread programs an SM take all of its 2,048 thread slots only if both fit in
 # its 65,536 registers: 32 a thread.
@@ -299,31 +300,33 @@ def synced_calls(call, sync, per_call_s: float, budget_s: float = 0.2) -> Synced
     return SyncedCalls(_median(walls) * 1e3, _median(afters) * 1e3)
 
 
-def waits_on_gpu(call, cuda, enqueue_s: float) -> str:
+def waits_on_gpu(call, cuda, enqueue_s: float, tries: int = HOLD_TRIES) -> str:
     """Whether a call blocks on the GPU before returning: "" when it does not, else how that was seen.
     With every SM held by spinning programs for far longer than the call's host time (``hold_device``),
     a call that waits for any GPU work, its own stream's or a side stream's it synchronises, returns only
     after the hold. It counts as waiting, too, wherever this cannot be told: the seam has no device
-    hold, or a kernel queued on another stream ran during the hold (the GPU was not full)."""
+    hold, or in each of ``tries`` holds a kernel queued on another stream ran during it (the GPU was
+    not full: one such hold may be a fluke of scheduling, every one means the hold does not work here)."""
     hold_device = getattr(cuda, "hold_device", None)
     if hold_device is None:
         return "no device hold to tell host work from waiting"
     held_s = min(HOLD_MAX_S, max(1e-3, 10 * enqueue_s))
-    cuda.synchronize()
-    still_held = hold_device(held_s)
-    t0 = time.perf_counter()
-    call()
-    host_s = time.perf_counter() - t0
-    held_throughout = still_held()  # checked before the synchronise: is the other stream's probe still waiting?
-    cuda.synchronize()
-    if host_s > enqueue_s + 0.5 * held_s:
-        return (f"with every SM held for {held_s * 1e3:.3g} ms it returned after {host_s * 1e3:.3g} ms, "
-                f"against {enqueue_s * 1e3:.3g} ms to queue a call")
-    if not held_throughout:
-        note = getattr(cuda, "hold_note", "")
-        return (f"a kernel on another stream ran while every SM was held for {held_s * 1e3:.3g} ms"
-                + (f": {note}" if note else ""))
-    return ""
+    for _ in range(tries):
+        cuda.synchronize()
+        still_held = hold_device(held_s)
+        t0 = time.perf_counter()
+        call()
+        host_s = time.perf_counter() - t0
+        held_throughout = still_held()  # checked before the synchronise: is the other stream's probe still waiting?
+        cuda.synchronize()
+        if host_s > enqueue_s + 0.5 * held_s:
+            return (f"with every SM held for {held_s * 1e3:.3g} ms it returned after {host_s * 1e3:.3g} ms, "
+                    f"against {enqueue_s * 1e3:.3g} ms to queue a call")
+        if held_throughout:
+            return ""
+    note = getattr(cuda, "hold_note", "")
+    return (f"a kernel on another stream ran while every SM was held for {held_s * 1e3:.3g} ms, in each of "
+            f"{tries} holds" + (f": {note}" if note else ""))
 
 
 def _median(values: list[float]) -> float:
@@ -367,9 +370,16 @@ class TorchCuda:
         from kbench.sm_stamp import spin
 
         torch = self.torch
-        if getattr(self, "_probe_stream", None) is None:  # made once, before any hold: nothing to wait for
-            self._probe_stream = torch.cuda.Stream()
         sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+        if getattr(self, "_probe_stream", None) is None:
+            # Once, before the first hold: the probe's stream, and a first launch of the spin and the probe
+            # each, synchronised. A kernel's first launch in a process loads it onto the GPU (CUDA's lazy
+            # loading), and the probe could start while the spin's programs are still being loaded.
+            self._probe_stream = torch.cuda.Stream()
+            spin[(2 * sms,)](0, num_warps=32, maxnreg=SPIN_MAX_REGISTERS)
+            with torch.cuda.stream(self._probe_stream):
+                torch.cuda._sleep(1)
+            torch.cuda.synchronize()
         kernel = spin[(2 * sms,)](int(seconds * 1e9), num_warps=32, maxnreg=SPIN_MAX_REGISTERS)
         registers = getattr(kernel, "n_regs", None)
         self.hold_note = ("" if registers is not None and registers <= SPIN_MAX_REGISTERS else

@@ -25,6 +25,8 @@ import sys
 import time
 import traceback
 
+from kbench.gpu_quiet import quiet_gpu
+
 FATAL_CUDA_MARKERS = (
     "illegal memory access",
     "illegal instruction",
@@ -147,7 +149,8 @@ class Measurement:
         self.settings, self.profile = settings, profile
         if not settings.record_function:
             started = time.perf_counter()
-            self.sampler = self._sampler()  # warms the closure up and looks at how its calls behave
+            with quiet_gpu():
+                self.sampler = self._sampler()  # warms the closure up and looks at how its calls behave
             self._took("warmup_s", started)
         return None
 
@@ -177,7 +180,8 @@ class Measurement:
     def burst(self, seconds: float | None) -> bool:
         """Take samples for up to ``seconds`` (all of them when None); True once sampling is over."""
         started = time.perf_counter()
-        over = self.sampler.burst(seconds) is not None
+        with quiet_gpu():
+            over = self.sampler.burst(seconds) is not None
         self._took("sample_s", started)
         return over
 
@@ -199,7 +203,8 @@ class Measurement:
                                                                          self.profile["trace"])
         else:
             started = time.perf_counter()
-            record["timing"] = self._result()  # the side-stream check, and graph replays where launch-bound
+            with quiet_gpu():
+                record["timing"] = self._result()  # the side-stream check, and graph replays where launch-bound
             self._took("after_sampling_s", started)
         record["nvtx"] = nvtx.backend_name()
         record["config"] = getattr(self.fn, "config", {})
@@ -294,7 +299,8 @@ def exit_with_parent(interval: float = 1.0) -> None:
 def serve(spec: dict, send, jobs, registry=None, **hello) -> None:
     """Load the registry on the chosen device (``registry``: one loaded already, by the fork server this
     worker was forked from), say hello, and answer each job in turn."""
-    device = pick_device(spec.get("device", "auto"))
+    with quiet_gpu():  # the driver's initialisation: not while another worker times
+        device = pick_device(spec.get("device", "auto"))
     if device == "cpu":
         # Must be set before any kernel module imports triton: then @triton.jit
         # kernels run through Triton's interpreter on CPU tensors.
@@ -304,7 +310,8 @@ def serve(spec: dict, send, jobs, registry=None, **hello) -> None:
 
     if registry is None:
         registry = loader.load(spec.get("kernel_dirs", []), suite=spec.get("suite"))
-    env = envinfo.collect(device)
+    with quiet_gpu():
+        env = envinfo.collect(device)
     send({"type": "hello", "device": device, "env": env, "startup_s": seconds_since_start(), **hello})
     jobs = iter(jobs)
     for job in jobs:

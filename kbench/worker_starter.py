@@ -22,7 +22,7 @@ import tempfile
 from collections import deque
 from contextlib import contextmanager
 
-from kbench import forkserver
+from kbench import forkserver, gpu_quiet
 from kbench.isolation import WorkerGone, WorkerProcess
 
 
@@ -39,6 +39,7 @@ def fork_server_started_early(kernel_dirs, device: str, suite: str):
     from kbench.runner import host_has_gpu
 
     entry = None
+    gpu_quiet.share()  # before the server starts: it and its workers inherit the lock's name
     if forkserver.available() and device in ("auto", "cpu", "cuda"):  # another is refused later, in one line
         on_gpu = device == "cuda" or (device == "auto" and host_has_gpu())
         server_device = device if on_gpu else "cpu"
@@ -69,8 +70,12 @@ def _take_early(kernel_dirs, device: str, suite: str):
 
 
 def workers_ahead(cpus: int | None = None) -> int:
-    """How many workers start ahead: one on a small machine (each start-up takes a core for seconds),
-    two from eight cores up."""
+    """How many workers start ahead: $KBENCH_WORKERS_AHEAD where set (at least 1), else one on a small
+    machine (each start-up takes a core for seconds), two from eight cores up."""
+    try:
+        return max(1, int(os.environ["KBENCH_WORKERS_AHEAD"]))
+    except (KeyError, ValueError):
+        pass
     cpus = cpus or os.cpu_count() or 1
     return 2 if cpus >= 8 else 1
 
@@ -85,6 +90,7 @@ class WorkerStarter:
         the kernels once for that device ("cpu" or "cuda"), where forking is available; None: each worker
         is a new Python."""
         self.kernel_dirs, self.device, self.suite = tuple(kernel_dirs), device, suite
+        gpu_quiet.share()  # the workers take turns on the GPU (kbench.gpu_quiet)
         self.left = needed
         self.ahead = workers_ahead() if ahead is None else ahead
         self._start = start  # a seam for tests
@@ -147,10 +153,19 @@ class WorkerStarter:
         self.left -= 1
         self.top_up()
         try:
-            return self._ready(worker)
+            ready = self._ready(worker)
         except BaseException:
             worker.close()
             raise
+        self._settle_released()
+        return ready
+
+    def _settle_released(self) -> None:
+        """Wait for the released workers to end before the next one measures: a process's exit frees its
+        CUDA context, work on the GPU that would run beside the next worker's samples."""
+        for worker in self.released:
+            worker.close()
+        self.released.clear()
 
     def _ready(self, worker):
         """``worker`` once ready; for a GPU run, a new Python in place of a forked worker that died on its

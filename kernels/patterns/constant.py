@@ -38,11 +38,11 @@ def plan(case, variant: str) -> dict:
 
 def mechanism(case, variant: str) -> dict:
     if variant == "constant-cmem":
-        weights = (f"the textbook model: c[bank][j], one address a warp, broadcast; {TAPS} FMAs with a constant "
-                   f"operand a thread. nvcc 13 for sm_90 instead reads each pair of weights with a ULDC.64 into "
-                   f"uniform registers; on the H200 ncu measured the immediate-constant cache at a 56 % hit rate "
-                   f"and imc_miss as the top stall (12.7 cycles per issue): 0.54x the global version "
-                   f"(docs/performance.md)")
+        weights = (f"one address a warp, broadcast by the constant cache: {TAPS} FMAs a thread with no load "
+                   f"for the weights (nvcc 13 for sm_90: a ULDC.64 a warp for each pair, into uniform "
+                   f"registers, at offsets fixed by the fully unrolled loop; unrolled only 16 at a time the "
+                   f"offsets are run-time values and the reads miss the immediate-constant cache: 0.54x "
+                   f"the global version on the H200, docs/performance.md)")
     else:
         weights = f"{TAPS} loads a thread (one address a warp, served once from L1) beside the {TAPS} loads of x"
     return {"weights": weights, "x": f"{TAPS} loads a thread, consecutive across the warp (L1 hits after "

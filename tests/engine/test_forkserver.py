@@ -123,8 +123,24 @@ def test_a_server_for_a_gpu_run_refuses_to_fork_once_the_cuda_driver_is_loaded(t
     maps.write_text("7f00-7f01 r-xp 0 08:01 1 /usr/lib/libc.so.6\n")
     assert forkserver.gpu_untouched(str(maps)) == ""
     maps.write_text("7f00-7f01 r-xp 0 08:01 1 /usr/lib/x86_64-linux-gnu/libcuda.so.580.159.04\n")
-    assert "CUDA driver" in forkserver.gpu_untouched(str(maps))
+    # The library is not mapped into this test's process: the driver cannot be asked, so the server refuses.
+    assert "cannot say it is not initialised" in forkserver.gpu_untouched(str(maps))
     assert "cannot read" in forkserver.gpu_untouched(str(tmp_path / "absent"))
+
+
+def test_a_server_forks_while_the_loaded_driver_is_not_initialised(tmp_path, monkeypatch):
+    """Importing CuPy maps libcuda without initialising it: a child forked then makes its own context.
+    The driver's own answer decides (cuDeviceGetCount: not initialised before cuInit)."""
+    maps = tmp_path / "maps"
+    maps.write_text("7f00-7f01 r-xp 0 08:01 1 /usr/lib/x86_64-linux-gnu/libcuda.so.1\n")
+    answers = {}
+    monkeypatch.setattr(forkserver, "driver_state", lambda path: answers.setdefault(path, state))
+    state = forkserver.CUDA_ERROR_NOT_INITIALIZED
+    assert forkserver.gpu_untouched(str(maps)) == ""
+    assert answers == {"/usr/lib/x86_64-linux-gnu/libcuda.so.1": state}
+    answers.clear()
+    state = 0  # cuInit has run
+    assert "initialised" in forkserver.gpu_untouched(str(maps))
 
 
 def test_a_refusing_servers_hello_is_the_error_the_starter_falls_back_on(tmp_path, monkeypatch):

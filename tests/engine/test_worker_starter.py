@@ -156,3 +156,23 @@ def test_a_fork_server_started_early_is_taken_by_the_run_and_an_untaken_one_clos
     with worker_starter.fork_server_started_early((), "cpu", "matmul"):
         pass  # a run that needed no worker (or ended on a mistake)
     assert len(started) == 2 and started[1].closed and worker_starter._early == []
+
+
+def test_a_released_worker_has_ended_before_the_next_one_is_handed_out():
+    """Its exit frees a CUDA context on the GPU: that must not run beside the next worker's samples."""
+    starter = _starter(needed=2, ahead=1)
+    first = starter.take()
+    starter.release(first)
+    assert first.released and not first.closed
+    second = starter.take()
+    assert first.closed and second.ready and not second.closed
+    starter.close()
+
+
+def test_workers_ahead_can_be_set_in_the_environment(monkeypatch):
+    monkeypatch.setenv("KBENCH_WORKERS_AHEAD", "4")
+    assert worker_starter.workers_ahead(2) == 4
+    monkeypatch.setenv("KBENCH_WORKERS_AHEAD", "0")
+    assert worker_starter.workers_ahead(2) == 1
+    monkeypatch.setenv("KBENCH_WORKERS_AHEAD", "many")
+    assert worker_starter.workers_ahead(16) == 2

@@ -71,7 +71,7 @@ def test_cpu_corpus_on_cuda(cli, tmp_path):
 
 def test_gpu_corpus(cli, tmp_path):
     """A case big enough that the side stream's work and the roofline's floor stand out."""
-    result, records = _run(cli, tmp_path, "gpu-corpus", GPU_CHEATS, "--n", "4096", "--d", "128", "--batch", "4",
+    result, records = _run(cli, tmp_path, "gpu-corpus", [*GPU_CHEATS, "cheat-side-stream-synced"], "--n", "4096", "--d", "128", "--batch", "4",
                            "--heads", "8")
     assert result.exit_code == 1, result.output
     assert records["sdpa"].status == "OK", records["sdpa"].reason
