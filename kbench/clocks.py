@@ -3,8 +3,8 @@
 Two sources:
 
 - :class:`SampleClocks`: each sample's own mean SM clock, from stamps of SM 0's cycle counter and
-  the global timer written just before the start event and just after the end event (Triton's
-  kernel in :mod:`kbench.sm_stamp`; nvbench reads the clock the same way). Exact per sample.
+  the global timer written just before the start event and just after the end event (a PTX
+  kernel in :mod:`kbench.sm_kernels`; nvbench reads the clock the same way). Exact per sample.
 - :class:`ClockMonitor`: NVML's SM clock and power draw, read once per batch of samples
   (nvidia-ml-py). Coarse, but there whenever NVML is.
 
@@ -90,7 +90,7 @@ class ClockMonitor:
 class SampleClocks:
     """Stamps around each sample of a batch, read back after the batch's synchronise.
 
-    ``stamp(i)`` launches :func:`kbench.sm_stamp.stamp_sm0` into slot i (2k before sample k, 2k + 1
+    ``stamp(i)`` launches kbench.sm_kernels' stamp_sm0 into slot i (2k before sample k, 2k + 1
     after it); ``mhz(batch)`` turns the batch's stamps into one clock per sample."""
 
     def __init__(self, capacity: int):
@@ -100,21 +100,22 @@ class SampleClocks:
         device = torch.cuda.current_device()
         self.programs = torch.cuda.get_device_properties(device).multi_processor_count
         self.slots = torch.zeros(2 * capacity, 2, dtype=torch.int64, device="cuda")
-        from kbench.sm_stamp import stamp_sm0
+        from kbench.sm_kernels import kernels
 
-        self.kernel = stamp_sm0
-        self.stamp(0)  # compile now, outside any timing
+        self.kernels = kernels()
+        self.base, self.stride = self.slots.data_ptr(), self.slots.stride(0) * self.slots.element_size()
+        self.stamp(0)  # load it now, outside any timing
         torch.cuda.synchronize()
 
     @classmethod
     def create(cls, capacity: int) -> SampleClocks | None:
         try:
             return cls(capacity)
-        except Exception:  # noqa: BLE001 - no Triton, or it cannot build for this GPU: NVML's clock only
+        except Exception:  # noqa: BLE001 - no driver to load the module into: NVML's clock only
             return None
 
     def stamp(self, slot: int) -> None:
-        self.kernel[(self.programs,)](self.slots[slot], num_warps=1)
+        self.kernels.stamp(self.programs, self.base + slot * self.stride, self.torch.cuda.current_stream().cuda_stream)
 
     def mhz(self, batch: int) -> list[float]:
         stamps = self.slots[: 2 * batch].cpu().tolist()

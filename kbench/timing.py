@@ -360,31 +360,32 @@ class TorchCuda:
         self.torch.cuda._sleep(int(seconds * SLEEP_CYCLES_PER_S))
 
     def hold_device(self, seconds: float):
-        """Hold every SM for about ``seconds`` (kbench.sm_stamp.spin, two 1,024-thread programs an SM, on
-        the current stream), with a probe kernel queued on a stream of its own behind nothing. Returns
-        a function that says whether the probe is still waiting: the hold keeps other streams off.
+        """Hold every SM for about ``seconds`` (kbench.sm_kernels' spin, two 1,024-thread programs an SM,
+        on the current stream), with a probe kernel queued on a stream of its own behind nothing.
+        Returns a function that says whether the probe is still waiting: the hold keeps other streams off.
 
         Two programs fit on an SM, taking its 2,048 thread slots, only at 32 registers a thread or
-        fewer: the spin is compiled with that cap, and ``hold_note`` says where it was not met (then
-        other kernels find room beside the hold, and every call counts as waiting)."""
-        from kbench.sm_stamp import spin
+        fewer: ``hold_note`` says where the spin was built with more (then other kernels find room
+        beside the hold, and every call counts as waiting)."""
+        from kbench.sm_kernels import kernels
 
         torch = self.torch
         sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+        module = kernels()
         if getattr(self, "_probe_stream", None) is None:
             # Once, before the first hold: the probe's stream, and a first launch of the spin and the probe
             # each, synchronised. A kernel's first launch in a process loads it onto the GPU (CUDA's lazy
             # loading), and the probe could start while the spin's programs are still being loaded.
             self._probe_stream = torch.cuda.Stream()
-            spin[(2 * sms,)](0, num_warps=32, maxnreg=SPIN_MAX_REGISTERS)
+            module.spin(2 * sms, 0, torch.cuda.current_stream().cuda_stream)
             with torch.cuda.stream(self._probe_stream):
                 torch.cuda._sleep(1)
             torch.cuda.synchronize()
-        kernel = spin[(2 * sms,)](int(seconds * 1e9), num_warps=32, maxnreg=SPIN_MAX_REGISTERS)
-        registers = getattr(kernel, "n_regs", None)
-        self.hold_note = ("" if registers is not None and registers <= SPIN_MAX_REGISTERS else
-                          f"the hold's programs use {registers} registers a thread, over the "
-                          f"{SPIN_MAX_REGISTERS} at which two fill an SM")
+            registers = module.registers(module.spin_fn)
+            self.hold_note = ("" if registers <= SPIN_MAX_REGISTERS else
+                              f"the hold's programs use {registers} registers a thread, over the "
+                              f"{SPIN_MAX_REGISTERS} at which two fill an SM")
+        module.spin(2 * sms, int(seconds * 1e9), torch.cuda.current_stream().cuda_stream)
         probe = torch.cuda.Event()
         with torch.cuda.stream(self._probe_stream):
             torch.cuda._sleep(1)
@@ -392,7 +393,7 @@ class TorchCuda:
         return lambda: not probe.query()
 
     def sample_clocks(self, capacity: int):
-        """Per-sample SM clock stamps (kbench.clocks.SampleClocks), or None where Triton cannot build them."""
+        """Per-sample SM clock stamps (kbench.clocks.SampleClocks), or None where the driver cannot load their kernel."""
         from kbench.clocks import SampleClocks
 
         return SampleClocks.create(capacity)
@@ -413,8 +414,8 @@ class CudaSampler(_Sampler):
     """CUDA-event samples of a closure, taken in bursts like :class:`CpuSampler`'s.
 
     Per sample, outside the timed region: the guard poisons the output, the L2 flush runs, the
-    stream is held (where the seam can: ``hold``) while the host queues the rest, and, where Triton
-    can build it, a stamp of SM 0's cycle counter and the global timer is written just before the
+    stream is held (where the seam can: ``hold``) while the host queues the rest, and, where the
+    driver loads its kernel, a stamp of SM 0's cycle counter and the global timer is written just before the
     start event and just after the end event (:class:`kbench.clocks.SampleClocks`), which gives each
     sample's own mean SM clock. Inside: the start event, the call, the end event.
     """
