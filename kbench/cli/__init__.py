@@ -17,6 +17,19 @@ from kbench.errors import UserError
 import_rich_utils()  # before Typer imports it for a --help, with rich.markdown and rich.traceback deferred
 
 
+INTERNAL_ERROR = 70  # sysexits' EX_SOFTWARE: kbench itself failed, not the kernels or the input
+
+
+def _save_traceback() -> str:
+    """The current exception's traceback, written to a file of its own; its path."""
+    import tempfile
+    import traceback
+
+    with tempfile.NamedTemporaryFile("w", prefix="kbench-error-", suffix=".log", delete=False) as log:
+        traceback.print_exc(file=log)
+    return log.name
+
+
 class KbenchGroup(TyperGroup):
     """The root command. Click's own usage errors (an unknown option, a missing argument, a bad value)
     are printed as the one line every other mistake gets, `kbench: error: ...`, with exit code 2,
@@ -43,6 +56,9 @@ class KbenchGroup(TyperGroup):
         except (typer.Abort, EOFError):  # Ctrl-D at a prompt, or an explicit abort
             stderr.print("Aborted!", highlight=False)
             sys.exit(1)
+        except Exception as exc:  # noqa: BLE001 - a fault of kbench itself: one line, the traceback in a file
+            print_error(f"internal error: {type(exc).__name__}: {exc} (traceback: {_save_traceback()})")
+            sys.exit(INTERNAL_ERROR)
         # Non-standalone Click returns an Exit's code (typer.Exit(1), --help's 0), else the command's value.
         sys.exit(code if isinstance(code, int) else 0)
 

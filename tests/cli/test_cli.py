@@ -552,3 +552,19 @@ def test_param_sweep_runs_each_variant(cli, tmp_path, write_kernels, jsonl):
     assert records[0]["params"] == {"mode": "right", "tile": 64}
     assert records[0]["config"]["tile"] == 64  # an int, converted from the command line's text
     assert "tunable[mode=wrong,tile=64]" in result.stderr
+
+
+def test_a_fault_of_kbench_itself_is_one_line_and_its_traceback_a_file(tmp_path):
+    """Not a kernel's failure or the user's input: an exception from kbench's own code. One line names it
+    and the file holding its traceback; the exit code is 70 (EX_SOFTWARE)."""
+    script = ("import sys, kbench.envinfo as e\n"
+              "def boom(device):\n    raise RuntimeError('collect broke')\n"
+              "e.collect = boom\nsys.argv = ['kbench', 'env']\n"
+              "from kbench.cli import main\nmain()\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path,
+                          env={**__import__("os").environ, "TMPDIR": str(tmp_path)})
+    assert proc.returncode == 70, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "internal error: RuntimeError: collect broke" in lines[0], proc.stderr
+    log = next(tmp_path.glob("kbench-error-*.log"))
+    assert str(log) in lines[0] and "collect broke" in log.read_text() and "Traceback" in log.read_text()
