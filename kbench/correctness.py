@@ -278,41 +278,91 @@ def _ulp_floor(ref, out_dtype: str) -> float:
 
 def check(suite, impl, case, device: str, seed: int, trials: int, params: dict | None = None) -> Verdict:
     """``trials`` trials (at least one per input distribution of the suite, the last one from its first
-    distribution: those inputs are timed next), each on fresh inputs."""
-    atol, rtol = suite.tolerance(case)
-    verdict = Verdict(ok=True, atol=atol, rtol=rtol)
-    distributions = suite.distributions
-    plan = [distributions[t % len(distributions)] for t in range(max(trials, len(distributions)))]
-    if plan[-1] != distributions[0]:
-        # The last trial's inputs are the ones timed: always the suite's first (typical) distribution,
-        # since speed can depend on the data (a softmax of extreme scores is mostly zeros).
-        plan.append(distributions[0])
-    trials = len(plan)
-    ref = None  # the previous trial's reference is alive during the next call: never accept it back
-    for trial, distribution in enumerate(plan):
-        inputs = suite.draw(case, seed=seed + trial, device=device, distribution=distribution)
-        if plan.index(distribution) == trial:  # once a distribution, of the inputs its first trial gets
-            verdict.note_input_error(distribution, suite.input_error(case, seed + trial, device, distribution))
+    distribution: those inputs are timed next), each on fresh inputs drawn just before its call."""
+    return Trials(suite, case, device, seed, trials).run(impl, params)
+
+
+@dataclass
+class Trial:
+    """One trial's inputs, the harness's copies of them, the output buffer and (once worked out) what a
+    correct call returns."""
+
+    number: int  # from 0
+    seed: int
+    distribution: str
+    inputs: dict
+    originals: dict
+    out: object
+    expected: Expected | None = None
+
+
+class Trials:
+    """The trials of one check. Each is drawn just before its call (:meth:`run` alone), or every one of
+    them ahead (:meth:`prepare`): inputs, copies, float64 references and bounds, the harness's part of
+    a check, in which no code of the implementation's runs; then :meth:`run` calls the implementation
+    on each in turn."""
+
+    def __init__(self, suite, case, device: str, seed: int, trials: int):
+        atol, rtol = suite.tolerance(case)
+        self.verdict = Verdict(ok=True, atol=atol, rtol=rtol)
+        distributions = suite.distributions
+        plan = [distributions[t % len(distributions)] for t in range(max(trials, len(distributions)))]
+        if plan[-1] != distributions[0]:
+            # The last trial's inputs are the ones timed: always the suite's first (typical) distribution,
+            # since speed can depend on the data (a softmax of extreme scores is mostly zeros).
+            plan.append(distributions[0])
+        self.suite, self.case, self.device, self.seed, self.plan = suite, case, device, seed, plan
+        self.ready: list[Trial] = []  # drawn ahead, by prepare()
+
+    def _draw(self, number: int) -> Trial:
+        suite, case, device = self.suite, self.case, self.device
+        distribution, seed = self.plan[number], self.seed + number
+        inputs = suite.draw(case, seed=seed, device=device, distribution=distribution)
+        if self.plan.index(distribution) == number:  # once a distribution, of the inputs its first trial gets
+            self.verdict.note_input_error(distribution, suite.input_error(case, seed, device, distribution))
         originals = {name: t.clone() for name, t in inputs.items()}
-        out = suite.make_output(case, inputs)
-        fn = impl.make(case, inputs, out, **(params or {}))
-        result = call_and_collect(fn, out, device)
-        expected = expect(suite, case, originals, out, stale_ref=ref)
-        ref = expected.ref
-        reason, max_abs, max_rel = expected.judge(result)
-        verdict.trials = trial + 1
-        verdict.max_abs_err = None if max_abs is None else max(verdict.max_abs_err or 0.0, max_abs)
-        verdict.max_rel_err = None if max_rel is None else max(verdict.max_rel_err or 0.0, max_rel)
-        verdict.note(distribution, max_abs, expected.bound)
-        reason = _with_modified_inputs(inputs, originals, reason)
-        if reason:
-            verdict.ok = False
-            verdict.reason = f"trial {trial + 1} (seed {seed + trial}, {distribution} inputs): {reason}"
-            return verdict
-        _spoil(result, out)
-        verdict.last = (fn, inputs, out, expected)
-    verdict.refresh = (suite, case, seed + trials, distributions[0])
-    return verdict
+        return Trial(number, seed, distribution, inputs, originals, suite.make_output(case, inputs))
+
+    def prepare(self) -> None:
+        """Draw every trial and work out its expected result now. Each trial's list of the harness's
+        tensors, which a result must never be, then holds every other trial's reference too."""
+        for number in range(len(self.plan)):
+            trial = self._draw(number)
+            trial.expected = expect(self.suite, self.case, trial.originals, trial.out)
+            self.ready.append(trial)
+        for trial in self.ready:
+            for other in self.ready:
+                if other is not trial:
+                    trial.expected.harness[f"the reference's output (of trial {other.number + 1})"] = other.expected.ref
+
+    def run(self, impl, params: dict | None = None) -> Verdict:
+        """Call the implementation on each trial and judge it; the verdict (its ``last`` holds the last
+        trial's closure and tensors, for timing)."""
+        verdict, suite, case, device = self.verdict, self.suite, self.case, self.device
+        ref = None  # drawn as it goes: the previous trial's reference is alive during the next call
+        for number in range(len(self.plan)):
+            trial = self.ready[number] if number < len(self.ready) else self._draw(number)
+            fn = impl.make(case, trial.inputs, trial.out, **(params or {}))
+            result = call_and_collect(fn, trial.out, device)
+            if trial.expected is None:  # worked out after the call: never there for a closure to find
+                trial.expected = expect(suite, case, trial.originals, trial.out, stale_ref=ref)
+            expected = trial.expected
+            ref = expected.ref
+            reason, max_abs, max_rel = expected.judge(result)
+            verdict.trials = number + 1
+            verdict.max_abs_err = None if max_abs is None else max(verdict.max_abs_err or 0.0, max_abs)
+            verdict.max_rel_err = None if max_rel is None else max(verdict.max_rel_err or 0.0, max_rel)
+            verdict.note(trial.distribution, max_abs, expected.bound)
+            reason = _with_modified_inputs(trial.inputs, trial.originals, reason)
+            if reason:
+                verdict.ok = False
+                verdict.reason = f"trial {number + 1} (seed {trial.seed}, {trial.distribution} inputs): {reason}"
+                return verdict
+            _spoil(result, trial.out)
+            verdict.last = (fn, trial.inputs, trial.out, expected)
+        verdict.refresh = (suite, case, self.seed + len(self.plan), suite.distributions[0])
+        self.ready = []
+        return verdict
 
 
 def _spoil(result, out) -> None:

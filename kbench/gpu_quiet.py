@@ -1,6 +1,8 @@
-"""One run's workers take turns on the GPU: a lock file they all share, held by a worker while it times
-(its warm-up, its samples, its graph replays) and by a worker starting up while it initialises the
-driver, so a worker that starts ahead of its turn never initialises CUDA beside another's samples.
+"""One run's workers take turns on the GPU: a lock file they all share. A worker holds it alone while it
+times (its warm-up, its samples, its graph replays); every other use of the GPU holds it shared (a
+worker initialising the driver, checking its implementation, giving memory back), so such work runs
+beside other shared work, never beside another's samples: the checks of a case's implementations run
+side by side, the timing of each in its turn.
 
 kbench makes the file once (:func:`share`) and names it in $KBENCH_GPU_LOCK, which every worker and the
 fork server inherit; without it (a worker started by hand) :func:`quiet_gpu` locks nothing.
@@ -38,15 +40,16 @@ def _remove(path: str) -> None:
 
 
 @contextmanager
-def quiet_gpu():
-    """Hold the run's GPU lock for the block (waiting while another worker holds it). Not re-entrant:
-    a process takes it once at a time."""
+def quiet_gpu(shared: bool = False):
+    """Hold the run's GPU lock for the block: alone (waiting while any other worker holds it), or
+    ``shared`` (waiting only while one holds it alone). Not re-entrant: a process takes it once at a
+    time, never one block inside another."""
     path = os.environ.get(ENV)
     fd = None
     if path:
         try:
             fd = os.open(path, os.O_RDWR)
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
         except OSError:  # the file is gone (kbench has ended): nothing to share
             if fd is not None:
                 os.close(fd)

@@ -119,12 +119,21 @@ class WorkerProcess:
 
     def run(self, job: dict, timeout: float) -> dict:
         """Send one job and wait for its record; raises WorkerGone after a crash or timeout."""
+        self.send(job)
+        return self.receive(timeout)
+
+    def send(self, message: dict) -> None:
+        """Send a job (or a step of one) without waiting for the answer (:meth:`receive`)."""
         try:
-            self.process.stdin.write((json.dumps(job) + "\n").encode())
+            self.process.stdin.write((json.dumps(message) + "\n").encode())
             self.process.stdin.flush()
         except (BrokenPipeError, OSError):
             raise self._gone("CRASH", "worker exited before the job started") from None
         self.busy = True
+
+    def receive(self, timeout: float) -> dict:
+        """The answer to what was sent, within ``timeout`` seconds from now; raises WorkerGone after a
+        crash or timeout."""
         record = self._read(timeout, what="job")
         self.busy = False
         if record.get("status") == "CRASH":

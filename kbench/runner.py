@@ -59,12 +59,21 @@ def host_has_gpu() -> bool:
         return False
 
 
-def _by_implementation(variants: list[Variant], baselines: set[str]) -> list[list[Variant]]:
-    """Variants grouped per implementation (they share a worker), the baselines' groups first."""
-    groups: dict[str, list[Variant]] = {}
-    for variant in variants:
-        groups.setdefault(variant.impl.name, []).append(variant)
-    return sorted(groups.values(), key=lambda group: group[0].impl.name not in baselines)
+# A case whose inputs and output take at most this many bytes has its trials drawn ahead, side by side
+# in every implementation's worker, before the first implementation runs: there the harness's part of a
+# check (first calls, float64 references, many small launches) outweighs the measurement itself. A
+# larger case's trials are drawn one before each call, in each implementation's turn, so that only one
+# implementation's trial tensors (float64 references among them) take memory at once.
+SIDE_BY_SIDE_BYTES = 16 << 20
+
+def in_turn(variants: list[Variant], baseline_names: set[str]) -> list[Variant]:
+    """The order in which a case's variants are measured and recorded: baselines first, then the rest as
+    given."""
+    return sorted(variants, key=lambda variant: variant.impl.name not in baseline_names)
+
+
+# Seconds of sampling each implementation takes in its turn, in interleaved mode.
+BURST_SECONDS = 0.05
 
 
 def run(
@@ -76,7 +85,9 @@ def run(
     done: dict | None = None,
 ) -> list[Record]:
     """Measure every variant x case not in ``done`` (records already in the results file, by
-    Record.key: a resumed run) and return the new records."""
+    Record.key: a resumed run) and return the new records. Case by case: each variant, in its own
+    worker, is checked (side by side with the others where the case is small), then timed in its
+    turn, baselines first, so that every record carries its speedup the moment it is written."""
     suite = registry.suite(request.suite)
     if request.device == "auto":
         static_device = "cuda" if host_has_gpu() else "cpu"
@@ -89,38 +100,27 @@ def run(
         if record.impl == baseline_of.get(record.case_key) and record.ok:
             baseline_timing.setdefault(record.case_key, record.timing)
     recorder = _Recorder(suite, request, out, on_record, baseline_timing, baseline_of)
+    order = in_turn(request.variants, set(baseline_of.values()))
 
-    def has_work(variants: list[Variant]) -> bool:  # a job that needs a worker
-        return any((suite.name, v.label, case.key) not in done and not skip_reason(v.impl, case, static_device)
-                   for v in variants for case in request.cases)
+    def has_work(variant: Variant) -> bool:  # a job that needs a worker
+        return any((suite.name, variant.label, case.key) not in done and not skip_reason(variant.impl, case, static_device)
+                   for case in request.cases)
 
-    groups = _by_implementation(request.variants, set(baseline_of.values()))
-    # The workers are forked from one process that has imported torch and the kernels (never touching the
-    # GPU: each worker of a GPU run makes its own CUDA context after the fork).
-    fork_device = static_device
-    if request.interleave:  # a worker per variant, all of them started at once
-        needed = sum(has_work([v]) for v in request.variants)
-        starter = WorkerStarter(request.kernel_dirs, request.device, suite.name, needed=needed, ahead=needed,
-                                fork_device=fork_device)
-    else:
-        starter = WorkerStarter(request.kernel_dirs, request.device, suite.name, needed=sum(map(has_work, groups)),
-                                fork_device=fork_device)
+    # A worker per variant, forked from one process that has imported torch and the kernels (never touching
+    # the GPU: each worker of a GPU run makes its own CUDA context after the fork).
+    starter = WorkerStarter(request.kernel_dirs, request.device, suite.name, needed=sum(map(has_work, order)),
+                            fork_device=static_device)
+    workers = {variant.label: _VariantWorker(variant.impl, request, static_device, starter) for variant in order}
+    measure_case = _case_interleaved if request.interleave else _case_in_turn
     try:
-        if request.interleave:
-            _run_interleaved(suite, request, recorder, on_start, done, baseline_of, static_device, starter)
-        else:
-            for group in groups:
-                jobs = _ImplJobs(group[0].impl, request, static_device, starter)
-                try:
-                    for variant in group:
-                        for case in request.cases:
-                            if (suite.name, variant.label, case.key) in done:
-                                continue
-                            on_start(variant, case)
-                            recorder.write(variant, case, *jobs.measure(variant, case))
-                finally:
-                    jobs.close()
+        for case in request.cases:
+            pending = [v for v in order if (suite.name, v.label, case.key) not in done]
+            if pending:
+                measure_case(case, pending, workers, recorder, on_start,
+                             side_by_side=suite.min_bytes(case) <= SIDE_BY_SIDE_BYTES)
     finally:
+        for worker in workers.values():
+            worker.close()
         starter.close()
     return recorder.records
 
@@ -150,49 +150,78 @@ class _Recorder:
         self.on_record(record)
 
 
-# Seconds of sampling each implementation takes in its turn, in interleaved mode.
-BURST_SECONDS = 0.05
+def _prepare(variants: list[Variant], case: Case, workers: dict, ahead: bool) -> dict:
+    """Send each variant's job and wait until each worker has drawn its trials (``ahead``: every trial,
+    references included, side by side: the workers hold the GPU shared meanwhile, and no code of an
+    implementation's runs). Returns label -> (result, env) of the variants that ended there (a SKIP, a
+    worker that crashed...). Every worker has answered before any implementation is called, so none
+    runs (or tunes itself by timing its candidates) beside another worker's preparation."""
+    ended, sent = {}, []
+    for variant in variants:
+        result = workers[variant.label].send_job(variant, case, trials_ahead=ahead)
+        if result is None:
+            sent.append(variant)
+        else:
+            ended[variant.label] = result
+    for variant in sent:  # in order: each one's timeout counts from the moment it is waited for
+        result = workers[variant.label].prepared()
+        if result is not None:
+            ended[variant.label] = result
+    return ended
 
 
-def _run_interleaved(suite, request, recorder: _Recorder, on_start, done, baseline_of,
-                     static_device, starter: WorkerStarter) -> None:
-    """Case by case: every implementation is checked and warmed up in its own worker, then they take
-    turns of BURST_SECONDS of sampling until each one's stop rule is met, so the rows of one table
-    are sampled under the same clock and temperature. Records are written baselines first, as they
-    finish, so each can carry its speedup."""
-    baselines_set = set(baseline_of.values())
-    order = sorted(request.variants, key=lambda variant: variant.impl.name not in baselines_set)
-    workers = {variant.label: _ImplJobs(variant.impl, request, static_device, starter) for variant in order}
-    starter.top_up()  # every worker starts now, side by side; each takes its first job in turn
-    try:
-        for case in request.cases:
-            pending = [v for v in order if (suite.name, v.label, case.key) not in done]
-            sampling, finished = [], {}
-            for variant in pending:  # check and warm up each; the ones with nothing to time end here
-                on_start(variant, case)
-                reply, env = workers[variant.label].start(variant, case)
-                if reply is None:
-                    sampling.append(variant)
-                else:
-                    finished[variant.label] = (reply, env)
-            while sampling:  # turns of sampling, in the same order every round
-                for variant in list(sampling):
-                    over, failure = workers[variant.label].burst(BURST_SECONDS)
-                    if failure is not None:
-                        finished[variant.label] = failure
-                    if over or failure is not None:
-                        sampling.remove(variant)
-            for variant in pending:  # baselines first
-                if variant.label not in finished:
-                    finished[variant.label] = workers[variant.label].finish()
-                recorder.write(variant, case, *finished[variant.label])
-    finally:
-        for jobs in workers.values():
-            jobs.close()
+def _case_in_turn(case: Case, pending: list[Variant], workers: dict, recorder: _Recorder, on_start,
+                  side_by_side: bool) -> None:
+    """One case, each variant checked and timed in its turn (baselines first), its record written as
+    soon as it is."""
+    ended = _prepare(pending, case, workers, ahead=True) if side_by_side else {}
+    for variant in pending:
+        on_start(variant, case)
+        began = time.monotonic()
+        if not side_by_side:
+            ended.update(_prepare([variant], case, workers, ahead=False))
+        result, env = ended.pop(variant.label, None) or workers[variant.label].measure()
+        if result.get("harness"):  # the whole of its turn, the steps the worker timed and what lies between
+            result["harness"]["turn_s"] = round(time.monotonic() - began, 3)
+        recorder.write(variant, case, result, env)
 
 
-class _ImplJobs:
-    """The jobs of one implementation (all its variants), sharing one worker until it crashes or hangs."""
+def _case_interleaved(case: Case, pending: list[Variant], workers: dict, recorder: _Recorder, on_start,
+                      side_by_side: bool) -> None:
+    """One case, every variant checked and warmed up first (in turn), then taking turns of BURST_SECONDS
+    of sampling until each one's stop rule is met, so the rows of one table are sampled under the same
+    clock and temperature. Records are written baselines first, as they finish, so each can carry its
+    speedup."""
+    for variant in pending:
+        on_start(variant, case)
+    ended = _prepare(pending, case, workers, ahead=True) if side_by_side else {}
+    sampling = []
+    for variant in pending:
+        if not side_by_side:
+            ended.update(_prepare([variant], case, workers, ahead=False))
+        if variant.label not in ended:
+            worker = workers[variant.label]
+            result = worker.check() or worker.warm_up()
+            if result is None:
+                sampling.append(variant)
+            else:
+                ended[variant.label] = result
+    while sampling:  # turns of sampling, in the same order every round
+        for variant in list(sampling):
+            over, failure = workers[variant.label].burst(BURST_SECONDS)
+            if failure is not None:
+                ended[variant.label] = failure
+            if over or failure is not None:
+                sampling.remove(variant)
+    for variant in pending:  # baselines first
+        result = ended.pop(variant.label, None) or workers[variant.label].finish()
+        recorder.write(variant, case, *result)
+
+
+class _VariantWorker:
+    """One variant's worker, taken from the run's WorkerStarter when its first job is sent (a fresh one
+    after a crash or a hang), and the steps of each job (kbench.worker.serve_in_steps). Every step
+    answers (result, env) when the job ended there: a SKIP, a FAIL, a CRASH or TIMEOUT of the worker."""
 
     def __init__(self, impl: Implementation, request: RunRequest, static_device: str, starter: WorkerStarter):
         self.impl = impl
@@ -201,13 +230,7 @@ class _ImplJobs:
         self.starter = starter
         self.worker = None
         self.env: dict | None = None
-
-    def measure(self, variant: Variant, case: Case) -> tuple[dict, dict | None]:
-        """Returns the job's result fields and the environment it ran in (None if no worker ran)."""
-        skipped = self._skip(case)
-        if skipped:
-            return skipped, self.env
-        return self._ask(self._job(variant, case))
+        self._started: dict | None = None  # what a new worker's start-up cost, for its first record
 
     def _skip(self, case: Case) -> dict | None:
         """The SKIP this job is before any worker runs (not part of the case, no GPU...), or None."""
@@ -217,24 +240,86 @@ class _ImplJobs:
         reason = skip_reason(self.impl, case, self.static_device)
         return {"status": "SKIP", "reason": reason} if reason else None
 
-    def start(self, variant: Variant, case: Case) -> tuple[dict | None, dict | None]:
-        """Interleaved mode: send the job and wait until it is checked and warmed up. (None, env) when
-        it is ready for bursts; (its result, env) when it ended there (SKIP, FAIL, CRASH...)."""
+    def send_job(self, variant: Variant, case: Case, trials_ahead: bool) -> tuple | None:
+        """Send the job (its worker starts drawing its trials at once); None, or (result, env) when it
+        ended before that."""
         skipped = self._skip(case)
         if skipped:
             return skipped, self.env
-        result, env = self._ask({**self._job(variant, case), "interleave": True})
-        return (None, env) if result.get("type") == "ready" else (result, env)
+        try:
+            if self.worker is None:
+                waiting = time.monotonic()
+                self.worker = self.starter.take()
+                self._started = {"waited_for_worker_s": round(time.monotonic() - waiting, 3),
+                                 "worker_startup_s": getattr(self.worker, "startup_s", None)}
+                self.env = self.worker.env
+            self.worker.send({**self._job(variant, case), "in_steps": True, "trials_ahead": trials_ahead})
+        except WorkerGone as gone:
+            return self._gone(gone)
+        return None
 
-    def burst(self, seconds: float) -> tuple[bool, tuple | None]:
-        """One turn of sampling: (whether sampling is over, the finished result when the job ended)."""
-        result, env = self._ask({"op": "burst", "seconds": seconds})
-        if result.get("type") == "burst":
-            return bool(result.get("done")), None
-        return True, (result, env)
+    def prepared(self) -> tuple | None:
+        """Wait until the worker has drawn the job's trials: None, else the job's (result, env)."""
+        return self._answer("prepared")
 
-    def finish(self) -> tuple[dict, dict | None]:
-        return self._ask({"op": "finish"})
+    def check(self) -> tuple | None:
+        """Call the implementation on its trials: None once it passed them, else the job's (result, env)."""
+        return self._step({"op": "check"}, "checked")
+
+    def warm_up(self) -> tuple | None:
+        """Warm the checked closure up: None once it is ready to sample, else the job's (result, env)."""
+        return self._step({"op": "warm_up"}, "ready")
+
+    def burst(self, seconds: float | None) -> tuple[bool, tuple | None]:
+        """One turn of sampling: (whether sampling is over, the job's (result, env) when it ended)."""
+        try:
+            self.worker.send({"op": "burst", "seconds": seconds})
+        except WorkerGone as gone:
+            return True, self._gone(gone)
+        answer = self._answer("burst", keep=True)
+        if isinstance(answer, dict):
+            return bool(answer.get("done")), None
+        return True, answer
+
+    def finish(self) -> tuple:
+        """The job's record: the timing, the implementation's own figures, the check after it."""
+        return self._step({"op": "finish"}, None)
+
+    def measure(self) -> tuple:
+        """Check, warm up, sample until the stop rule is met, finish: the job's (result, env)."""
+        ended = self.check() or self.warm_up()
+        if ended is not None:
+            return ended
+        _, ended = self.burst(None)
+        return ended if ended is not None else self.finish()
+
+    def _step(self, message: dict, expected: str | None) -> tuple | None:
+        try:
+            self.worker.send(message)
+        except WorkerGone as gone:
+            return self._gone(gone)
+        return self._answer(expected)
+
+    def _answer(self, expected: str | None, keep: bool = False):
+        """The worker's next answer: None when it is the ``expected`` step's (the answer itself with
+        ``keep``), else the job's (result, env)."""
+        try:
+            answer = self.worker.receive(self.request.timeout)
+        except WorkerGone as gone:
+            return self._gone(gone)
+        if expected is not None and answer.get("type") == expected:
+            return answer if keep else None
+        answer.pop("type", None)
+        if self._started is not None:  # a new worker's first record carries what its start-up cost
+            answer["harness"] = {**self._started, **(answer.get("harness") or {})}
+            self._started = None
+        if answer.pop("fatal", False):
+            self.close()  # its CUDA context is unusable: the next job starts a fresh worker
+        return answer, self.env
+
+    def _gone(self, gone: WorkerGone) -> tuple:
+        self.close()
+        return {"status": gone.status, "reason": gone.reason, "log": gone.log}, self.env
 
     def _job(self, variant: Variant, case: Case) -> dict:
         return {
@@ -251,31 +336,9 @@ class _ImplJobs:
             "auto_graph": self.request.auto_graph,
         }
 
-    def _ask(self, message: dict) -> tuple[dict, dict | None]:
-        """Send one message to the worker (started if need be) and return its answer and environment."""
-        started = None
-        try:
-            if self.worker is None:
-                waiting = time.monotonic()
-                self.worker = self.starter.take()
-                started = {"waited_for_worker_s": round(time.monotonic() - waiting, 3),
-                           "worker_startup_s": getattr(self.worker, "startup_s", None)}
-                self.env = self.worker.env
-            result = self.worker.run(message, self.request.timeout)
-        except WorkerGone as gone:
-            self.close()
-            return {"status": gone.status, "reason": gone.reason, "log": gone.log}, self.env
-        if result.get("type") == "result":
-            result.pop("type")
-        if started is not None:  # the first answer of a new worker carries what its start-up cost
-            result["harness"] = {**started, **(result.get("harness") or {})}
-        if result.pop("fatal", False):
-            self.close()  # its CUDA context is unusable: the next job starts a fresh worker
-        return result, self.env
-
     def close(self) -> None:
-        """Done with the worker: a crashed or hung one is killed now; an idle one ends on its own while
-        the next implementation measures (reaped when the run ends)."""
+        """Done with the worker: a crashed or hung one is killed now; an idle one ends on its own (reaped
+        when the run ends)."""
         if self.worker is not None:
             if self.worker.alive and not self.worker.busy:
                 self.starter.release(self.worker)

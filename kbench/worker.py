@@ -92,9 +92,10 @@ def pick_device(requested: str) -> str:
 
 
 class Measurement:
-    """One job (one implementation on one case): check, sample, finish. ``kbench run`` takes all of it
-    at once (:func:`execute`); ``kbench run --interleave`` takes the samples a burst at a time, between
-    the other implementations' bursts (:func:`serve_interleaved`)."""
+    """One job (one implementation on one case): check, warm up, sample, finish. ``kbench run`` takes it
+    a step at a time (:func:`serve_in_steps`): the trials drawn beside the other implementations', the
+    implementation's calls in its turn (under --interleave its samples a burst at a time, between
+    theirs); a profiler's batch of jobs takes each all at once (:func:`execute`)."""
 
     def __init__(self, registry, job: dict, device: str, env: dict):
         from kbench.suite import Case
@@ -108,34 +109,73 @@ class Measurement:
         self.phases: dict[str, float] = {}
         self.record["harness"] = self.phases
         self.sampler = None
+        self.trials = None
         self.verdict = None
         self.timed_calls = None
 
     def prepare(self) -> dict | None:
         """Check the implementation and warm it up; the finished record when there is nothing to time."""
-        from kbench import correctness, nvtx, timing
-        from kbench.registry import skip_reason
-        from kbench.stopping import rule_for
+        done = self.check()
+        return done if done is not None else self.warm_up()
 
-        job, device, record = self.job, self.device, self.record
+    def skip(self) -> dict | None:
+        """The finished record of a job this worker cannot run (a SKIP), or None."""
+        from kbench.registry import skip_reason
+
         capability = tuple(self.env["gpu"]["compute_capability"]) if self.env.get("gpu") else None
-        reason = skip_reason(self.impl, self.case, device, capability)
+        reason = skip_reason(self.impl, self.case, self.device, capability)
         if reason:
-            record["reason"] = reason
-            return record
+            self.record["reason"] = reason
+            return self.record
+        return None
+
+    def prepare_trials(self, ahead: bool) -> None:
+        """The check's trials; with ``ahead``, drawn now, references and bounds worked out: the
+        harness's part of the check, no call of the implementation's, so it runs beside other workers'
+        (never beside a timing)."""
+        from kbench import correctness
+
+        job = self.job
+        self.trials = correctness.Trials(self.suite, self.case, self.device, seed=job["seed"], trials=job["trials"])
+        if ahead:
+            started = time.perf_counter()
+            with quiet_gpu(shared=True):
+                self.trials.prepare()
+            self._took("trials_s", started)
+
+    def check(self) -> dict | None:
+        """Call the implementation on each trial (the GPU shared, but in its turn: kbench runs one
+        implementation's calls at a time); the finished record when there is nothing to time (a SKIP,
+        a FAIL)."""
+        from kbench import correctness
+
+        done = self.skip()
+        if done is not None:
+            return done
+        if self.trials is None:
+            self.prepare_trials(ahead=False)
         started = time.perf_counter()
-        self.verdict = correctness.check(self.suite, self.impl, self.case, device, seed=job["seed"],
-                                         trials=job["trials"], params=job.get("params"))
+        with quiet_gpu(shared=True):
+            self.verdict = self.trials.run(self.impl, self.job.get("params"))
+            self.trials = None
+            if self.device == "cuda":
+                release_cached_memory()
         self._took("check_s", started)
+        record = self.record
         record["correctness"] = self.verdict.as_record()
         if not self.verdict.ok:
             record.update(status="FAIL", reason=self.verdict.reason)
             return record
-        fn = self.verdict.last[0]
-        self.fn = fn
-        self.timed_calls = correctness.TimedCalls(self.verdict, device)
-        if device == "cuda":
-            release_cached_memory()
+        self.fn = self.verdict.last[0]
+        self.timed_calls = correctness.TimedCalls(self.verdict, self.device)
+        return None
+
+    def warm_up(self) -> None:
+        """Settle how the checked closure is timed, and warm it up (the GPU held alone)."""
+        from kbench import nvtx, timing
+        from kbench.stopping import rule_for
+
+        job, device = self.job, self.device
         profile = job.get("profile") or {}
         settings = timing.Settings(stop=rule_for(device, job["stop"]), flush_l2=job["flush_l2"],
                                    cuda_graph=job["cuda_graph"] and device == "cuda",
@@ -179,6 +219,8 @@ class Measurement:
 
     def burst(self, seconds: float | None) -> bool:
         """Take samples for up to ``seconds`` (all of them when None); True once sampling is over."""
+        if self.sampler is None:  # a torch.profiler capture samples in finish()
+            return True
         started = time.perf_counter()
         with quiet_gpu():
             over = self.sampler.burst(seconds) is not None
@@ -217,12 +259,13 @@ class Measurement:
         if record["timing"].get("uncovered"):  # the events missed its work: the time is not its time
             record.update(status="FAIL", reason=record["timing"]["uncovered"])
             return record
-        figures = getattr(self.fn, "figures", None)
-        if callable(figures):  # what the implementation measures itself, once, outside the timed calls
-            record["figures"] = figures(record["timing"])
-        started = time.perf_counter()
-        again = correctness.recheck(self.verdict, self.device)  # also: did figures() leave the closure working?
-        self._took("recheck_s", started)
+        with quiet_gpu(shared=True):
+            figures = getattr(self.fn, "figures", None)
+            if callable(figures):  # what the implementation measures itself, once, outside the timed calls
+                record["figures"] = figures(record["timing"])
+            started = time.perf_counter()
+            again = correctness.recheck(self.verdict, self.device)  # also: did figures() leave the closure working?
+            self._took("recheck_s", started)
         if again:
             record["correctness"].update(ok=False, reason=again)
             record.update(status="FAIL", reason=again)
@@ -260,20 +303,33 @@ def execute(registry, job: dict, device: str, env: dict) -> dict:
         return measurement.failed(exc)
 
 
-def serve_interleaved(registry, job: dict, device: str, env: dict, send, jobs) -> dict:
-    """One job in bursts: answer ``ready`` after the check and warm-up, then ``{"op": "burst",
-    "seconds": S}`` with ``{"type": "burst", "done": bool}``, and ``{"op": "finish"}`` with the
-    record (also the answer whenever the job ends early: a SKIP, a FAIL, a raise)."""
+def serve_in_steps(registry, job: dict, device: str, env: dict, send, jobs) -> dict:
+    """One job a step at a time, each step asked for by kbench: answer ``prepared`` once the trials are
+    drawn (with ``"trials_ahead"`` in the job: their references worked out too, beside other workers'),
+    then ``{"op": "check"}`` with ``checked``, ``{"op": "warm_up"}`` with ``ready``, ``{"op": "burst",
+    "seconds": S}`` (None: until the stop rule is met) with ``{"type": "burst", "done": bool}``, and
+    ``{"op": "finish"}`` with the record; the record is also the answer whenever the job ends early (a
+    SKIP, a FAIL, a raise)."""
     measurement = Measurement(registry, job, device, env)
     try:
-        done = measurement.prepare()
+        done = measurement.skip()
         if done is not None:
             return done
-        send({"type": "ready"})
+        measurement.prepare_trials(ahead=bool(job.get("trials_ahead")))
+        send({"type": "prepared"})
         for message in jobs:
-            if message.get("op") == "burst":
+            op = message.get("op")
+            if op == "check":
+                done = measurement.check()
+                if done is not None:
+                    return done
+                send({"type": "checked"})
+            elif op == "warm_up":
+                measurement.warm_up()
+                send({"type": "ready"})
+            elif op == "burst":
                 send({"type": "burst", "done": measurement.burst(message.get("seconds"))})
-            elif message.get("op") == "finish":
+            elif op == "finish":
                 return measurement.finish()
         return measurement.finish()
     except Exception as exc:  # noqa: BLE001 - the implementation's failure is its row's result
@@ -299,7 +355,7 @@ def exit_with_parent(interval: float = 1.0) -> None:
 def serve(spec: dict, send, jobs, registry=None, **hello) -> None:
     """Load the registry on the chosen device (``registry``: one loaded already, by the fork server this
     worker was forked from), say hello, and answer each job in turn."""
-    with quiet_gpu():  # the driver's initialisation: not while another worker times
+    with quiet_gpu(shared=True):  # the driver's initialisation: not while another worker times
         device = pick_device(spec.get("device", "auto"))
     if device == "cpu":
         # Must be set before any kernel module imports triton: then @triton.jit
@@ -310,17 +366,18 @@ def serve(spec: dict, send, jobs, registry=None, **hello) -> None:
 
     if registry is None:
         registry = loader.load(spec.get("kernel_dirs", []), suite=spec.get("suite"))
-    with quiet_gpu():
+    with quiet_gpu(shared=True):
         env = envinfo.collect(device)
     send({"type": "hello", "device": device, "env": env, "startup_s": seconds_since_start(), **hello})
     jobs = iter(jobs)
     for job in jobs:
-        if job.get("interleave"):
-            record = serve_interleaved(registry, job, device, env, send, jobs)
+        if job.get("in_steps"):
+            record = serve_in_steps(registry, job, device, env, send, jobs)
         else:
             record = execute(registry, job, device, env)
         if device == "cuda" and not record.get("fatal"):  # the next job, or another worker, needs it
-            release_cached_memory(collect=True)
+            with quiet_gpu(shared=True):
+                release_cached_memory(collect=True)
         send({"type": "result", **record})
         if record.get("fatal"):
             sys.exit(3)

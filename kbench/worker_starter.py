@@ -1,11 +1,11 @@
 """Workers started ahead of their turn, so that their start-up overlaps the measurement before them.
 
 A worker's start-up (importing torch, making its CUDA context, loading its suite's kernels) takes
-seconds, and a run used to pay it once per implementation, in turn. A :class:`WorkerStarter` keeps a
-few workers starting while the current one measures: the next implementation takes one that is
-ready, or about to be. A worker that has started only waits: it gets no job before its turn, so no two
-implementations ever measure at once. Every worker stays isolated as before (a crash or a hang costs
-only its row), and :meth:`WorkerStarter.close` kills the spares and reaps the released ones, on
+seconds, and a run used to pay it once per implementation, in turn. A :class:`WorkerStarter` keeps
+workers starting while others check and measure: the next implementation takes one that is ready, or
+about to be. Starting early never means measuring early: the workers take turns on the GPU
+(kbench.gpu_quiet), one timing at a time. Every worker stays isolated as before (a crash or a hang
+costs only its row), and :meth:`WorkerStarter.close` kills the spares and reaps the released ones, on
 Ctrl-C too.
 
 The workers are forked from a fork server (kbench.forkserver) that has imported torch and the suite's
@@ -92,10 +92,15 @@ class WorkerStarter:
         self.kernel_dirs, self.device, self.suite = tuple(kernel_dirs), device, suite
         gpu_quiet.share()  # the workers take turns on the GPU (kbench.gpu_quiet)
         self.left = needed
-        self.ahead = workers_ahead() if ahead is None else ahead
         self._start = start  # a seam for tests
         self.fork_device = fork_device
         self.fork = fork_device is not None and needed > 0 and forkserver.available()
+        # A forked worker is ready in milliseconds and costs a core for no longer: all of them start at
+        # once, so the run can check its implementations side by side. A new Python takes a core for
+        # seconds: only a few start ahead.
+        if ahead is None:
+            ahead = needed if self.fork else workers_ahead()
+        self.ahead = ahead
         self.server = None
         self.server_log: str | None = None
         self.spares: deque = deque()

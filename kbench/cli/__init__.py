@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 import typer
 from typer.core import TyperGroup
 
 from kbench import __version__
-from kbench.cli import (bench_cmd, calibrate_cmd, compare_cmd, env_cmd, explain_cmd, list_cmd, plot_cmd,
-                        profile_cmd, report_cmd, roofline_cmd, run_cmd, show_cmd)
 from kbench.cli.common import ClickException, click_error_line, print_error, stderr
 from kbench.cli.typer_help import import_rich_utils, skip_coercion_of_unset_flags
 from kbench.errors import UserError
@@ -18,6 +17,57 @@ import_rich_utils()  # before Typer imports it for a --help, with rich.markdown 
 
 
 INTERNAL_ERROR = 70  # sysexits' EX_SOFTWARE: kbench itself failed, not the kernels or the input
+
+# The commands, in the order `kbench --help` lists them: name -> (module in kbench.cli, its command
+# function, or "build" for a group with a subcommand per suite). A command's module is imported only
+# when the command runs or shows its own help: `kbench --help` lists them from SUMMARIES alone.
+COMMANDS = {
+    "list": ("list_cmd", "list_command"),
+    "env": ("env_cmd", "env_command"),
+    "show": ("show_cmd", "show_command"),
+    "compare": ("compare_cmd", "compare_command"),
+    "bench": ("bench_cmd", "bench_command"),
+    "roofline": ("roofline_cmd", "roofline_command"),
+    "plot": ("plot_cmd", "plot_command"),
+    "report": ("report_cmd", "report_command"),
+    "calibrate": ("calibrate_cmd", "calibrate_command"),
+    "run": ("run_cmd", "build"),
+    "explain": ("explain_cmd", "build"),
+    "profile": ("profile_cmd", "build"),
+}
+# Each command's help as its own module gives it (tests/cli checks the two agree).
+SUMMARIES = {
+    "list": "List suites and implementations, with what each needs and whether it can run here.",
+    "env": "Show the environment every result records: GPU, driver, CUDA, versions, clocks and peaks.",
+    "show": "Show stored results: one table per case, with the same columns as `kbench run`.",
+    "compare": "Compare CURRENT's timings with BASE's, case by case; exit 1 on a regression or a failure in CURRENT.",
+    "bench": "Run a benchmark plan: every run into one results file, then each kernel against its peer.",
+    "roofline": "Each result against its roof: arithmetic intensity, attained and attainable TFLOP/s, % of roof, "
+                "bound.",
+    "plot": "Throughput against size for each implementation of a sweep, with the peer dashed.",
+    "report": "A static HTML site of results: per suite, the latest tables, each case over commits with its "
+              "regressions (judged as kbench compare judges), and the roofline. Open OUT/index.html in a browser.",
+    "calibrate": "Measure the device's ceilings (copy bandwidth, fp16 tensor, fp32 FMA) for `kbench roofline`.",
+    "run": "Check and time a suite's implementations: kbench run SUITE --OPTION VALUE ....",
+    "explain": "Launch geometry, resources and traffic of a case; mma.sync lane layouts; the online softmax step "
+               "by step.",
+    "profile": "Profile a suite's implementations under a profiler: kbench profile --ncu|--nsys|--torch-profiler "
+               "SUITE --OPTION VALUE ....",
+}
+
+
+def load_command(name: str):
+    """The Click command of ``name`` (one of COMMANDS), its module imported now."""
+    module_name, attribute = COMMANDS[name]
+    made = getattr(importlib.import_module(f"kbench.cli.{module_name}"), attribute)
+    if attribute == "build":
+        command = typer.main.get_group(made())
+    else:
+        single = typer.Typer()
+        single.command(name)(made)
+        command = typer.main.get_command(single)
+    command.name = name
+    return command
 
 
 def _save_traceback() -> str:
@@ -66,6 +116,27 @@ class KbenchGroup(TyperGroup):
         skip_coercion_of_unset_flags(self.get_params(ctx))  # `kbench SUBCOMMAND --help` imports no pydantic
         return super().parse_args(ctx, args)
 
+    _listing = False  # while the root's help is drawn: its list of commands needs their summaries only
+
+    def list_commands(self, ctx):
+        return list(COMMANDS)
+
+    def get_command(self, ctx, name):
+        if name not in COMMANDS:
+            return None
+        if self._listing:
+            return typer.core.TyperCommand(name, help=SUMMARIES[name])
+        if name not in self.commands:
+            self.commands[name] = load_command(name)
+        return self.commands[name]
+
+    def format_help(self, ctx, formatter):
+        self._listing = True
+        try:
+            return super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
+
 
 app = typer.Typer(
     name="kbench",
@@ -89,23 +160,6 @@ def _root(
                                  help="Print kbench's version and exit."),
 ) -> None:
     """Check, time and profile interchangeable GPU kernel implementations against their peers."""
-
-
-# The commands with a subcommand per suite: the suites load when one of them is first looked into.
-_suite_groups = {"run": run_cmd.build(), "explain": explain_cmd.build(), "profile": profile_cmd.build()}
-
-app.add_typer(_suite_groups["run"], name="run")
-app.command("list")(list_cmd.list_command)
-app.command("env")(env_cmd.env_command)
-app.command("show")(show_cmd.show_command)
-app.command("compare")(compare_cmd.compare_command)
-app.command("bench")(bench_cmd.bench_command)
-for _name in ("explain", "profile"):
-    app.add_typer(_suite_groups[_name], name=_name)
-app.command("roofline")(roofline_cmd.roofline_command)
-app.command("plot")(plot_cmd.plot_command)
-app.command("report")(report_cmd.report_command)
-app.command("calibrate")(calibrate_cmd.calibrate_command)
 
 
 def main() -> None:

@@ -108,9 +108,15 @@ class PreparedRun:
 
     @property
     def jobs(self) -> list[tuple[str, str, str]]:
-        """The run's jobs by results.key, in the order its records are reported."""
-        return [(self.request.suite, variant.label, case.key) for variant in self.request.variants
-                for case in self.cases]
+        """The run's jobs by results.key, in the order its records are reported: case by case, each case's
+        baselines first."""
+        from kbench.runner import in_turn
+        from kbench.selection import baselines
+
+        request = self.request
+        first = set(baselines(self.registry.suite(request.suite), self.cases, request.baseline).values())
+        return [(request.suite, variant.label, case.key) for case in self.cases
+                for variant in in_turn(request.variants, first)]
 
 
 def load_registry(kernels: list[Path]) -> Registry:
@@ -218,7 +224,8 @@ def _run_suite(suite: Suite, cases: list[Case], started: float, **options) -> No
 
 
 # What each step of a row is called in the line that ends a run (the records' ``harness`` keys).
-HARNESS_STEPS = (("waited_for_worker_s", "waiting for workers to start"), ("check_s", "checks"),
+HARNESS_STEPS = (("waited_for_worker_s", "waiting for workers to start"),
+                 ("trials_s", "trials drawn side by side"), ("check_s", "checks"),
                  ("warmup_s", "warm-up"), ("sample_s", "sampling"),
                  ("after_sampling_s", "side-stream checks and graph replays"), ("recheck_s", "re-checks"))
 

@@ -155,6 +155,17 @@ def test_help_imports_no_heavy_library(kbench_proc, args):
     assert sorted(m for m in modules if any(m == name or m.startswith(name + ".") for name in NOT_FOR_HELP)) == []
     if args == ["--help"]:  # the suites load when a command with a subcommand per suite is looked into
         assert "kbench.loader" not in modules
+        # nor any command's module: the root's help lists them from kbench.cli.SUMMARIES
+        assert sorted(m for m in modules if m.startswith("kbench.cli.") and m.endswith("_cmd")) == []
+
+
+def test_the_roots_list_of_commands_says_what_each_command_says_of_itself():
+    from kbench import cli
+
+    assert list(cli.SUMMARIES) == list(cli.COMMANDS)
+    for name in cli.COMMANDS:
+        own = cli.load_command(name).help.split("\n\n")[0]
+        assert " ".join(own.split()) == " ".join(cli.SUMMARIES[name].split()), name
 
 
 def test_markdown_help_and_pretty_tracebacks_still_work_after_kbench_cli(proc_env, tmp_path):
@@ -378,11 +389,17 @@ def test_interleaved_runner_takes_turns(registry, monkeypatch, tmp_path):
     medians = {"naive": 4.0, "sdpa": 2.0}
     env = {"device": "cpu", "gpu": None}
 
-    def start(self, variant, case):
+    def send_job(self, variant, case, trials_ahead):
         log.append(("start", variant.label))
         if variant.label == "sdpa-cudnn":
             return {"status": "SKIP", "reason": "needs a CUDA device"}, env
-        return None, env
+        return None
+
+    def check(self):
+        log.append(("check", self.impl.name))
+
+    def warm_up(self):
+        log.append(("warm_up", self.impl.name))
 
     def burst(self, seconds):
         name = self.impl.name
@@ -400,9 +417,12 @@ def test_interleaved_runner_takes_turns(registry, monkeypatch, tmp_path):
                   "stats": {"median": medians[name], "n": len(samples)}, "warnings": []}
         return {"status": "OK", "timing": timing}, env
 
-    monkeypatch.setattr(runner._ImplJobs, "start", start)
-    monkeypatch.setattr(runner._ImplJobs, "burst", burst)
-    monkeypatch.setattr(runner._ImplJobs, "finish", finish)
+    monkeypatch.setattr(runner._VariantWorker, "send_job", send_job)
+    monkeypatch.setattr(runner._VariantWorker, "prepared", lambda self: None)
+    monkeypatch.setattr(runner._VariantWorker, "check", check)
+    monkeypatch.setattr(runner._VariantWorker, "warm_up", warm_up)
+    monkeypatch.setattr(runner._VariantWorker, "burst", burst)
+    monkeypatch.setattr(runner._VariantWorker, "finish", finish)
     impls = registry.implementations("attention")
     names = ["sdpa-math", "sdpa", "sdpa-cudnn", "naive"]  # the baseline last: the runner puts it first
     case = Case({"n": 16, "d": 16, "batch": 1, "heads": 1, "dtype": "fp32", "causal": False})
@@ -416,6 +436,9 @@ def test_interleaved_runner_takes_turns(registry, monkeypatch, tmp_path):
 
     assert [entry[1] for entry in log[:4]] == ["naive", "sdpa-math", "sdpa", "sdpa-cudnn"]
     assert all(entry[0] == "start" for entry in log[:4])
+    # every job sent first (the small case's trials drawn side by side), then each checked and warmed up
+    # in turn, then the bursts
+    assert [entry[0] for entry in log[4:10]] == ["check", "warm_up"] * 3 and log[10][0] == "burst"
     turns = [entry[1] for entry in log if entry[0] == "burst"]
     assert turns == ["naive", "sdpa-math", "sdpa", "naive", "naive"]
     assert {entry[2] for entry in log if entry[0] == "burst"} == {runner.BURST_SECONDS}

@@ -12,9 +12,12 @@ from kbench.cli import app
 
 
 def _commands(command, path):
+    """Every command under ``command``, as Click finds them (kbench's groups build theirs when asked)."""
     yield path, command
-    for name, sub in sorted((getattr(command, "commands", None) or {}).items()):
-        yield from _commands(sub, [*path, name])
+    if isinstance(command, typer.core.TyperGroup):
+        ctx = typer.Context(command)
+        for name in sorted(command.list_commands(ctx)):
+            yield from _commands(command.get_command(ctx, name), [*path, name])
 
 
 COMMANDS = [(path, command) for path, command in _commands(typer.main.get_command(app), [])

@@ -45,13 +45,13 @@ def test_loaded_records_know_their_file_and_line_for_compare():
 def test_run_measures_as_the_command_line_does(tmp_path):
     out = tmp_path / "r.jsonl"
     measured = kbench.run("attention", impl="naive,sdpa", n=[32, 48], d=16, max_time=0.05, device="cpu", out=out)
-    assert [(r.impl, r.case["n"], r.status) for r in measured] == [
-        ("naive", 32, "OK"), ("naive", 48, "OK"), ("sdpa", 32, "OK"), ("sdpa", 48, "OK")]
+    assert [(r.impl, r.case["n"], r.status) for r in measured] == [  # case by case, the baseline first
+        ("naive", 32, "OK"), ("sdpa", 32, "OK"), ("naive", 48, "OK"), ("sdpa", 48, "OK")]
     assert [r.key for r in results.read(out)] == [r.key for r in measured]  # the records went to the file
     assert measured[0].command == f"kbench run attention --impl naive,sdpa --n 32,48 --d 16 --max-time 0.05 " \
                                   f"--device cpu --out {out}"
     frame = measured.to_pandas()
-    assert list(frame.n) == [32, 48, 32, 48] and (frame.speedup > 0).all()
+    assert list(frame.n) == [32, 32, 48, 48] and (frame.speedup > 0).all()
     again = kbench.run("attention", impl="naive,sdpa", n=[32, 48], d=16, max_time=0.05, device="cpu", out=out,
                        resume=True)  # nothing left to measure: the same records back, none appended
     assert [r.key for r in again] == [r.key for r in measured] and len(results.read(out)) == 4

@@ -171,7 +171,7 @@ def test_auto_graph_is_on_by_default_and_no_auto_graph_turns_it_off(registry):
     off = run_cmd.prepare_args(suite, ["--impl", "naive", "--device", "cpu", "--no-auto-graph"],
                                load=lambda kernels: registry)
     assert on.request.auto_graph is True and off.request.auto_graph is False
-    jobs = runner._ImplJobs(on.request.variants[0].impl, off.request, "cpu", starter=None)
+    jobs = runner._VariantWorker(on.request.variants[0].impl, off.request, "cpu", starter=None)
     assert jobs._job(on.request.variants[0], on.cases[0])["auto_graph"] is False
 
 
