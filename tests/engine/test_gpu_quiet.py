@@ -12,7 +12,7 @@ from kbench import gpu_quiet
 HOLDER = """
 import sys, time
 from kbench.gpu_quiet import quiet_gpu
-with quiet_gpu():
+with quiet_gpu(shared=sys.argv[2:] == ["shared"]):
     print("held", flush=True)
     time.sleep(float(sys.argv[1]))
 """
@@ -47,21 +47,13 @@ def test_share_names_one_file_for_the_processes_started_after_it(monkeypatch):
     assert out == path
 
 
-SHARED_HOLDER = """
-import sys, time
-from kbench.gpu_quiet import quiet_gpu
-with quiet_gpu(shared=True):
-    print("held", flush=True)
-    time.sleep(float(sys.argv[1]))
-"""
-
 
 def test_shared_holders_run_together_and_one_alone_waits_for_them(tmp_path, monkeypatch):
     """Checks hold the lock shared: two at once; a timing (held alone) waits until both let go."""
     lock = tmp_path / "gpu.lock"
     lock.touch()
     monkeypatch.setenv(gpu_quiet.ENV, str(lock))
-    holder = subprocess.Popen([sys.executable, "-c", SHARED_HOLDER, "0.6"], stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, "0.6", "shared"], stdout=subprocess.PIPE, text=True)
     assert holder.stdout.readline().strip() == "held"
     started = time.perf_counter()
     with gpu_quiet.quiet_gpu(shared=True):  # beside the other shared holder: no wait
