@@ -23,7 +23,8 @@ other's is not, of the eager timing each side has: ``Pair.basis``, record.compar
 - **undecided** otherwise: too noisy, or too few samples, to say either.
 
 Pairs that cannot be timed: **failed** (CURRENT is FAIL, CRASH or TIMEOUT),
-**missing** (BASE has a measurement CURRENT lacks: no record, or a SKIP),
+**missing** (BASE has a measurement CURRENT lacks: no record, a SKIP, or one timed another way,
+CUDA graph or not, L2 flushed or not: no timing of CURRENT's compares with BASE's),
 **new** (CURRENT has a measurement BASE lacks), **skipped** (neither measured).
 
 Nothing here prints or exits: :mod:`kbench.cli.compare_cmd` does. numpy and
@@ -216,6 +217,12 @@ def judge(pairs: list[Pair], threshold_of: Callable[[str], float], alpha: float)
             pair.decision, pair.note = "skipped", c.reason
         else:
             pair.env_diff = env_differences(b, c)
+            if [name for name, _, _ in pair.env_diff] == ["timing.method"]:  # the same machine, timed another way
+                _, base_method, current_method = pair.env_diff[0]
+                pair.env_diff = []
+                pair.decision = "missing"
+                pair.note = f"timed differently: {base_method} in BASE, {current_method} in CURRENT"
+                continue
             pair.threshold = threshold_of(pair.suite)
             base_timing, current_timing, pair.basis = comparable(b.timing, c.timing)
             if pair.basis:

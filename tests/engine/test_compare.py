@@ -283,6 +283,21 @@ def test_force_compares_across_environments(cli, tmp_path, flat_text, wide_conso
     assert "--force: 1 pair(s) compared across different environments" in text
 
 
+def test_a_pair_timed_another_way_is_missing_not_the_whole_comparison(cli, tmp_path, base_file, flat_text,
+                                                                       wide_console):
+    """Same machine, one row timed as graph replays in CURRENT only (kbench run --cuda-graph against a default
+    run whose row stayed eager): that pair has no comparable time, the others are compared."""
+    cur = current_like(tmp_path, changes={("sdpa", CASE2): record(samples(0.5, seed=14), label="sdpa", case_key=CASE2,
+                                                                   method="cuda-graph-replay+l2-flush")})
+    refused = run_compare(cli, base_file, cur)
+    _one_error_line(refused, f"CURRENT lacks 1 measurement(s) that BASE has: attention/sdpa [{CASE2}] (timed "
+                             "differently: cuda-events+l2-flush in BASE, cuda-graph-replay+l2-flush in CURRENT)",
+                    flat_text)
+    allowed = run_compare(cli, base_file, cur, "--allow-missing")
+    assert allowed.exit_code == 0, allowed.output
+    assert "passed: 3 same, 1 missing" in flat_text(allowed.stdout)
+
+
 def test_missing_case_in_current_is_an_error(cli, tmp_path, base_file, flat_text):
     cur = current_like(tmp_path, drop=[("sdpa", CASE2)])
     result = run_compare(cli, base_file, cur)
