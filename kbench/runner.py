@@ -66,6 +66,7 @@ def host_has_gpu() -> bool:
 # implementation's trial tensors (float64 references among them) take memory at once.
 SIDE_BY_SIDE_BYTES = 16 << 20
 
+
 def in_turn(variants: list[Variant], baseline_names: set[str]) -> list[Variant]:
     """The order in which a case's variants are measured and recorded: baselines first, then the rest as
     given."""
@@ -86,8 +87,9 @@ def run(
 ) -> list[Record]:
     """Measure every variant x case not in ``done`` (records already in the results file, by
     Record.key: a resumed run) and return the new records. Case by case: each variant, in its own
-    worker, is checked (side by side with the others where the case is small), then timed in its
-    turn, baselines first, so that every record carries its speedup the moment it is written."""
+    worker, draws its trials (side by side with the others where the case is small), then is checked
+    and timed in its turn, baselines first, so that every record carries its speedup the moment it is
+    written."""
     suite = registry.suite(request.suite)
     if request.device == "auto":
         static_device = "cuda" if host_has_gpu() else "cpu"

@@ -115,7 +115,7 @@ class Measurement:
 
     def prepare(self) -> dict | None:
         """Check the implementation and warm it up; the finished record when there is nothing to time."""
-        done = self.check()
+        done = self.skip() or self.check()
         return done if done is not None else self.warm_up()
 
     def skip(self) -> dict | None:
@@ -145,13 +145,10 @@ class Measurement:
 
     def check(self) -> dict | None:
         """Call the implementation on each trial (the GPU shared, but in its turn: kbench runs one
-        implementation's calls at a time); the finished record when there is nothing to time (a SKIP,
-        a FAIL)."""
+        implementation's calls at a time); the finished record when there is nothing to time (a FAIL).
+        A job this worker cannot run is a SKIP before this (:meth:`skip`)."""
         from kbench import correctness
 
-        done = self.skip()
-        if done is not None:
-            return done
         if self.trials is None:
             self.prepare_trials(ahead=False)
         started = time.perf_counter()

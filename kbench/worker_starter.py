@@ -96,8 +96,8 @@ class WorkerStarter:
         self.fork_device = fork_device
         self.fork = fork_device is not None and needed > 0 and forkserver.available()
         # A forked worker is ready in milliseconds and costs a core for no longer: all of them start at
-        # once, so the run can check its implementations side by side. A new Python takes a core for
-        # seconds: only a few start ahead.
+        # once, so the run can draw every implementation's trials side by side. A new Python takes a
+        # core for seconds: only a few start ahead.
         if ahead is None:
             ahead = needed if self.fork else workers_ahead()
         self.ahead = ahead
