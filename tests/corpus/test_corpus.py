@@ -47,6 +47,14 @@ EXPECTED = {
     "cheat-bf16-for-fp16": ("FAIL", ["trial 1 (seed 0, normal inputs)", BOUND]),
 }
 MATMUL_FP32 = {"m": 64, "n": 64, "k": 256, "dtype": "fp32", "tf32": False}
+# Cheats kbench does not catch yet, each with the reason it should give: the test below expects them
+# caught and is marked as failing until they are.
+KNOWN_HOLES = {
+    # The float64 reference of the timed inputs stays alive while the timed calls run (TimedCalls judges
+    # against it), so a closure that finds it (gc) and copies it is right on every judged call; the
+    # re-check's new inputs have no live reference, and there it does the work.
+    "cheat-copies-reference": ("FAIL", ["timed call", TIMED]),
+}
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +75,7 @@ def test_corpus_folder_has_every_cpu_cheat(registry):
 
     loaded = loader.load([CORPUS])
     names = {name for name in loaded.implementations("attention") if name.startswith("cheat-")}
-    assert names == set(EXPECTED) | {"cheat-segfault", "cheat-hangs"}
+    assert names == set(EXPECTED) | set(KNOWN_HOLES) | {"cheat-segfault", "cheat-hangs"}
     assert not [path for path in loaded.load_errors if "corpus" in path]
 
 
@@ -83,6 +91,17 @@ def test_cheat_is_caught_with_its_reason(corpus_worker, name, trials):
         assert fragment in record["reason"], record["reason"]
     assert record["correctness"]["ok"] is False
     assert record["correctness"]["reason"] == record["reason"]
+
+
+@pytest.mark.xfail(strict=True, reason="known hole: the timed calls run while their float64 reference is "
+                                       "alive in the process (see KNOWN_HOLES)")
+@pytest.mark.parametrize("name", list(KNOWN_HOLES))
+def test_known_hole_is_caught(corpus_worker, name):
+    status, fragments = KNOWN_HOLES[name]
+    record = corpus_worker.run(_job(name, 3), timeout=120)
+    assert record["status"] == status, record
+    for fragment in fragments:
+        assert fragment in record["reason"], record["reason"]
 
 
 def test_fp32_matmul_on_tf32_is_caught(corpus_worker):
