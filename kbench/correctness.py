@@ -6,7 +6,9 @@ set covers every one of them), inputs cloned, the output buffer poisoned (NaN, o
 integer) before the call, the result checked for shape, dtype and non-finite values, then for its
 error against the float64 reference, and the inputs compared with their clones afterwards. A result
 that is the harness's own tensor (the reference's output, or the clones of the inputs) is refused
-whatever its values.
+whatever its values. Between judgements the reference is kept sealed (:class:`Sealed`, its bits XORed
+with a random key): while the implementation's code runs, no tensor in the process but its own
+output holds the answer, so a closure searching the process for one to copy finds nothing.
 
 How far from the reference a result may be:
 
@@ -77,12 +79,40 @@ class Bound:
                 f"+ {self.floor:.3g} = {self.limit:.3g}")
 
 
+class Sealed:
+    """A reference kept out of reach of the implementation's code between judgements: its bits XORed
+    with a random key, so no tensor holding the right answer (in any type) is alive while a closure
+    runs. A closure that looks among the process's objects for the answer to copy (gc, frames) finds
+    only noise; :meth:`open` gives the tensor back, for as long as a judgement takes."""
+
+    _INT = {1: "int8", 2: "int16", 4: "int32", 8: "int64"}
+
+    def __init__(self, tensor):
+        import torch
+
+        tensor = tensor.detach().contiguous()
+        self.dtype, self.shape = tensor.dtype, tuple(tensor.shape)
+        size = tensor.element_size()
+        self._int = getattr(torch, self._INT.get(size, "uint8"))
+        bits = tensor.view(self._int) if size in self._INT else tensor.view(torch.uint8)
+        width = 8 * (size if size in self._INT else 1)
+        # A key of the integer's width, in its signed range (uint8: 0..255).
+        key = random.SystemRandom().getrandbits(width)
+        self._key = key - (1 << width) if size in self._INT and key >= 1 << (width - 1) else key
+        self.bits = bits ^ self._key  # a new tensor: the reference itself is let go
+
+    def open(self):
+        """The reference, as a new tensor (the caller lets it go once it has judged)."""
+        return (self.bits ^ self._key).view(self.dtype)
+
+
 @dataclass
 class Expected:
-    """What a correct call on one set of inputs returns: the float64 reference, the output's type and
-    shape (``like``, the output buffer), and how far from the reference it may be."""
+    """What a correct call on one set of inputs returns: the float64 reference (sealed between
+    judgements), the output's type and shape (``like``, the output buffer), and how far from the
+    reference it may be."""
 
-    ref: object
+    sealed: Sealed
     like: object
     atol: float
     rtol: float
@@ -90,12 +120,18 @@ class Expected:
     dtype: str = ""
     harness: dict = field(default_factory=dict)  # tensors the implementation must never hand back
     originals: dict = field(default_factory=dict)  # the harness's copies of the inputs, name -> tensor
-    # The suite's own comparison (Suite.judge) of a result of the right shape and type, or None.
+    # The suite's own comparison (Suite.judge(result, ref)) of a result of the right shape and type, or None.
     suite_judge: object = None
 
+    @property
+    def ref(self):
+        """The reference, opened (a new tensor each time)."""
+        return self.sealed.open()
+
     def judge(self, result) -> tuple[str, float | None, float | None]:
-        return compare(result, self.like, self.ref, self.atol, self.rtol, self.harness, self.bound, self.dtype,
-                       self.suite_judge)
+        ref = self.sealed.open()  # alive only while this judgement runs, never while the closure does
+        own = None if self.suite_judge is None else (lambda r: self.suite_judge(r, ref))
+        return compare(result, self.like, ref, self.atol, self.rtol, self.harness, self.bound, self.dtype, own)
 
 
 @dataclass
@@ -192,7 +228,7 @@ def compare(result, expected_like, ref, atol: float, rtol: float, harness: dict 
     """Returns (failure reason or "", max abs error, max relative error); errors are None when unmeasurable.
 
     ``harness``: name -> tensor the implementation must never hand back as its result
-    (the reference's output, the clones of the inputs): such a result would be compared with itself.
+    (the sealed references, the clones of the inputs): such a result would be compared with itself.
     ``bound``: the precision-aware limit on the largest error; without one, atol and rtol element by element.
     ``suite_judge``: result -> the suite's own verdict (Suite.judge) or None, asked once the result has
     the output's shape and type.
@@ -251,9 +287,11 @@ def expect(suite, case, originals: dict, out, stale_ref=None) -> Expected:
             plain_err = max(plain_err, _max_abs_diff(plains.pop(), ref))
         out_dtype = str(out.dtype).removeprefix("torch.")
         bound = Bound(plain_err=plain_err, floor=_ulp_floor(ref, out_dtype), factor=PLAIN_FACTOR.get(out_dtype, 2.0))
-    return Expected(ref=ref, like=out, atol=atol, rtol=rtol, bound=bound, dtype=dtype,
+    sealed = Sealed(ref)
+    del ref
+    return Expected(sealed=sealed, like=out, atol=atol, rtol=rtol, bound=bound, dtype=dtype,
                     harness=_harness(originals, stale_ref), originals=originals,
-                    suite_judge=lambda result: suite.judge(case, result, ref, originals))
+                    suite_judge=lambda result, ref: suite.judge(case, result, ref, originals))
 
 
 def _max_abs_diff(a, b) -> float:
@@ -333,21 +371,22 @@ class Trials:
         for trial in self.ready:
             for other in self.ready:
                 if other is not trial:
-                    trial.expected.harness[f"the reference's output (of trial {other.number + 1})"] = other.expected.ref
+                    trial.expected.harness[f"the reference's output (of trial {other.number + 1})"] = \
+                        other.expected.sealed.bits
 
     def run(self, impl, params: dict | None = None) -> Verdict:
         """Call the implementation on each trial and judge it; the verdict (its ``last`` holds the last
         trial's closure and tensors, for timing)."""
         verdict, suite, case, device = self.verdict, self.suite, self.case, self.device
-        ref = None  # drawn as it goes: the previous trial's reference is alive during the next call
+        stale = None  # the previous trial's (sealed) reference, which the next call must not hand back
         for number in range(len(self.plan)):
             trial = self.ready[number] if number < len(self.ready) else self._draw(number)
             fn = impl.make(case, trial.inputs, trial.out, **(params or {}))
             result = call_and_collect(fn, trial.out, device)
             if trial.expected is None:  # worked out after the call: never there for a closure to find
-                trial.expected = expect(suite, case, trial.originals, trial.out, stale_ref=ref)
+                trial.expected = expect(suite, case, trial.originals, trial.out, stale_ref=stale)
             expected = trial.expected
-            ref = expected.ref
+            stale = expected.sealed.bits
             reason, max_abs, max_rel = expected.judge(result)
             verdict.trials = number + 1
             verdict.max_abs_err = None if max_abs is None else max(verdict.max_abs_err or 0.0, max_abs)
@@ -413,7 +452,7 @@ class TimedCalls:
         _, self.inputs, self.out, self.expected = verdict.last
         # What a returned tensor must not be poisoned as: the inputs and the harness's own tensors (a
         # closure handing one back is judged wrong when its call is judged, but must not corrupt them).
-        self._never_spoiled = (*self.inputs.values(), *self.expected.harness.values(), self.expected.ref)
+        self._never_spoiled = (*self.inputs.values(), *self.expected.harness.values(), self.expected.sealed.bits)
         self.device = device
         self.per_batch = per_batch
         self.checked = 0
@@ -481,7 +520,7 @@ def recheck(verdict: Verdict, device: str) -> str:
         tensor.copy_(fresh[name])
     originals = {name: t.clone() for name, t in inputs.items()}
     result = call_and_collect(fn, out, device)
-    new = expect(suite, case, originals, out, stale_ref=expected.ref)
+    new = expect(suite, case, originals, out, stale_ref=expected.sealed.bits)
     reason, _, _ = new.judge(result)
     reason = _with_modified_inputs(inputs, originals, reason)
     return f"after timing: on new {distribution} inputs (seed {seed}), {reason}" if reason else ""

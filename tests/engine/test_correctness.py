@@ -669,3 +669,47 @@ def test_record_says_which_distributions_it_passed(registry, suite_name, impl_na
     assert ("bound" in correctness_record) is bounded
     # one batch of timed calls: its last one and CHECKED_PER_BATCH others judged
     assert record["timing"]["checked_calls"] == {"calls": CPU_CHECK_BATCH, "checked": 1 + CHECKED_PER_BATCH}
+
+
+@pytest.mark.parametrize("prepared", [False, True])
+def test_no_tensor_of_the_process_holds_the_answer_while_a_closure_runs(attention, prepared):
+    """While implementation code runs (trials drawn ahead or one by one, timed calls, the re-check), the
+    only tensor holding the answer to its inputs is its own output: the harness's float64 reference is
+    sealed between judgements, so a closure searching the process (gc) for it finds nothing to copy."""
+    import gc
+
+    found = []
+
+    def make(case, inputs, out):
+        own = {id(out), *(id(t) for t in inputs.values())}
+
+        def run():
+            answer = exact(case, inputs["q"], inputs["k"], inputs["v"]).double()
+            for obj in gc.get_objects():
+                if (isinstance(obj, torch.Tensor) and id(obj) not in own and obj is not answer
+                        and tuple(obj.shape) == tuple(out.shape)
+                        and torch.allclose(obj.detach().double(), answer, rtol=1e-3, atol=1e-3)):
+                    found.append(obj.dtype)
+            out.copy_(answer)
+
+        return run
+
+    trials = correctness.Trials(attention, CASE, "cpu", seed=0, trials=3)
+    if prepared:
+        trials.prepare()
+    verdict = trials.run(impl(make))
+    assert verdict.ok, verdict.reason
+    result = measure_cpu(verdict.last[0], timed_settings(), guard=TimedCalls(verdict, "cpu"))
+    assert "wrong_call" not in result and result["checked_calls"]["checked"] >= 1
+    assert recheck(verdict, "cpu") == ""
+    assert found == []
+
+
+def test_a_sealed_reference_opens_to_the_same_tensor_and_reads_as_noise():
+    ref = torch.randn(4, 5, dtype=torch.float64)
+    sealed = correctness.Sealed(ref)
+    assert torch.equal(sealed.open(), ref) and sealed.open() is not sealed.open()
+    assert sealed.bits.dtype == torch.int64
+    assert not torch.allclose(sealed.bits.view(torch.float64).nan_to_num(), ref)
+    for tensor in (torch.arange(6, dtype=torch.int32), torch.tensor(1.5, dtype=torch.float64), torch.tensor([True, False])):
+        assert torch.equal(correctness.Sealed(tensor).open(), tensor)
