@@ -17,10 +17,12 @@ Pythons instead, as they would without it.
 
 from __future__ import annotations
 
+import atexit
 import os
 import tempfile
 from collections import deque
 from contextlib import contextmanager
+from pathlib import Path
 
 from kbench import forkserver, gpu_quiet
 from kbench.isolation import WorkerGone, WorkerProcess
@@ -30,40 +32,59 @@ from kbench.isolation import WorkerGone, WorkerProcess
 _early: list = []
 
 
-@contextmanager
-def fork_server_started_early(kernel_dirs, device: str, suite: str):
+def start_fork_server_early(kernel_dirs, device: str, suite: str) -> None:
     """Start the fork server of a run of ``suite`` now, so that its imports (torch, the suite's kernels:
-    seconds) overlap what kbench does before its first worker is needed (loading the kernels itself, to
-    choose the run's variants); the run's WorkerStarter takes it over. One no run took is closed when
-    the block ends, on an error too."""
+    seconds) overlap what kbench does before its first worker is needed (parsing the command line,
+    loading the kernels itself to choose the run's variants); the run's WorkerStarter takes it over.
+    Nothing happens where one for the same kernels, device and suite is started already, or forking
+    is not available. One no run takes is closed at exit (:func:`close_unclaimed`)."""
     from kbench.runner import host_has_gpu
 
-    entry = None
     gpu_quiet.share()  # before the server starts: it and its workers inherit the lock's name
-    if forkserver.available() and device in ("auto", "cpu", "cuda"):  # another is refused later, in one line
-        on_gpu = device == "cuda" or (device == "auto" and host_has_gpu())
-        server_device = device if on_gpu else "cpu"
-        log = tempfile.NamedTemporaryFile(prefix="kbench-forkserver-", suffix=".log", delete=False)
-        log.close()
+    if not forkserver.available() or device not in ("auto", "cpu", "cuda"):  # another is refused later
+        return
+    on_gpu = device == "cuda" or (device == "auto" and host_has_gpu())
+    key = (tuple(Path(p) for p in kernel_dirs), device if on_gpu else "cpu", suite)
+    if any(entry[:3] == key for entry in _early):
+        return
+    log = tempfile.NamedTemporaryFile(prefix="kbench-forkserver-", suffix=".log", delete=False)
+    log.close()
+    try:
+        _early.append((*key, forkserver.ForkServer(key[0], key[1], suite, log.name), log.name))
+    except OSError:
+        os.unlink(log.name)
+
+
+def close_unclaimed() -> None:
+    """Close the fork servers started early that no run took (the command line was wrong, the run
+    stopped before its first worker)."""
+    while _early:
+        entry = _early.pop()
+        entry[3].close()
         try:
-            entry = (tuple(kernel_dirs), server_device, suite, forkserver.ForkServer(kernel_dirs, server_device,
-                                                                                     suite, log.name), log.name)
-            _early.append(entry)
+            os.unlink(entry[4])
         except OSError:
-            os.unlink(log.name)
+            pass
+
+
+atexit.register(close_unclaimed)
+
+
+@contextmanager
+def fork_server_started_early(kernel_dirs, device: str, suite: str):
+    """:func:`start_fork_server_early` for the block: a server no run took is closed when it ends, on
+    an error too."""
+    start_fork_server_early(kernel_dirs, device, suite)
     try:
         yield
     finally:
-        if entry is not None and entry in _early:  # no run took it
-            _early.remove(entry)
-            entry[3].close()
-            os.unlink(entry[4])
+        close_unclaimed()
 
 
 def _take_early(kernel_dirs, device: str, suite: str):
     """The (server, log) started early for these kernels, device and suite, or None."""
     for entry in _early:
-        if entry[:3] == (tuple(kernel_dirs), device, suite):
+        if entry[:3] == (tuple(Path(p) for p in kernel_dirs), device, suite):
             _early.remove(entry)
             return entry[3], entry[4]
     return None

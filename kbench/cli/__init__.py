@@ -162,5 +162,31 @@ def _root(
     """Check, time and profile interchangeable GPU kernel implementations against their peers."""
 
 
+def _start_run_early(args: list[str]) -> None:
+    """`kbench run SUITE ...`: start the run's fork server (kbench.worker_starter) before the command line
+    is parsed and the kernels are loaded, so that its imports overlap them. The suite, --device and
+    --kernels are read off the arguments as given; where the run turns out to need another server (or
+    the command line is wrong), the run starts its own and this one is closed at exit."""
+    if len(args) < 2 or args[0] != "run" or args[1].startswith("-") or {"-h", "--help"} & set(args):
+        return
+    device, kernels = "auto", []
+    for i, arg in enumerate(args):
+        for name in ("--device", "--kernels"):
+            if arg.startswith(name + "="):
+                value = arg.split("=", 1)[1]
+            elif arg == name and i + 1 < len(args):
+                value = args[i + 1]
+            else:
+                continue
+            if name == "--device":
+                device = value
+            else:
+                kernels.append(value)
+    from kbench.worker_starter import start_fork_server_early
+
+    start_fork_server_early(kernels, device, args[1])
+
+
 def main() -> None:
+    _start_run_early(sys.argv[1:])
     app(prog_name="kbench")

@@ -4,6 +4,9 @@ current one measures, never more than the run will take, and none is left behind
 from __future__ import annotations
 
 import os
+from pathlib import Path
+
+import pytest
 
 from kbench import worker_starter
 from kbench.isolation import WorkerProcess
@@ -176,3 +179,62 @@ def test_workers_ahead_can_be_set_in_the_environment(monkeypatch):
     assert worker_starter.workers_ahead(2) == 1
     monkeypatch.setenv("KBENCH_WORKERS_AHEAD", "many")
     assert worker_starter.workers_ahead(16) == 2
+
+
+@pytest.mark.parametrize("argv, key", [
+    (["run", "attention", "--n", "256", "--device", "cpu"], ((), "cpu", "attention")),
+    (["run", "matmul", "--device=cpu", "--kernels", "mine", "--kernels=more/k.py"],
+     ((Path("mine"), Path("more/k.py")), "cpu", "matmul")),
+])
+def test_kbench_run_starts_its_fork_server_before_parsing_and_the_run_takes_it(monkeypatch, argv, key):
+    """The server's imports (torch, the kernels) overlap kbench's own start-up from the first line of main:
+    the suite, --device and --kernels are read off the arguments, and the run's starter forks from that
+    server rather than starting another."""
+    from kbench import cli
+
+    started = []
+
+    class Server(FakeServer):
+        def __init__(self, *args):
+            super().__init__()
+            self.args = args
+            started.append(self)
+
+    monkeypatch.setattr(worker_starter.forkserver, "available", lambda: True)
+    monkeypatch.setattr(worker_starter.forkserver, "ForkServer", Server)
+    cli._start_run_early(argv)
+    assert len(started) == 1 and started[0].args[:3] == key
+    with worker_starter.fork_server_started_early(*key):  # as run_suite does: no second server
+        FakeWorker.started = []
+        starter = WorkerStarter(key[0], "cpu", key[2], needed=1, ahead=0, start=ForkedFake, fork_device="cpu")
+        assert starter.take().forked and starter.server is started[0]
+        starter.close()
+    assert len(started) == 1 and worker_starter._early == []
+
+
+@pytest.mark.parametrize("argv", [["run", "--help"], ["run", "attention", "-h"], ["list"], ["run"], ["compare", "a", "b"]])
+def test_only_a_run_starts_a_fork_server_early(monkeypatch, argv):
+    from kbench import cli
+
+    started = []
+    monkeypatch.setattr(worker_starter.forkserver, "available", lambda: True)
+    monkeypatch.setattr(worker_starter.forkserver, "ForkServer", lambda *args: started.append(args))
+    cli._start_run_early(argv)
+    assert started == [] and worker_starter._early == []
+
+
+def test_an_early_fork_server_no_run_took_is_closed(monkeypatch):
+    from kbench import cli
+
+    started = []
+
+    class Server(FakeServer):
+        def __init__(self, *args):
+            super().__init__()
+            started.append(self)
+
+    monkeypatch.setattr(worker_starter.forkserver, "available", lambda: True)
+    monkeypatch.setattr(worker_starter.forkserver, "ForkServer", Server)
+    cli._start_run_early(["run", "attention", "--device", "cpu", "--n", "oops"])
+    worker_starter.close_unclaimed()  # what exit does when the command line was refused
+    assert started[0].closed and worker_starter._early == []
