@@ -152,7 +152,7 @@ def _supports(case):
 @implementation(
     "attention", "cuda-fa3", backend="cupy", cuda=True, modules=("torch", "cupy"), min_cc=(9, 0),
     dtypes=("fp16", "bf16"), supports=_supports,
-    params={"block_n": 128, "stages": 2, "overlap": 1, "pingpong": 1},
+    params={"block_n": 176, "stages": 2, "overlap": 1, "pingpong": 1},
     allowed={"block_n": BLOCK_NS, "stages": lambda s: None if s >= 1 else "is fewer than 1 stage",
              "overlap": (0, 1), "pingpong": (0, 1)},
     explain=explain,

@@ -110,7 +110,7 @@ def test_batched_map_requirements_and_encoding(tma):
 def test_registration(registry):
     impl = registry.implementations("attention")["cuda-fa3"]
     assert impl.needs.min_cc == (9, 0) and impl.needs.dtypes == ("fp16", "bf16")
-    assert impl.params == {"block_n": 128, "stages": 2, "overlap": 1, "pingpong": 1}
+    assert impl.params == {"block_n": 176, "stages": 2, "overlap": 1, "pingpong": 1}
     from kbench.registry import _param_value
 
     assert _param_value(impl, "block_n", "64") == 64
@@ -125,12 +125,19 @@ def test_explain_describes_roles_instructions_and_pipeline(registry):
     figures = impl.explain(case(), impl.params)
     assert figures["grid"] == "32 Q tiles of 128 rows x 32 (batch x heads) = 1,024 blocks"
     assert figures["warpgroups"].startswith("1 producer (one thread issues every TMA load; setmaxnreg 24) + 2 consumers")
-    assert figures["wgmma per K/V tile and consumer"].startswith("S = Q Kᵀ: 8 x m64n128k16.f32.f16")
-    assert "O += P V: 8 x m64n128k16.f32.f16 (A = P from registers" in figures["wgmma per K/V tile and consumer"]
-    assert figures["TMA boxes"].startswith("Q 2 x {64, 128, 1} once; K and V 2 x {64, 128, 1} each per tile (32 KiB")
-    assert figures["pipeline"].startswith("2 stages of K + V = 64 KiB each")
+    # The default K/V tile is 176 keys: S is m64n176 (8 k-steps of d=128), P V 11 k-steps of 16 keys.
+    assert figures["wgmma per K/V tile and consumer"].startswith("S = Q Kᵀ: 8 x m64n176k16.f32.f16")
+    assert "O += P V: 11 x m64n128k16.f32.f16 (A = P from registers" in figures["wgmma per K/V tile and consumer"]
+    assert figures["TMA boxes"].startswith("Q 2 x {64, 128, 1} once; K and V 2 x {64, 176, 1} each per tile (44 KiB")
+    assert figures["pipeline"].startswith("2 stages of K + V = 88 KiB each")
+    assert figures["K/V tiles per block"] == "24 of 176 keys"
     assert "ping-pong" in figures["schedule"] and "softmax under the second" in figures["schedule"]
-    assert figures["registers per consumer thread"].startswith("O 64 + S 64 fp32 accumulators, P 32 x 32-bit")
+    assert figures["registers per consumer thread"].startswith("O 64 + S 88 fp32 accumulators, P 44 x 32-bit")
+    square = impl.explain(case(), dict(impl.params, block_n=128))
+    assert square["wgmma per K/V tile and consumer"].startswith("S = Q Kᵀ: 8 x m64n128k16.f32.f16")
+    assert "O += P V: 8 x m64n128k16.f32.f16" in square["wgmma per K/V tile and consumer"]
+    assert square["pipeline"].startswith("2 stages of K + V = 64 KiB each")
+    assert square["registers per consumer thread"].startswith("O 64 + S 64 fp32 accumulators, P 32 x 32-bit")
     causal = impl.explain(case(d=64, causal=True), dict(impl.params, block_n=64, overlap=0, pingpong=0))
     assert causal["grid"].endswith("longest (last) Q tiles first")
     assert causal["K/V tiles per block"] == "1 to 64 of 64 keys (causal: up to the diagonal of the block's last row)"
