@@ -20,8 +20,8 @@ MAX_LISTED = 3  # keys named in an error line before "and N more"
 
 
 def compare_command(
-    base: Path = typer.Argument(..., help="Baseline results: a JSONL file, or a folder of them.", show_default=False),
-    current: Path = typer.Argument(..., help="Current results: a JSONL file, or a folder of them.",
+    base: Path = typer.Argument(..., metavar="BASE", help="Baseline results: a JSONL file, or a folder of them.", show_default=False),
+    current: Path = typer.Argument(..., metavar="CURRENT", help="Current results: a JSONL file, or a folder of them.",
                                    show_default=False),
     threshold: Optional[str] = typer.Option(
         None, "--threshold",

@@ -13,7 +13,7 @@ from kbench.errors import UserError
 
 
 def plot_command(
-    source: Path = typer.Argument(..., help="A results file (or folder) of a sweep, e.g. kbench run ... --n 256,1024,4096."),
+    source: Path = typer.Argument(..., metavar="RESULTS", help="A results file (or folder) of a sweep, e.g. kbench run ... --n 256,1024,4096."),
     out: Optional[Path] = typer.Option(None, "--out", help="PNG to write (an SVG is written beside it); "
                                                            "default: the results file's name with .png."),
     metric: str = typer.Option("tflops", "--metric", help="tflops or gbps, or a metric of the suite's own "

@@ -12,7 +12,7 @@ from kbench.errors import UserError
 
 
 def report_command(
-    sources: List[Path] = typer.Argument(..., help="Results files (JSONL) or folders of them, e.g. results/baselines.",
+    sources: List[Path] = typer.Argument(..., metavar="RESULTS...", help="Results files (JSONL) or folders of them, e.g. results/baselines.",
                                          show_default=False),
     out: Path = typer.Option(Path("results/report"), "--out", help="Folder to write the site into (created if need be)."),
     threshold: Optional[str] = typer.Option(

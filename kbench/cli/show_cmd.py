@@ -12,7 +12,7 @@ from kbench.errors import UserError
 
 
 def show_command(
-    sources: List[Path] = typer.Argument(..., help="Results files (JSONL) or folders of them."),
+    sources: List[Path] = typer.Argument(..., metavar="RESULTS...", help="Results files (JSONL) or folders of them."),
     fmt: str = typer.Option("table", "--format", help="table, json or csv."),
 ) -> None:
     """Show stored results: one table per case, with the same columns as `kbench run`."""

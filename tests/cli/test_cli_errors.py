@@ -407,12 +407,12 @@ PARSER_ERRORS = [
     (["run", "attenton"], "unknown suite 'attenton'; did you mean 'attention'?"),
     (["bogus"], "No such command 'bogus'"),
     (["show", "--format"], "Option '--format' requires an argument"),
-    (["compare"], "Missing argument 'base'"),
+    (["compare"], "Missing argument 'BASE'"),
     (["explain", "attention", "--bogus"], "No such option: --bogus"),
     (["explain", "mma", "--lane", "x"], "Invalid value for '--lane'"),
     (["profile", "attention", "--ncu", "--calls", "x"], "Invalid value for '--calls'"),
     (["roofline", "--gpu"], "Option '--gpu' requires an argument"),
-    (["plot"], "Missing argument 'source'"),
+    (["plot"], "Missing argument 'RESULTS'"),
     (["list", "--bogus"], "No such option: --bogus"),
     (["env", "--bogus"], "No such option: --bogus"),
     (["calibrate", "--bogus"], "No such option: --bogus"),
@@ -441,4 +441,4 @@ def test_usage_error_in_process_is_one_line_with_exit_2(cli):
     """The same handling for typer.testing's CliRunner, which calls the root command's main()."""
     result = cli("compare")
     assert result.exit_code == 2
-    assert result.stderr.splitlines() == ["kbench: error: Missing argument 'base' (see 'kbench compare --help')"]
+    assert result.stderr.splitlines() == ["kbench: error: Missing argument 'BASE' (see 'kbench compare --help')"]
