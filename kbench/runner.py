@@ -12,11 +12,13 @@ import math
 import os
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Callable
 
 from kbench import envinfo, metrics, results, roofline
 from kbench.devices import peaks_for
+from kbench.gpu_memory import Room
 from kbench.stats import speedup_interval
 from kbench.isolation import WorkerGone
 from kbench.record import Correctness, Metrics, Record, Roof, Timing, comparable
@@ -113,7 +115,7 @@ def run(
     starter = WorkerStarter(request.kernel_dirs, request.device, suite.name, needed=sum(map(has_work, order)),
                             fork_device=static_device)
     workers = {variant.label: _VariantWorker(variant.impl, request, static_device, starter) for variant in order}
-    measure_case = _case_interleaved if request.interleave else _case_in_turn
+    measure_case = partial(_case_interleaved, device=static_device) if request.interleave else _case_in_turn
     try:
         for case in request.cases:
             pending = [v for v in order if (suite.name, v.label, case.key) not in done]
@@ -189,35 +191,85 @@ def _case_in_turn(case: Case, pending: list[Variant], workers: dict, recorder: _
 
 
 def _case_interleaved(case: Case, pending: list[Variant], workers: dict, recorder: _Recorder, on_start,
-                      side_by_side: bool) -> None:
+                      side_by_side: bool, device: str = "cpu") -> None:
     """One case, every variant checked and warmed up first (in turn), then taking turns of BURST_SECONDS
     of sampling until each one's stop rule is met, so the rows of one table are sampled under the same
-    clock and temperature. Records are written baselines first, as they finish, so each can carry its
-    speedup."""
+    clock and temperature. Records are written baselines first, once every variant is done, so each can
+    carry its speedup.
+
+    A large case on a GPU is interleaved in groups where it must be: before the next variant's job the
+    GPU must have room for what the largest worker so far took (kbench.gpu_memory.Room); where it has
+    not, the variants so far are sampled in turns and finished (their workers then give their memory
+    back), and the next group begins. Each record of a case split so says with which others it was
+    sampled."""
     for variant in pending:
         on_start(variant, case)
     ended = _prepare(pending, case, workers, ahead=True) if side_by_side else {}
-    sampling = []
+    room = Room() if device == "cuda" and not side_by_side else None
+    groups: list[list[Variant]] = [[]]
+    why = ""  # the room there was at the first split
     for variant in pending:
+        uuid = _gpu_uuid(workers)
+        if room is not None and groups[-1] and not room.fits_another(uuid):
+            why = why or room.describe()
+            _sample_in_turns(groups[-1], workers, ended)
+            groups.append([])
+        if room is not None:
+            room.before_job(uuid)
         if not side_by_side:
             ended.update(_prepare([variant], case, workers, ahead=False))
         if variant.label not in ended:
             worker = workers[variant.label]
             result = worker.check() or worker.warm_up()
             if result is None:
-                sampling.append(variant)
+                groups[-1].append(variant)
             else:
                 ended[variant.label] = result
-    while sampling:  # turns of sampling, in the same order every round
+        if room is not None:
+            room.after_warm_up(_gpu_uuid(workers))
+    _sample_in_turns(groups[-1], workers, ended)
+    if len(groups) > 1:
+        _say_groups(groups, ended, why)
+    for variant in pending:  # baselines first
+        recorder.write(variant, case, *ended.pop(variant.label))
+
+
+def _sample_in_turns(sampling: list[Variant], workers: dict, ended: dict) -> None:
+    """Turns of sampling, in the same order every round, until each variant is done; then each one's
+    record (its finish) into ``ended``."""
+    group, sampling = list(sampling), list(sampling)
+    while sampling:
         for variant in list(sampling):
             over, failure = workers[variant.label].burst(BURST_SECONDS)
             if failure is not None:
                 ended[variant.label] = failure
             if over or failure is not None:
                 sampling.remove(variant)
-    for variant in pending:  # baselines first
-        result = ended.pop(variant.label, None) or workers[variant.label].finish()
-        recorder.write(variant, case, *result)
+    for variant in group:  # in the group's order: baselines first
+        if variant.label not in ended:
+            ended[variant.label] = workers[variant.label].finish()
+
+
+def _say_groups(groups: list[list[Variant]], ended: dict, why: str) -> None:
+    """The note of each record of a case interleaved in groups: which others it was sampled with."""
+    for group in groups:
+        for variant in group:
+            result, _ = ended[variant.label]
+            others = [v.label for v in group if v is not variant]
+            with_whom = f"with {', '.join(others)} only" if others else "alone"
+            warnings = (result.get("timing") or {}).setdefault("warnings", []) if result.get("timing") else None
+            note = f"interleaved {with_whom}: {why}"
+            if warnings is not None:
+                warnings.append(note)
+
+
+def _gpu_uuid(workers: dict) -> str | None:
+    """The run's GPU, as its workers reported it (None before any worker started, or on a CPU)."""
+    for worker in workers.values():
+        gpu = (worker.env or {}).get("gpu") or {}
+        if gpu.get("uuid"):
+            return gpu["uuid"]
+    return None
 
 
 class _VariantWorker:

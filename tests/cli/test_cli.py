@@ -591,3 +591,75 @@ def test_a_fault_of_kbench_itself_is_one_line_and_its_traceback_a_file(tmp_path)
     assert len(lines) == 1 and "internal error: RuntimeError: collect broke" in lines[0], proc.stderr
     log = next(tmp_path.glob("kbench-error-*.log"))
     assert str(log) in lines[0] and "collect broke" in log.read_text() and "Traceback" in log.read_text()
+
+
+def test_interleaved_case_too_large_for_the_gpu_is_sampled_in_groups(registry, monkeypatch, tmp_path):
+    """Under --interleave each worker holds its case until sampling ends: where the GPU has no room for
+    one more worker like the largest so far, the variants so far are sampled in turns and finished
+    (giving their memory back) before the next group; each record names the others it was sampled with."""
+    from kbench import gpu_memory, results, runner
+    from kbench.registry import Variant
+    from kbench.suite import Case
+
+    gib = 1 << 30
+    free = [10 * gib]  # what NVML would say: each worker takes 3 GiB from its job to its finish
+    log = []
+
+    def send_job(self, variant, case, trials_ahead):
+        self.env = {"device": "cuda", "gpu": {"uuid": "GPU-test", "name": "NVIDIA H200"}}
+        log.append(("job", variant.label, free[0] // gib))
+
+    def warm_up(self):
+        free[0] -= 3 * gib
+
+    def burst(self, seconds):
+        log.append(("burst", self.impl.name))
+        return True, None
+
+    def finish(self):
+        free[0] += 3 * gib
+        log.append(("finish", self.impl.name))
+        samples = [1.0 + 0.01 * (i % 5) for i in range(20)]
+        return {"status": "OK", "timing": {"method": "cuda-events", "samples": samples,
+                                           "stats": {"median": 1.02, "n": 20}, "warnings": []}}, self.env
+
+    monkeypatch.setattr(runner._VariantWorker, "send_job", send_job)
+    monkeypatch.setattr(runner._VariantWorker, "prepared", lambda self: None)
+    monkeypatch.setattr(runner._VariantWorker, "check", lambda self: None)
+    monkeypatch.setattr(runner._VariantWorker, "warm_up", warm_up)
+    monkeypatch.setattr(runner._VariantWorker, "burst", burst)
+    monkeypatch.setattr(runner._VariantWorker, "finish", finish)
+    monkeypatch.setattr(runner, "Room", lambda: gpu_memory.Room(read=lambda uuid: free[0]))  # one GPU
+    monkeypatch.setattr(runner, "skip_reason", lambda impl, case, device: None)
+    impls = registry.implementations("attention")
+    names = ["naive", "sdpa", "sdpa-math", "sdpa-efficient"]
+    case = Case({"n": 2048, "d": 128, "batch": 1, "heads": 16, "dtype": "fp16", "causal": False})  # 64 MiB
+    assert registry.suite("attention").min_bytes(case) > runner.SIDE_BY_SIDE_BYTES
+    request = runner.RunRequest(suite="attention", variants=[Variant(impls[n], {}, n) for n in names],
+                                cases=[case], baseline=None, device="cuda", interleave=True)
+    out = results.ResultsFile(tmp_path / "groups.jsonl")
+    try:
+        records = runner.run(registry, request, out)
+    finally:
+        out.close()
+
+    # 10 GiB free: two workers of 3 GiB fit (7 GiB >= 1.25 x 3 + 2 spare), a third does not (4 GiB).
+    assert log == [("job", "naive", 10), ("job", "sdpa", 7), ("burst", "naive"), ("burst", "sdpa"),
+                   ("finish", "naive"), ("finish", "sdpa"), ("job", "sdpa-math", 10),
+                   ("job", "sdpa-efficient", 7), ("burst", "sdpa-math"), ("burst", "sdpa-efficient"),
+                   ("finish", "sdpa-math"), ("finish", "sdpa-efficient")]
+    assert [r.impl for r in records] == names
+    notes = {r.impl: [w for w in r.timing.warnings if w.startswith("interleaved")] for r in records}
+    assert notes["naive"] == ["interleaved with sdpa only: 4.0 GiB of GPU memory free, an implementation's "
+                              "worker taking up to 3.0 GiB"]
+    assert notes["sdpa-efficient"][0].startswith("interleaved with sdpa-math only")
+    assert records[1].speedup == pytest.approx(1.0)  # against the baseline of the first group
+
+
+def test_gpu_room_fits_what_it_cannot_measure():
+    from kbench.gpu_memory import Room
+
+    room = Room(read=lambda uuid: None)  # no NVML
+    room.before_job("GPU-x")
+    room.after_warm_up("GPU-x")
+    assert room.fits_another("GPU-x") and room.largest == 0

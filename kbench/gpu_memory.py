@@ -1,0 +1,64 @@
+"""Room on the GPU for one more worker's case, read by kbench's own process through NVML (no CUDA
+context; every process's use counted).
+
+Under ``--interleave`` every implementation's worker holds its case until the case's sampling ends: the
+inputs, the harness's copies of them, the sealed reference, the closure's own buffers. For a large case a
+dozen of them run the GPU out of memory. :class:`Room` measures what each worker took (free memory
+before its job was prepared, less after its warm-up) and says whether the next one still fits; the
+runner samples the workers it has in turns first where it does not.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+# The next worker must find free the most any worker of the case took so far, times GROWTH (its own
+# buffers may be larger), plus SPARE (the check's float64 temporaries, the allocator's rounding).
+GROWTH = 1.25
+SPARE_BYTES = 2 << 30
+
+
+def free_bytes(uuid: str | None) -> int | None:
+    """Free memory of the GPU with this UUID (NVML), or None where that cannot be read. Without a UUID
+    (no worker has said which GPU it uses yet) the host's only GPU, where it has one."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        count = pynvml.nvmlDeviceGetCount()
+        for i in range(count):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(i)
+            name = pynvml.nvmlDeviceGetUUID(handle)
+            name = name.decode() if isinstance(name, bytes) else str(name)
+            if (not uuid and count == 1) or (uuid and name.removeprefix("GPU-") == uuid.removeprefix("GPU-")):
+                return int(pynvml.nvmlDeviceGetMemoryInfo(handle).free)
+    except Exception:  # noqa: BLE001 - no NVML library, no such GPU
+        return None
+    return None
+
+
+class Room:
+    """What the workers of one case took, and whether the GPU has room for one more."""
+
+    def __init__(self, read: Callable[[str | None], int | None] = free_bytes):
+        self.read = read
+        self.largest = 0  # bytes: the most one worker took
+        self.free: int | None = None  # bytes free at the last look
+        self._before: int | None = None
+
+    def before_job(self, uuid: str | None) -> None:
+        self._before = self.read(uuid)
+
+    def after_warm_up(self, uuid: str | None) -> None:
+        now = self.read(uuid)
+        if now is not None and self._before is not None:
+            self.largest = max(self.largest, self._before - now)
+
+    def fits_another(self, uuid: str | None) -> bool:
+        """Whether one more worker like the largest so far fits (True where nothing was measured)."""
+        self.free = self.read(uuid)
+        return self.free is None or not self.largest or self.free >= GROWTH * self.largest + SPARE_BYTES
+
+    def describe(self) -> str:
+        free = "?" if self.free is None else f"{self.free / 2**30:.1f}"
+        return f"{free} GiB of GPU memory free, an implementation's worker taking up to {self.largest / 2**30:.1f} GiB"
