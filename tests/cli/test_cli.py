@@ -376,12 +376,26 @@ def test_interleaved_crash_while_sampling_costs_only_its_row(cli, tmp_path, writ
     assert records["naive"]["timing"]["stats"]["n"] >= 1
 
 
+def _run_interleaved(registry, names, case, device, path):
+    """runner.run with --interleave over these attention implementations of one case: its records."""
+    from kbench import results, runner
+    from kbench.registry import Variant
+
+    impls = registry.implementations("attention")
+    request = runner.RunRequest(suite="attention", variants=[Variant(impls[n], {}, n) for n in names],
+                                cases=[case], baseline=None, device=device, interleave=True)
+    out = results.ResultsFile(path)
+    try:
+        return runner.run(registry, request, out)
+    finally:
+        out.close()
+
+
 def test_interleaved_runner_takes_turns(registry, monkeypatch, tmp_path):
     """Every implementation of a case is checked and warmed up first, then they take turns of one burst
     each, in the same order every round, until each is done; one that ends early (a SKIP at its start,
     a crash in a burst) drops out of the rounds; the records come baselines first."""
-    from kbench import results, runner
-    from kbench.registry import Variant
+    from kbench import runner
     from kbench.suite import Case
 
     log = []
@@ -423,16 +437,9 @@ def test_interleaved_runner_takes_turns(registry, monkeypatch, tmp_path):
     monkeypatch.setattr(runner._VariantWorker, "warm_up", warm_up)
     monkeypatch.setattr(runner._VariantWorker, "burst", burst)
     monkeypatch.setattr(runner._VariantWorker, "finish", finish)
-    impls = registry.implementations("attention")
     names = ["sdpa-math", "sdpa", "sdpa-cudnn", "naive"]  # the baseline last: the runner puts it first
     case = Case({"n": 16, "d": 16, "batch": 1, "heads": 1, "dtype": "fp32", "causal": False})
-    request = runner.RunRequest(suite="attention", variants=[Variant(impls[n], {}, n) for n in names],
-                                cases=[case], baseline=None, device="cpu", interleave=True)
-    out = results.ResultsFile(tmp_path / "turns.jsonl")
-    try:
-        records = runner.run(registry, request, out)
-    finally:
-        out.close()
+    records = _run_interleaved(registry, names, case, "cpu", tmp_path / "turns.jsonl")
 
     assert [entry[1] for entry in log[:4]] == ["naive", "sdpa-math", "sdpa", "sdpa-cudnn"]
     assert all(entry[0] == "start" for entry in log[:4])
@@ -597,8 +604,7 @@ def test_interleaved_case_too_large_for_the_gpu_is_sampled_in_groups(registry, m
     """Under --interleave each worker holds its case until sampling ends: where the GPU has no room for
     one more worker like the largest so far, the variants so far are sampled in turns and finished
     (giving their memory back) before the next group; each record names the others it was sampled with."""
-    from kbench import gpu_memory, results, runner
-    from kbench.registry import Variant
+    from kbench import gpu_memory, runner
     from kbench.suite import Case
 
     gib = 1 << 30
@@ -631,17 +637,10 @@ def test_interleaved_case_too_large_for_the_gpu_is_sampled_in_groups(registry, m
     monkeypatch.setattr(runner._VariantWorker, "finish", finish)
     monkeypatch.setattr(runner, "Room", lambda: gpu_memory.Room(read=lambda uuid: free[0]))  # one GPU
     monkeypatch.setattr(runner, "skip_reason", lambda impl, case, device: None)
-    impls = registry.implementations("attention")
     names = ["naive", "sdpa", "sdpa-math", "sdpa-efficient"]
     case = Case({"n": 2048, "d": 128, "batch": 1, "heads": 16, "dtype": "fp16", "causal": False})  # 64 MiB
     assert registry.suite("attention").min_bytes(case) > runner.SIDE_BY_SIDE_BYTES
-    request = runner.RunRequest(suite="attention", variants=[Variant(impls[n], {}, n) for n in names],
-                                cases=[case], baseline=None, device="cuda", interleave=True)
-    out = results.ResultsFile(tmp_path / "groups.jsonl")
-    try:
-        records = runner.run(registry, request, out)
-    finally:
-        out.close()
+    records = _run_interleaved(registry, names, case, "cuda", tmp_path / "groups.jsonl")
 
     # 10 GiB free: two workers of 3 GiB fit (7 GiB >= 1.25 x 3 + 2 spare), a third does not (4 GiB).
     assert log == [("job", "naive", 10), ("job", "sdpa", 7), ("burst", "naive"), ("burst", "sdpa"),

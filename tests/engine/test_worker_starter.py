@@ -137,18 +137,26 @@ def test_a_cpu_run_keeps_its_forked_workers(monkeypatch):
     starter.close()
 
 
-def test_a_fork_server_started_early_is_taken_by_the_run_and_an_untaken_one_closed(monkeypatch):
-    """kbench run starts its fork server before loading the kernels itself, so the server's imports overlap
-    that loading; the run's starter forks from it rather than starting another."""
+@pytest.fixture
+def servers(monkeypatch):
+    """Fork servers as the starter would start them, recorded (with their arguments), none of them real."""
     started = []
 
     class Server(FakeServer):
         def __init__(self, *args):
             super().__init__()
+            self.args = args
             started.append(self)
 
     monkeypatch.setattr(worker_starter.forkserver, "available", lambda: True)
     monkeypatch.setattr(worker_starter.forkserver, "ForkServer", Server)
+    return started
+
+
+def test_a_fork_server_started_early_is_taken_by_the_run_and_an_untaken_one_closed(servers):
+    """kbench run starts its fork server before loading the kernels itself, so the server's imports overlap
+    that loading; the run's starter forks from it rather than starting another."""
+    started = servers
     FakeWorker.started = []
     with worker_starter.fork_server_started_early((), "cpu", "attention"):
         assert len(started) == 1
@@ -186,22 +194,13 @@ def test_workers_ahead_can_be_set_in_the_environment(monkeypatch):
     (["run", "matmul", "--device=cpu", "--kernels", "mine", "--kernels=more/k.py"],
      ((Path("mine"), Path("more/k.py")), "cpu", "matmul")),
 ])
-def test_kbench_run_starts_its_fork_server_before_parsing_and_the_run_takes_it(monkeypatch, argv, key):
+def test_kbench_run_starts_its_fork_server_before_parsing_and_the_run_takes_it(servers, argv, key):
     """The server's imports (torch, the kernels) overlap kbench's own start-up from the first line of main:
     the suite, --device and --kernels are read off the arguments, and the run's starter forks from that
     server rather than starting another."""
     from kbench import cli
 
-    started = []
-
-    class Server(FakeServer):
-        def __init__(self, *args):
-            super().__init__()
-            self.args = args
-            started.append(self)
-
-    monkeypatch.setattr(worker_starter.forkserver, "available", lambda: True)
-    monkeypatch.setattr(worker_starter.forkserver, "ForkServer", Server)
+    started = servers
     cli._start_run_early(argv)
     assert len(started) == 1 and started[0].args[:3] == key
     with worker_starter.fork_server_started_early(*key):  # as run_suite does: no second server
@@ -213,28 +212,16 @@ def test_kbench_run_starts_its_fork_server_before_parsing_and_the_run_takes_it(m
 
 
 @pytest.mark.parametrize("argv", [["run", "--help"], ["run", "attention", "-h"], ["list"], ["run"], ["compare", "a", "b"]])
-def test_only_a_run_starts_a_fork_server_early(monkeypatch, argv):
+def test_only_a_run_starts_a_fork_server_early(servers, argv):
     from kbench import cli
 
-    started = []
-    monkeypatch.setattr(worker_starter.forkserver, "available", lambda: True)
-    monkeypatch.setattr(worker_starter.forkserver, "ForkServer", lambda *args: started.append(args))
     cli._start_run_early(argv)
-    assert started == [] and worker_starter._early == []
+    assert servers == [] and worker_starter._early == []
 
 
-def test_an_early_fork_server_no_run_took_is_closed(monkeypatch):
+def test_an_early_fork_server_no_run_took_is_closed(servers):
     from kbench import cli
 
-    started = []
-
-    class Server(FakeServer):
-        def __init__(self, *args):
-            super().__init__()
-            started.append(self)
-
-    monkeypatch.setattr(worker_starter.forkserver, "available", lambda: True)
-    monkeypatch.setattr(worker_starter.forkserver, "ForkServer", Server)
     cli._start_run_early(["run", "attention", "--device", "cpu", "--n", "oops"])
     worker_starter.close_unclaimed()  # what exit does when the command line was refused
-    assert started[0].closed and worker_starter._early == []
+    assert servers[0].closed and worker_starter._early == []
