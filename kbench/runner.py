@@ -194,7 +194,7 @@ def _case_interleaved(case: Case, pending: list[Variant], workers: dict, recorde
                       side_by_side: bool, device: str = "cpu") -> None:
     """One case, every variant checked and warmed up first (in turn), then taking turns of BURST_SECONDS
     of sampling until each one's stop rule is met, so the rows of one table are sampled under the same
-    clock and temperature. Records are written baselines first, once every variant is done, so each can
+    clock and temperature. Records are written baselines first, once their group is done, so each can
     carry its speedup.
 
     A large case on a GPU is interleaved in groups where it must be: before the next variant's job the
@@ -206,14 +206,25 @@ def _case_interleaved(case: Case, pending: list[Variant], workers: dict, recorde
         on_start(variant, case)
     ended = _prepare(pending, case, workers, ahead=True) if side_by_side else {}
     room = Room() if device == "cuda" and not side_by_side else None
-    groups: list[list[Variant]] = [[]]
+    group: list[Variant] = []
     why = ""  # the room there was at the first split
+    written = 0  # records are written in ``pending``'s order (baselines first), each group's when it ends
+
+    def end_group(split: bool) -> None:
+        nonlocal written
+        _sample_in_turns(group, workers, ended)
+        if split:
+            _say_group(group, ended, why)
+        while written < len(pending) and pending[written].label in ended:
+            recorder.write(pending[written], case, *ended.pop(pending[written].label))
+            written += 1
+
     for variant in pending:
         uuid = _gpu_uuid(workers)
-        if room is not None and groups[-1] and not room.fits_another(uuid):
+        if room is not None and group and not room.fits_another(uuid):
             why = why or room.describe()
-            _sample_in_turns(groups[-1], workers, ended)
-            groups.append([])
+            end_group(split=True)
+            group = []
         if room is not None:
             room.before_job(uuid)
         if not side_by_side:
@@ -222,16 +233,12 @@ def _case_interleaved(case: Case, pending: list[Variant], workers: dict, recorde
             worker = workers[variant.label]
             result = worker.check() or worker.warm_up()
             if result is None:
-                groups[-1].append(variant)
+                group.append(variant)
             else:
                 ended[variant.label] = result
         if room is not None:
             room.after_warm_up(_gpu_uuid(workers))
-    _sample_in_turns(groups[-1], workers, ended)
-    if len(groups) > 1:
-        _say_groups(groups, ended, why)
-    for variant in pending:  # baselines first
-        recorder.write(variant, case, *ended.pop(variant.label))
+    end_group(split=bool(why))
 
 
 def _sample_in_turns(sampling: list[Variant], workers: dict, ended: dict) -> None:
@@ -250,17 +257,15 @@ def _sample_in_turns(sampling: list[Variant], workers: dict, ended: dict) -> Non
             ended[variant.label] = workers[variant.label].finish()
 
 
-def _say_groups(groups: list[list[Variant]], ended: dict, why: str) -> None:
-    """The note of each record of a case interleaved in groups: which others it was sampled with."""
-    for group in groups:
-        for variant in group:
-            result, _ = ended[variant.label]
-            others = [v.label for v in group if v is not variant]
-            with_whom = f"with {', '.join(others)} only" if others else "alone"
-            warnings = (result.get("timing") or {}).setdefault("warnings", []) if result.get("timing") else None
-            note = f"interleaved {with_whom}: {why}"
-            if warnings is not None:
-                warnings.append(note)
+def _say_group(group: list[Variant], ended: dict, why: str) -> None:
+    """The note of each record of one group of a case interleaved in groups: which others it was
+    sampled with, and why the case was split."""
+    for variant in group:
+        result, _ = ended[variant.label]
+        others = [v.label for v in group if v is not variant]
+        with_whom = f"with {', '.join(others)} only" if others else "alone"
+        if result.get("timing"):
+            result["timing"].setdefault("warnings", []).append(f"interleaved {with_whom}: {why}")
 
 
 def _gpu_uuid(workers: dict) -> str | None:

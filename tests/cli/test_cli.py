@@ -376,7 +376,7 @@ def test_interleaved_crash_while_sampling_costs_only_its_row(cli, tmp_path, writ
     assert records["naive"]["timing"]["stats"]["n"] >= 1
 
 
-def _run_interleaved(registry, names, case, device, path):
+def _run_interleaved(registry, names, case, device, path, on_record=lambda record: None):
     """runner.run with --interleave over these attention implementations of one case: its records."""
     from kbench import results, runner
     from kbench.registry import Variant
@@ -386,7 +386,7 @@ def _run_interleaved(registry, names, case, device, path):
                                 cases=[case], baseline=None, device=device, interleave=True)
     out = results.ResultsFile(path)
     try:
-        return runner.run(registry, request, out)
+        return runner.run(registry, request, out, on_record=on_record)
     finally:
         out.close()
 
@@ -640,13 +640,16 @@ def test_interleaved_case_too_large_for_the_gpu_is_sampled_in_groups(registry, m
     names = ["naive", "sdpa", "sdpa-math", "sdpa-efficient"]
     case = Case({"n": 2048, "d": 128, "batch": 1, "heads": 16, "dtype": "fp16", "causal": False})  # 64 MiB
     assert registry.suite("attention").min_bytes(case) > runner.SIDE_BY_SIDE_BYTES
-    records = _run_interleaved(registry, names, case, "cuda", tmp_path / "groups.jsonl")
+    records = _run_interleaved(registry, names, case, "cuda", tmp_path / "groups.jsonl",
+                               on_record=lambda record: log.append(("record", record.impl)))
 
-    # 10 GiB free: two workers of 3 GiB fit (7 GiB >= 1.25 x 3 + 2 spare), a third does not (4 GiB).
+    # 10 GiB free: two workers of 3 GiB fit (7 GiB >= 1.25 x 3 + 2 spare), a third does not (4 GiB). The
+    # first group's records are written before the second group starts: an interrupt loses none of them.
     assert log == [("job", "naive", 10), ("job", "sdpa", 7), ("burst", "naive"), ("burst", "sdpa"),
-                   ("finish", "naive"), ("finish", "sdpa"), ("job", "sdpa-math", 10),
-                   ("job", "sdpa-efficient", 7), ("burst", "sdpa-math"), ("burst", "sdpa-efficient"),
-                   ("finish", "sdpa-math"), ("finish", "sdpa-efficient")]
+                   ("finish", "naive"), ("finish", "sdpa"), ("record", "naive"), ("record", "sdpa"),
+                   ("job", "sdpa-math", 10), ("job", "sdpa-efficient", 7), ("burst", "sdpa-math"),
+                   ("burst", "sdpa-efficient"), ("finish", "sdpa-math"), ("finish", "sdpa-efficient"),
+                   ("record", "sdpa-math"), ("record", "sdpa-efficient")]
     assert [r.impl for r in records] == names
     notes = {r.impl: [w for w in r.timing.warnings if w.startswith("interleaved")] for r in records}
     assert notes["naive"] == ["interleaved with sdpa only: 4.0 GiB of GPU memory free, an implementation's "
