@@ -14,7 +14,9 @@ import importlib.util
 import os
 import site
 import sys
+import threading
 import traceback
+from contextlib import contextmanager
 from pathlib import Path
 
 from kbench.errors import UserError
@@ -90,13 +92,42 @@ def load_file(path: Path, registry: Registry) -> None:
     module = importlib.util.module_from_spec(spec)
     # Triton reads a kernel's source through its module: keep it findable.
     sys.modules[name] = module
-    with collecting(registry, str(path)):
+    with collecting(registry, str(path)), _exits_refused():
         try:
             spec.loader.exec_module(module)
-        except Exception as exc:  # noqa: BLE001 - any error in user code is reported, not raised
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - any error in user code is reported, not raised
             sys.modules.pop(name, None)
-            last = traceback.format_exception_only(type(exc), exc)[-1].strip()
-            registry.load_errors[str(path)] = last
+            if isinstance(exc, SystemExit):
+                registry.load_errors[str(path)] = f"it ends the process when imported ({_exit_call(exc)})"
+            else:
+                registry.load_errors[str(path)] = traceback.format_exception_only(type(exc), exc)[-1].strip()
+
+
+class _OsExit(SystemExit):
+    """os._exit called by a file being loaded (raised instead, on the loading thread)."""
+
+
+@contextmanager
+def _exits_refused():
+    """While a kernel or suite file is executed on this thread, os._exit (which no except clause catches)
+    raises instead, so a file that ends its process when imported is a load error like sys.exit."""
+    real = os._exit
+    loading = threading.current_thread()
+
+    def refused(code=0):
+        if threading.current_thread() is not loading:
+            real(code)  # another thread's exit (a worker's watch of its parent) is not the file's
+        raise _OsExit(code)
+
+    os._exit = refused
+    try:
+        yield
+    finally:
+        os._exit = real
+
+
+def _exit_call(exc: SystemExit) -> str:
+    return f"os._exit({exc.code})" if isinstance(exc, _OsExit) else f"sys.exit({exc.code!r})"
 
 
 def load_helper(path: Path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import os
 from pathlib import Path
 
 import pytest
@@ -101,7 +102,8 @@ def test_a_run_executes_each_suite_file_once(proc_env, tmp_path):
 
 def test_python_files_skips_private_and_hidden():
     names = sorted(p.relative_to(FIXTURES / "broken").as_posix() for p in loader.python_files(FIXTURES / "broken"))
-    assert names == ["duplicate_name.py", "good_kernel.py", "import_error.py", "syntax_error.py"]
+    assert names == ["duplicate_name.py", "exits_at_import.py", "good_kernel.py", "import_error.py",
+                     "os_exit_at_import.py", "syntax_error.py"]
 
 
 # --- user folders ----------------------------------------------------------
@@ -158,7 +160,11 @@ def test_broken_files_are_reported_and_do_not_hide_others():
     reg = loader.load([FIXTURES / "broken"])
     broken = FIXTURES / "broken"
     errors = {Path(path).name: message for path, message in reg.load_errors.items()}
-    assert set(errors) == {"syntax_error.py", "import_error.py", "duplicate_name.py"}
+    assert set(errors) == {"syntax_error.py", "import_error.py", "duplicate_name.py", "exits_at_import.py",
+                           "os_exit_at_import.py"}
+    assert errors["exits_at_import.py"] == "it ends the process when imported (sys.exit(2))"
+    assert errors["os_exit_at_import.py"] == "it ends the process when imported (os._exit(3))"
+    assert os._exit is not None and os._exit.__module__ == "posix"  # given back once loading is done
     assert errors["syntax_error.py"].startswith("SyntaxError")
     assert "kbench_no_such_module_xyz" in errors["import_error.py"]
     assert "ModuleNotFoundError" in errors["import_error.py"]
@@ -176,7 +182,7 @@ def test_list_reports_broken_files_as_warnings(cli, flat_text):
     result = cli("list", "--kernels", FIXTURES / "broken")
     assert result.exit_code == 0, result.output
     err = flat_text(result.stderr)
-    assert err.count("warning: could not load") == 3
+    assert err.count("warning: could not load") == 5
     assert "syntax_error.py: SyntaxError" in err
     assert "fixture-good" in flat_text(result.stdout)
     assert "Traceback" not in result.output
