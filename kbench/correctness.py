@@ -43,6 +43,7 @@ or an earlier trial) fails there. So a closure must read its inputs on every cal
 from __future__ import annotations
 
 import random
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from kbench.dtypes import UNIT_ROUNDOFF
@@ -102,8 +103,18 @@ class Sealed:
         self.bits = bits ^ self._key  # a new tensor: the reference itself is let go
 
     def open(self):
-        """The reference, as a new tensor (the caller lets it go once it has judged)."""
+        """The reference, as a new tensor."""
         return (self.bits ^ self._key).view(self.dtype)
+
+    @contextmanager
+    def opened(self):
+        """The reference itself for as long as the block runs: the bits unsealed in place and sealed
+        again after, so that judging a large reference takes no second copy of it."""
+        self.bits.bitwise_xor_(self._key)
+        try:
+            yield self.bits.view(self.dtype)
+        finally:
+            self.bits.bitwise_xor_(self._key)
 
 
 @dataclass
@@ -129,9 +140,10 @@ class Expected:
         return self.sealed.open()
 
     def judge(self, result) -> tuple[str, float | None, float | None]:
-        ref = self.sealed.open()  # alive only while this judgement runs, never while the closure does
-        own = None if self.suite_judge is None else (lambda r: self.suite_judge(r, ref))
-        return compare(result, self.like, ref, self.atol, self.rtol, self.harness, self.bound, self.dtype, own)
+        with self.sealed.opened() as ref:  # open only while this judgement runs, never while the closure does
+            own = None if self.suite_judge is None else (lambda r: self.suite_judge(r, ref))
+            return compare(result, self.like, ref, self.atol, self.rtol, self.harness, self.bound, self.dtype,
+                           own)
 
 
 @dataclass

@@ -713,3 +713,10 @@ def test_a_sealed_reference_opens_to_the_same_tensor_and_reads_as_noise():
     assert not torch.allclose(sealed.bits.view(torch.float64).nan_to_num(), ref)
     for tensor in (torch.arange(6, dtype=torch.int32), torch.tensor(1.5, dtype=torch.float64), torch.tensor([True, False])):
         assert torch.equal(correctness.Sealed(tensor).open(), tensor)
+    sealed_bits = sealed.bits.clone()
+    with sealed.opened() as opened:  # in place, no copy: sealed again after the block
+        assert torch.equal(opened, ref) and correctness.same_memory(opened, sealed.bits)
+    assert torch.equal(sealed.bits, sealed_bits)
+    with pytest.raises(RuntimeError), sealed.opened():
+        raise RuntimeError("a judgement that raised")
+    assert torch.equal(sealed.bits, sealed_bits)
