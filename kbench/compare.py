@@ -225,8 +225,10 @@ def judge(pairs: list[Pair], threshold_of: Callable[[str], float], alpha: float)
                 continue
             pair.threshold = threshold_of(pair.suite)
             base_timing, current_timing, pair.basis = comparable(b.timing, c.timing)
+            notes = [param_differences(b.params, c.params)]
             if pair.basis:
-                pair.note = "eager times compared (one side's median is graph replay, the other's is not)"
+                notes.append("eager times compared (one side's median is graph replay, the other's is not)")
+            pair.note = "; ".join(note for note in notes if note)
             base_samples, current_samples = list(base_timing.samples or []), list(current_timing.samples or [])
             if not base_samples or not current_samples:
                 pair.decision, pair.note = "undecided", "no raw samples to test"
@@ -236,6 +238,16 @@ def judge(pairs: list[Pair], threshold_of: Callable[[str], float], alpha: float)
             pair.decision = verdict.decision
             pair.ratio, pair.low, pair.high, pair.p_value = verdict.ratio, verdict.low, verdict.high, verdict.p_value
     return pairs
+
+
+def param_differences(base: dict, current: dict) -> str:
+    """The parameters two records of one label ran with, where they differ (an implementation's default
+    changed between the runs: the pair is still compared, and says so), or ""."""
+    names = [name for name in {**base, **current} if base.get(name) != current.get(name)]
+    if not names:
+        return ""
+    return "parameters differ: " + ", ".join(f"{name} {base.get(name)} in BASE, {current.get(name)} in CURRENT"
+                                             for name in names)
 
 
 def describe_key(key: tuple) -> str:

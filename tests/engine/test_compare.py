@@ -298,6 +298,21 @@ def test_a_pair_timed_another_way_is_missing_not_the_whole_comparison(cli, tmp_p
     assert "passed: 3 same, 1 missing" in flat_text(allowed.stdout)
 
 
+def test_a_pair_whose_parameters_differ_is_compared_and_says_so(tmp_path):
+    """A default changed between the runs (cuda-fa3's block_n 128, then 176): one label, other parameters."""
+    base = record(samples(seed=1), label="cuda-fa3")
+    base["params"] = {"block_n": 128, "stages": 2}
+    current = record(samples(0.95, seed=2), label="cuda-fa3")
+    current["params"] = {"block_n": 176, "stages": 2}
+    pairs = compare.pair_up(load_keyed(write(tmp_path / "b.jsonl", [base])),
+                            load_keyed(write(tmp_path / "c.jsonl", [current])))
+    (pair,) = compare.judge(pairs, lambda suite: 0.01, 0.01)
+    assert pair.decision == "faster"
+    assert pair.note == "parameters differ: block_n 128 in BASE, 176 in CURRENT"
+    assert compare.param_differences({"a": 1}, {"a": 1}) == ""
+    assert compare.param_differences({}, {"tma": 1}) == "parameters differ: tma None in BASE, 1 in CURRENT"
+
+
 def test_missing_case_in_current_is_an_error(cli, tmp_path, base_file, flat_text):
     cur = current_like(tmp_path, drop=[("sdpa", CASE2)])
     result = run_compare(cli, base_file, cur)
