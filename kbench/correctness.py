@@ -92,14 +92,14 @@ class Sealed:
         import torch
 
         tensor = tensor.detach().contiguous()
-        self.dtype, self.shape = tensor.dtype, tuple(tensor.shape)
+        self.dtype = tensor.dtype
         size = tensor.element_size()
-        self._int = getattr(torch, self._INT.get(size, "uint8"))
-        bits = tensor.view(self._int) if size in self._INT else tensor.view(torch.uint8)
-        width = 8 * (size if size in self._INT else 1)
+        signed = size in self._INT  # an integer of the element's width; other widths (complex) as bytes
+        bits = tensor.view(getattr(torch, self._INT[size]) if signed else torch.uint8)
+        width = 8 * size if signed else 8
         # A key of the integer's width, in its signed range (uint8: 0..255).
         key = random.SystemRandom().getrandbits(width)
-        self._key = key - (1 << width) if size in self._INT and key >= 1 << (width - 1) else key
+        self._key = key - (1 << width) if signed and key >= 1 << (width - 1) else key
         self.bits = bits ^ self._key  # a new tensor: the reference itself is let go
 
     def open(self):
