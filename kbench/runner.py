@@ -241,10 +241,10 @@ def _case_interleaved(case: Case, pending: list[Variant], workers: dict, recorde
     end_group(split=bool(why))
 
 
-def _sample_in_turns(sampling: list[Variant], workers: dict, ended: dict) -> None:
-    """Turns of sampling, in the same order every round, until each variant is done; then each one's
-    record (its finish) into ``ended``."""
-    group, sampling = list(sampling), list(sampling)
+def _sample_in_turns(group: list[Variant], workers: dict, ended: dict) -> None:
+    """Turns of sampling, in the same order every round, until each variant of ``group`` is done; then
+    each one's record (its finish) into ``ended``."""
+    sampling = list(group)
     while sampling:
         for variant in list(sampling):
             over, failure = workers[variant.label].burst(BURST_SECONDS)
@@ -331,11 +331,7 @@ class _VariantWorker:
 
     def burst(self, seconds: float | None) -> tuple[bool, tuple | None]:
         """One turn of sampling: (whether sampling is over, the job's (result, env) when it ended)."""
-        try:
-            self.worker.send({"op": "burst", "seconds": seconds})
-        except WorkerGone as gone:
-            return True, self._gone(gone)
-        answer = self._answer("burst", keep=True)
+        answer = self._step({"op": "burst", "seconds": seconds}, "burst", keep=True)
         if isinstance(answer, dict):
             return bool(answer.get("done")), None
         return True, answer
@@ -352,12 +348,13 @@ class _VariantWorker:
         _, ended = self.burst(None)
         return ended if ended is not None else self.finish()
 
-    def _step(self, message: dict, expected: str | None) -> tuple | None:
+    def _step(self, message: dict, expected: str | None, keep: bool = False):
+        """Send a step and take its answer (:meth:`_answer`); the job's (result, env) when the worker is gone."""
         try:
             self.worker.send(message)
         except WorkerGone as gone:
             return self._gone(gone)
-        return self._answer(expected)
+        return self._answer(expected, keep)
 
     def _answer(self, expected: str | None, keep: bool = False):
         """The worker's next answer: None when it is the ``expected`` step's (the answer itself with

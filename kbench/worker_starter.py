@@ -44,15 +44,28 @@ def start_fork_server_early(kernel_dirs, device: str, suite: str) -> None:
     if not forkserver.available() or device not in ("auto", "cpu", "cuda"):  # another is refused later
         return
     on_gpu = device == "cuda" or (device == "auto" and host_has_gpu())
-    key = (tuple(Path(p) for p in kernel_dirs), device if on_gpu else "cpu", suite)
+    key = _server_key(kernel_dirs, device if on_gpu else "cpu", suite)
     if any(entry[:3] == key for entry in _early):
         return
+    started = _start_server(*key)
+    if started is not None:
+        _early.append((*key, *started))
+
+
+def _server_key(kernel_dirs, device: str, suite: str) -> tuple:
+    """What a fork server serves: its kernel folders (as paths), its device and its suite."""
+    return tuple(Path(p) for p in kernel_dirs), device, suite
+
+
+def _start_server(kernel_dirs, device: str, suite: str) -> tuple | None:
+    """A new fork server and the path of its log, or None where it could not start."""
     log = tempfile.NamedTemporaryFile(prefix="kbench-forkserver-", suffix=".log", delete=False)
     log.close()
     try:
-        _early.append((*key, forkserver.ForkServer(key[0], key[1], suite, log.name), log.name))
+        return forkserver.ForkServer(kernel_dirs, device, suite, log.name), log.name
     except OSError:
         os.unlink(log.name)
+        return None
 
 
 def close_unclaimed() -> None:
@@ -84,7 +97,7 @@ def fork_server_started_early(kernel_dirs, device: str, suite: str):
 def _take_early(kernel_dirs, device: str, suite: str):
     """The (server, log) started early for these kernels, device and suite, or None."""
     for entry in _early:
-        if entry[:3] == (tuple(Path(p) for p in kernel_dirs), device, suite):
+        if entry[:3] == _server_key(kernel_dirs, device, suite):
             _early.remove(entry)
             return entry[3], entry[4]
     return None
@@ -133,17 +146,12 @@ class WorkerStarter:
         if self.fork and self.server is None:
             # The workers of a GPU run pick their device as asked (the server's spec is theirs).
             device = "cpu" if self.fork_device == "cpu" else self.device
-            early = _take_early(self.kernel_dirs, device, self.suite)
-            if early is not None:
-                self.server, self.server_log = early
-                return self.server
-            log = tempfile.NamedTemporaryFile(prefix="kbench-forkserver-", suffix=".log", delete=False)
-            log.close()
-            self.server_log = log.name
-            try:
-                self.server = forkserver.ForkServer(self.kernel_dirs, device, self.suite, log.name)
-            except OSError:
+            started = _take_early(self.kernel_dirs, device, self.suite) or _start_server(self.kernel_dirs, device,
+                                                                                          self.suite)
+            if started is None:
                 self.fork = False
+            else:
+                self.server, self.server_log = started
         return self.server
 
     def _new(self):
