@@ -3,17 +3,20 @@ context; every process's use counted).
 
 Under ``--interleave`` every implementation's worker holds its case until the case's sampling ends: the
 inputs, the harness's copies of them, the sealed reference, the closure's own buffers. For a large case a
-dozen of them run the GPU out of memory. :class:`Room` measures what each worker took (free memory
-before its job was prepared, less after its warm-up) and says whether the next one still fits; the
-runner samples the workers it has in turns first where it does not.
+dozen of them run the GPU out of memory. :class:`Room` measures what each worker kept (free memory
+before its job was prepared, less after its warm-up) and what it needed only for a while on top of that
+(its check's float64 references and trial inputs, given back before the warm-up: the worker's own peak
+less what it holds after the warm-up, as torch's allocator counted them), and says whether the next one
+still fits; the runner samples the workers it has in turns first where it does not.
 """
 
 from __future__ import annotations
 
 from typing import Callable
 
-# The next worker must find free the most any worker of the case took so far, times GROWTH (its own
-# buffers may be larger), plus SPARE (the check's float64 temporaries, the allocator's rounding).
+# The next worker must find free the most any worker of the case kept so far, times GROWTH (its own
+# buffers may be larger), plus the most one needed on top of that for its check, plus SPARE (the
+# allocator's rounding, what torch's counters do not see).
 GROWTH = 1.25
 SPARE_BYTES = 2 << 30
 
@@ -42,23 +45,48 @@ class Room:
 
     def __init__(self, read: Callable[[str | None], int | None] = free_bytes):
         self.read = read
-        self.largest = 0  # bytes: the most one worker took
+        self.largest = 0  # bytes: the most one worker kept
+        self.transient = 0  # bytes: the most one worker needed on top of what it kept (its check's peak)
         self.free: int | None = None  # bytes free at the last look
         self._before: int | None = None
 
     def before_job(self, uuid: str | None) -> None:
         self._before = self.read(uuid)
 
-    def after_warm_up(self, uuid: str | None) -> None:
+    def after_warm_up(self, uuid: str | None, peak_bytes: int = 0, held_bytes: int = 0) -> None:
+        """After a worker's warm-up: what it kept (NVML), and what its peak (``peak_bytes``, torch's most
+        reserved during the job) was above what it holds now (``held_bytes``), as the worker reported them."""
         now = self.read(uuid)
         if now is not None and self._before is not None:
             self.largest = max(self.largest, self._before - now)
+        self.transient = max(self.transient, peak_bytes - held_bytes)
 
     def fits_another(self, uuid: str | None) -> bool:
         """Whether one more worker like the largest so far fits (True where nothing was measured)."""
         self.free = self.read(uuid)
-        return self.free is None or not self.largest or self.free >= GROWTH * self.largest + SPARE_BYTES
+        return (self.free is None or not (self.largest or self.transient)
+                or self.free >= GROWTH * self.largest + self.transient + SPARE_BYTES)
 
     def describe(self) -> str:
         free = "?" if self.free is None else f"{self.free / 2**30:.1f}"
-        return f"{free} GiB of GPU memory free, an implementation's worker taking up to {self.largest / 2**30:.1f} GiB"
+        peak = f" (and {self.transient / 2**30:.1f} GiB more while it checks)" if self.transient else ""
+        return (f"{free} GiB of GPU memory free, an implementation's worker taking up to "
+                f"{self.largest / 2**30:.1f} GiB{peak}")
+
+
+def worker_figures() -> dict:
+    """In a worker, after its warm-up: its peak of GPU memory reserved by torch during this job and what
+    it reserves now (bytes), for :meth:`Room.after_warm_up`; empty without CUDA."""
+    import torch
+
+    if not torch.cuda.is_initialized():
+        return {}
+    return {"gpu_peak_bytes": int(torch.cuda.max_memory_reserved()), "gpu_held_bytes": int(torch.cuda.memory_reserved())}
+
+
+def reset_worker_peak() -> None:
+    """In a worker, at a job's start: its peak counts from here (a worker serves several jobs)."""
+    import torch
+
+    if torch.cuda.is_initialized():
+        torch.cuda.reset_peak_memory_stats()

@@ -229,15 +229,17 @@ def _case_interleaved(case: Case, pending: list[Variant], workers: dict, recorde
             room.before_job(uuid)
         if not side_by_side:
             ended.update(_prepare([variant], case, workers, ahead=False))
+        figures = {}
         if variant.label not in ended:
             worker = workers[variant.label]
             result = worker.check() or worker.warm_up()
+            figures = worker.memory if result is None else {}
             if result is None:
                 group.append(variant)
             else:
                 ended[variant.label] = result
         if room is not None:
-            room.after_warm_up(_gpu_uuid(workers))
+            room.after_warm_up(_gpu_uuid(workers), figures.get("gpu_peak_bytes", 0), figures.get("gpu_held_bytes", 0))
     end_group(split=bool(why))
 
 
@@ -290,6 +292,7 @@ class _VariantWorker:
         self.worker = None
         self.env: dict | None = None
         self._started: dict | None = None  # what a new worker's start-up cost, for its first record
+        self.memory: dict = {}  # the worker's GPU memory after its last warm-up (gpu_peak_bytes, gpu_held_bytes)
 
     def _skip(self, case: Case) -> dict | None:
         """The SKIP this job is before any worker runs (not part of the case, no GPU...), or None."""
@@ -326,8 +329,13 @@ class _VariantWorker:
         return self._step({"op": "check"}, "checked")
 
     def warm_up(self) -> tuple | None:
-        """Warm the checked closure up: None once it is ready to sample, else the job's (result, env)."""
-        return self._step({"op": "warm_up"}, "ready")
+        """Warm the checked closure up: None once it is ready to sample (its GPU memory figures kept in
+        ``memory``: kbench.gpu_memory.worker_figures), else the job's (result, env)."""
+        answer = self._step({"op": "warm_up"}, "ready", keep=True)
+        if isinstance(answer, dict):
+            self.memory = {key: value for key, value in answer.items() if key != "type"}
+            return None
+        return answer
 
     def burst(self, seconds: float | None) -> tuple[bool, tuple | None]:
         """One turn of sampling: (whether sampling is over, the job's (result, env) when it ended)."""

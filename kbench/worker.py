@@ -307,8 +307,12 @@ def serve_in_steps(registry, job: dict, device: str, env: dict, send, jobs) -> d
     "seconds": S}`` (None: until the stop rule is met) with ``{"type": "burst", "done": bool}``, and
     ``{"op": "finish"}`` with the record; the record is also the answer whenever the job ends early (a
     SKIP, a FAIL, a raise)."""
+    from kbench import gpu_memory
+
     measurement = Measurement(registry, job, device, env)
     try:
+        if device == "cuda":
+            gpu_memory.reset_worker_peak()
         done = measurement.skip()
         if done is not None:
             return done
@@ -323,7 +327,7 @@ def serve_in_steps(registry, job: dict, device: str, env: dict, send, jobs) -> d
                 send({"type": "checked"})
             elif op == "warm_up":
                 measurement.warm_up()
-                send({"type": "ready"})
+                send({"type": "ready", **(gpu_memory.worker_figures() if device == "cuda" else {})})
             elif op == "burst":
                 send({"type": "burst", "done": measurement.burst(message.get("seconds"))})
             elif op == "finish":

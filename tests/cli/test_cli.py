@@ -665,3 +665,22 @@ def test_gpu_room_fits_what_it_cannot_measure():
     room.before_job("GPU-x")
     room.after_warm_up("GPU-x")
     assert room.fits_another("GPU-x") and room.largest == 0
+
+
+def test_gpu_room_counts_what_a_worker_needs_only_while_it_checks():
+    """A worker that keeps 3 GiB but peaked at 10 GiB during its check (float64 references, given back
+    before its warm-up): the next one fits only where 1.25 x 3 + 7 + 2 GiB are free."""
+    from kbench.gpu_memory import Room
+
+    gib = 1 << 30
+    free = [100 * gib]
+    room = Room(read=lambda uuid: free[0])
+    room.before_job("GPU-x")
+    free[0] -= 3 * gib
+    room.after_warm_up("GPU-x", peak_bytes=10 * gib, held_bytes=3 * gib)
+    assert (room.largest, room.transient) == (3 * gib, 7 * gib)
+    free[0] = int(12.8 * gib)
+    assert room.fits_another("GPU-x")
+    free[0] = int(12.7 * gib)
+    assert not room.fits_another("GPU-x")
+    assert "(and 7.0 GiB more while it checks)" in room.describe()
