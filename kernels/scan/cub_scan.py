@@ -75,16 +75,27 @@ def make_call(scanner, op, takes):
     def call(temp, d_in, d_out, num_items, init, stream):
         if state["takes"] is None:
             try:
-                result = scanner(temp, d_in, d_out, op, num_items, init, stream)
+                result = scanner(temp_storage=temp, d_in=d_in, d_out=d_out, op=op, num_items=num_items,
+                                 init_value=init, stream=stream)
                 state["takes"] = True
                 return result
             except TypeError:
                 state["takes"] = False
-        if state["takes"]:
-            return scanner(temp, d_in, d_out, op, num_items, init, stream)
+        if state["takes"]:  # cuda.compute 1.x takes its arguments by keyword only
+            return scanner(temp_storage=temp, d_in=d_in, d_out=d_out, op=op, num_items=num_items,
+                           init_value=init, stream=stream)
         return scanner(temp, d_in, d_out, num_items, init, stream)
 
     return call
+
+
+def build_scanner(make, d_in, d_out, op, init):
+    """The scanner for these arrays: cuda.compute 1.x's makers take keywords only (d_in, d_out, op,
+    init_value), the earlier ones their arguments in that order (the last named h_init)."""
+    try:
+        return make(d_in=d_in, d_out=d_out, op=op, init_value=init)
+    except TypeError:
+        return make(d_in, d_out, op, init)
 
 
 @implementation(
@@ -102,7 +113,7 @@ def cub_scan(case, inputs, out):
     init = np.zeros(1, dtype=NUMPY_TYPES[case.dtype])
     op = sum_operator(module)
     make = module.make_exclusive_scan if case.exclusive else module.make_inclusive_scan
-    scanner = make(x, y, op, init)  # builds CUB's kernels for these types (NVRTC): never timed
+    scanner = build_scanner(make, x, y, op, init)  # builds CUB's kernels for these types (NVRTC): never timed
     call = make_call(scanner, op, takes_op(scanner))
     stream = TorchStream(torch.cuda.current_stream().cuda_stream)
     temp_bytes = call(None, x, y, case.n, init, stream)  # a size query: no work on the GPU

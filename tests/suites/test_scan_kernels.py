@@ -244,12 +244,12 @@ def test_the_h200_scan_plan_parses_and_names_what_is_loaded():
 # --- cub-scan: the cuda-cccl API generations, with stand-ins ----------------------------------------------------
 
 class NewScanner:
-    """cuda.compute's scanner from 2026 on: the call takes the operator again."""
+    """cuda.compute's scanner from 2026 on: the call takes the operator again, every argument by keyword."""
 
     def __init__(self):
         self.calls = []
 
-    def __call__(self, temp_storage, d_in, d_out, op, num_items, init_value, stream=None):
+    def __call__(self, *, temp_storage, d_in, d_out, op, init_value, num_items, stream=None):
         self.calls.append((temp_storage, op, num_items, stream))
         return 4096
 
@@ -275,6 +275,17 @@ def test_the_calling_convention_follows_the_scanner(cub):
     found_out = cub.make_call(old, "plus", None)  # no signature to read: the first call finds out
     assert found_out(None, "x", "y", 3, "init", None) == 512 and found_out("t", "x", "y", 3, "init", None) == 512
     assert old.calls[-2:] == [(None, 3, None), ("t", 3, None)]
+
+
+def test_the_scanner_is_built_by_keyword_or_in_order(cub):
+    def keywords_only(*, d_in, d_out, op, init_value):
+        return ("new", d_in, d_out, op, init_value)
+
+    def in_order(d_in, d_out, op, h_init):
+        return ("old", d_in, d_out, op, h_init)
+
+    assert cub.build_scanner(keywords_only, "x", "y", "plus", 0) == ("new", "x", "y", "plus", 0)
+    assert cub.build_scanner(in_order, "x", "y", "plus", 0) == ("old", "x", "y", "plus", 0)
 
 
 def test_the_sum_operator_is_cubs_own_where_the_module_has_one(cub):
