@@ -150,12 +150,13 @@ def test_an_int8_case_gives_kernels_the_quantized_cache_only(decode):
 def test_split_plan_covers_the_cache_in_whole_tiles(splitkv):
     for length in (1, 63, 64, 65, 1000, 131072):
         for splits in ("auto", "1", "3", "10000"):
-            n, keys = splitkv.split_plan(length, sequences_x_heads=8, sms=132, splits=splits)
-            assert keys % splitkv.BLOCK_N == 0 and (n - 1) * keys < length <= n * keys
-            assert n <= math.ceil(length / splitkv.BLOCK_N)
-    n, _ = splitkv.split_plan(131072, sequences_x_heads=8, sms=132)  # about four programs an SM
+            for block_n in splitkv.BLOCK_NS:
+                n, keys = splitkv.split_plan(length, sequences_x_heads=8, sms=132, splits=splits, block_n=block_n)
+                assert keys % block_n == 0 and (n - 1) * keys < length <= n * keys
+                assert n <= math.ceil(length / block_n)
+    n, _ = splitkv.split_plan(131072, sequences_x_heads=8, sms=132)  # about two programs an SM
     wanted = math.ceil(splitkv.PROGRAMS_PER_SM * 132 / 8)
-    assert 0.9 * wanted <= n <= wanted  # whole tiles a piece: 64 pieces of 2,048 keys for 66 wanted
+    assert 0.9 * wanted <= n <= wanted  # whole tiles a piece: 33 pieces of 4,032 keys for 33 wanted
     assert splitkv.row_tiling(4) == (16, 1) and splitkv.row_tiling(96) == (64, 2)
 
 
