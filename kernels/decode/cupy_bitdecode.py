@@ -247,6 +247,11 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps):
     for t in (k, v, *scales[:2]):
         if t.data_ptr() % 16 or any(st * t.element_size() % 16 for st, n in zip(t.stride()[:-1], t.shape) if n > 1):
             raise Unsupported("cupy-bitdecode needs 16-byte aligned K, V and K-scale rows")
+    # Within a head the kernel steps along the tokens with 32-bit offsets (bytes of the codes, elements
+    # of the scales): a head's extent must fit in them.
+    extents = [t.shape[2] * t.stride(2) * t.element_size() for t in (k, v)] + [t.shape[2] * t.stride(2) for t in scales]
+    if max(extents) >= 2**31:
+        raise Unsupported("cupy-bitdecode needs each head's cache within 2 GiB (its offsets are 32-bit)")
     if scales and not (scales[0].shape == scales[1].shape and scales[0].stride() == scales[1].stride()
                        and scales[2].stride() == scales[3].stride()):
         raise Unsupported("cupy-bitdecode needs each scale and minimum laid out alike")
