@@ -57,30 +57,31 @@ def test_cupy_bitdecode_is_right_through_kbench_run(cli, tmp_path, sweep):
     assert result.exit_code == 0, result.output
 
 
+def _rows_of_params(cli, tmp_path, impl: str, kv_dtypes: str, *params: str) -> dict:
+    """kbench run decode of one implementation's --param choices at 4099 keys (partial tiles and groups)
+    and 4 new queries: each of its rows' (label, case) -> (status, reason), once the run exited 0."""
+    out = tmp_path / "decode.jsonl"
+    result = cli("run", "decode", "--l", "4099", "--hq", "32", "--hkv", "8", "--q", "4", "--d", "128",
+                 "--batch", "2", "--kv-dtype", kv_dtypes, "--device", "cuda", "--impl", impl, *params,
+                 "--timeout", "300", "--max-time", "0.1", "--out", out)
+    statuses = {(r.label, r.case_key): (r.status, r.reason) for r in results.read(out) if r.impl == impl}
+    wrong = {key: status for key, status in statuses.items() if status[0] != "OK"}
+    assert not wrong and result.exit_code == 0, f"{wrong}\n{result.output[-3000:]}"
+    return statuses
+
+
 @pytest.mark.usefixtures("needs_cupy")
 def test_cupy_bitdecode_params_are_right(cli, tmp_path):
     """Tiles of 16 and 64 keys, 2 and 8 warps, and pieces fixed at 1 (the output written by the partial
-    kernel itself) and 7, at a cache of partial tiles and groups."""
-    out = tmp_path / "decode.jsonl"
-    result = cli("run", "decode", "--l", "4099", "--hq", "32", "--hkv", "8", "--q", "4", "--d", "128",
-                 "--batch", "2", "--kv-dtype", "int4,int8", "--device", "cuda", "--impl", "cupy-bitdecode",
-                 "--param", "tile=16,64", "--param", "warps=2,8", "--param", "splits=1,7,0",
-                 "--timeout", "300", "--max-time", "0.1", "--out", out)
-    statuses = {(r.label, r.case_key): (r.status, r.reason) for r in results.read(out) if r.impl == "cupy-bitdecode"}
-    wrong = {key: status for key, status in statuses.items() if status[0] != "OK"}
-    assert len(statuses) == 24 and not wrong, f"{wrong}\n{result.output[-3000:]}"
-    assert result.exit_code == 0, result.output
+    kernel itself) and 7, or automatic."""
+    rows = _rows_of_params(cli, tmp_path, "cupy-bitdecode", "int4,int8",
+                           "--param", "tile=16,64", "--param", "warps=2,8", "--param", "splits=1,7,0")
+    assert len(rows) == 24
 
 
 def test_triton_splitkv_params_are_right(cli, tmp_path, compiled_triton):
-    """K/V tiles of 32 and 128 keys, 4 and 8 warps, at partial tiles (four stages of 128 int4 keys need
-    more shared memory than an H200 has: 315,392 bytes)."""
-    out = tmp_path / "decode.jsonl"
-    result = cli("run", "decode", "--l", "4099", "--hq", "32", "--hkv", "8", "--q", "4", "--d", "128",
-                 "--batch", "2", "--kv-dtype", "fp16,int4", "--device", "cuda", "--impl", "triton-splitkv",
-                 "--param", "block_n=32,128", "--param", "warps=4,8", "--param", "stages=2",
-                 "--timeout", "300", "--max-time", "0.1", "--out", out)
-    statuses = {(r.label, r.case_key): (r.status, r.reason) for r in results.read(out) if r.impl == "triton-splitkv"}
-    wrong = {key: status for key, status in statuses.items() if status[0] != "OK"}
-    assert len(statuses) == 8 and not wrong, f"{wrong}\n{result.output[-3000:]}"
-    assert result.exit_code == 0, result.output
+    """K/V tiles of 32 and 128 keys, 4 and 8 warps (four stages of 128 int4 keys need more shared memory
+    than an H200 has: 315,392 bytes)."""
+    rows = _rows_of_params(cli, tmp_path, "triton-splitkv", "fp16,int4",
+                           "--param", "block_n=32,128", "--param", "warps=4,8", "--param", "stages=2")
+    assert len(rows) == 8
