@@ -14,6 +14,12 @@ except ImportError:  # pragma: no cover - only where triton is absent
     triton = None
 
 
+# What Triton raises at a kernel's first launch when a configuration needs more shared memory or
+# registers than the GPU has: an implementation turns it into Unsupported (a SKIP that names the
+# limit), since that configuration cannot run there at all.
+OUT_OF_RESOURCES = (triton.runtime.errors.OutOfResources,) if triton is not None else ()
+
+
 def interpreted() -> bool:
     """True when @triton.jit kernels run through Triton's CPU interpreter."""
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")

@@ -232,13 +232,16 @@ def triton_splitkv(case, inputs, out, splits="auto", block_n=BLOCK_N, stages=2, 
     pipeline = {"num_stages": stages} if stages else {}  # 0: Triton's own default depth
 
     def run():
-        _partial[(bh, n_splits, row_blocks)](
-            q, k, v, ks, km, vs, vm, part_o, part_m, part_l,
-            q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
-            v.stride(0), v.stride(1), v.stride(2), *group_strides,
-            case.hkv, group, case.q, case.l, keys_per_split, n_splits, row_blocks, scale_log2, case.group,
-            BLOCK_M=block_m, BLOCK_N=block_n, HEAD_D=case.d, MASKED=case.q > 1, PRECISION=precision,
-            BITS=bits, num_warps=warps, **pipeline)
+        try:
+            _partial[(bh, n_splits, row_blocks)](
+                q, k, v, ks, km, vs, vm, part_o, part_m, part_l,
+                q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
+                v.stride(0), v.stride(1), v.stride(2), *group_strides,
+                case.hkv, group, case.q, case.l, keys_per_split, n_splits, row_blocks, scale_log2, case.group,
+                BLOCK_M=block_m, BLOCK_N=block_n, HEAD_D=case.d, MASKED=case.q > 1, PRECISION=precision,
+                BITS=bits, num_warps=warps, **pipeline)
+        except utils.OUT_OF_RESOURCES as exc:  # raised at the first launch, where Triton compiles
+            raise Unsupported(f"block_n={block_n}, stages={stages or 'default'}, warps={warps}: {exc}") from None
         _combine[(bh, row_blocks)](
             part_o, part_m, part_l, out, out.stride(0), out.stride(1), out.stride(2),
             case.hkv, group, case.q, n_splits, row_blocks, BLOCK_M=block_m, HEAD_D=case.d, num_warps=warps)

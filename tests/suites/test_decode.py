@@ -178,3 +178,27 @@ def test_the_suite_is_a_folder_with_its_kernels_beside_it():
     root = Path(__file__).resolve().parents[2]
     assert (root / "suites" / "decode" / "suite.py").is_file()
     assert {p.name for p in (root / "kernels" / "decode").glob("*.py")} >= {"sdpa.py", "triton_splitkv.py"}
+
+
+def test_a_configuration_triton_cannot_fit_is_unsupported(registry, decode, splitkv, monkeypatch):
+    """Triton raises OutOfResources at a kernel's first launch when a configuration needs more shared
+    memory than the GPU has (128-key int4 tiles with four stages on an H200): that is Unsupported, a
+    SKIP naming the limit, not a crash."""
+    import torch
+    from triton.runtime.errors import OutOfResources
+
+    from kbench.registry import Unsupported
+
+    class TooLarge:
+        def __getitem__(self, grid):
+            def launch(*args, **kwargs):
+                raise OutOfResources(315392, 232448, "shared memory")
+            return launch
+
+    monkeypatch.setattr(splitkv, "_partial", TooLarge())
+    c = case(l=300, d=64)
+    inputs = decode.make_inputs(c, seed=1, device="cpu")
+    out = torch.empty_like(inputs["q"])
+    run = registry.implementations("decode")["triton-splitkv"].make(c, inputs, out, block_n=128, stages=4, warps=4)
+    with pytest.raises(Unsupported, match="block_n=128, stages=4, warps=4: out of resource: shared memory"):
+        run()
