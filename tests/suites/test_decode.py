@@ -180,7 +180,7 @@ def test_the_suite_is_a_folder_with_its_kernels_beside_it():
     assert {p.name for p in (root / "kernels" / "decode").glob("*.py")} >= {"sdpa.py", "triton_splitkv.py"}
 
 
-def test_a_configuration_triton_cannot_fit_is_unsupported(registry, decode, splitkv, monkeypatch):
+def test_a_configuration_triton_cannot_fit_is_unsupported(registry, decode, monkeypatch):
     """Triton raises OutOfResources at a kernel's first launch when a configuration needs more shared
     memory than the GPU has (128-key int4 tiles with four stages on an H200): that is Unsupported, a
     SKIP naming the limit, not a crash."""
@@ -195,10 +195,11 @@ def test_a_configuration_triton_cannot_fit_is_unsupported(registry, decode, spli
                 raise OutOfResources(315392, 232448, "shared memory")
             return launch
 
-    monkeypatch.setattr(splitkv, "_partial", TooLarge())
+    make = registry.implementations("decode")["triton-splitkv"].make
+    monkeypatch.setitem(make.__globals__, "_partial", TooLarge())  # the module this registry's make runs in
     c = case(l=300, d=64)
     inputs = decode.make_inputs(c, seed=1, device="cpu")
     out = torch.empty_like(inputs["q"])
-    run = registry.implementations("decode")["triton-splitkv"].make(c, inputs, out, block_n=128, stages=4, warps=4)
+    run = make(c, inputs, out, block_n=128, stages=4, warps=4)
     with pytest.raises(Unsupported, match="block_n=128, stages=4, warps=4: out of resource: shared memory"):
         run()
