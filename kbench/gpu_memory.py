@@ -53,13 +53,13 @@ class Room:
     def before_job(self, uuid: str | None) -> None:
         self._before = self.read(uuid)
 
-    def after_warm_up(self, uuid: str | None, peak_bytes: int = 0, held_bytes: int = 0) -> None:
-        """After a worker's warm-up: what it kept (NVML), and what its peak (``peak_bytes``, torch's most
-        reserved during the job) was above what it holds now (``held_bytes``), as the worker reported them."""
+    def after_warm_up(self, uuid: str | None, gpu_peak_bytes: int = 0, gpu_held_bytes: int = 0) -> None:
+        """After a worker's warm-up: what it kept (NVML), and how far its peak (torch's most reserved
+        during the job) was above what it holds now, as the worker reported them (:func:`worker_figures`)."""
         now = self.read(uuid)
         if now is not None and self._before is not None:
             self.largest = max(self.largest, self._before - now)
-        self.transient = max(self.transient, peak_bytes - held_bytes)
+        self.transient = max(self.transient, gpu_peak_bytes - gpu_held_bytes)
 
     def fits_another(self, uuid: str | None) -> bool:
         """Whether one more worker like the largest so far fits (True where nothing was measured)."""
@@ -76,7 +76,7 @@ class Room:
 
 def worker_figures() -> dict:
     """In a worker, after its warm-up: its peak of GPU memory reserved by torch during this job and what
-    it reserves now (bytes), for :meth:`Room.after_warm_up`; empty without CUDA."""
+    it reserves now (bytes), for :meth:`Room.after_warm_up`; empty where this process has not used CUDA."""
     import torch
 
     if not torch.cuda.is_initialized():

@@ -229,17 +229,17 @@ def _case_interleaved(case: Case, pending: list[Variant], workers: dict, recorde
             room.before_job(uuid)
         if not side_by_side:
             ended.update(_prepare([variant], case, workers, ahead=False))
-        figures = {}
+        figures = {}  # the worker's own GPU memory figures, once it is warmed up
         if variant.label not in ended:
             worker = workers[variant.label]
             result = worker.check() or worker.warm_up()
-            figures = worker.memory if result is None else {}
             if result is None:
                 group.append(variant)
+                figures = worker.memory
             else:
                 ended[variant.label] = result
         if room is not None:
-            room.after_warm_up(_gpu_uuid(workers), figures.get("gpu_peak_bytes", 0), figures.get("gpu_held_bytes", 0))
+            room.after_warm_up(_gpu_uuid(workers), **figures)
     end_group(split=bool(why))
 
 

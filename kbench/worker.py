@@ -311,8 +311,7 @@ def serve_in_steps(registry, job: dict, device: str, env: dict, send, jobs) -> d
 
     measurement = Measurement(registry, job, device, env)
     try:
-        if device == "cuda":
-            gpu_memory.reset_worker_peak()
+        gpu_memory.reset_worker_peak()
         done = measurement.skip()
         if done is not None:
             return done
@@ -327,7 +326,7 @@ def serve_in_steps(registry, job: dict, device: str, env: dict, send, jobs) -> d
                 send({"type": "checked"})
             elif op == "warm_up":
                 measurement.warm_up()
-                send({"type": "ready", **(gpu_memory.worker_figures() if device == "cuda" else {})})
+                send({"type": "ready", **gpu_memory.worker_figures()})
             elif op == "burst":
                 send({"type": "burst", "done": measurement.burst(message.get("seconds"))})
             elif op == "finish":

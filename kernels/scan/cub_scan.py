@@ -73,17 +73,17 @@ def make_call(scanner, op, takes):
     state = {"takes": takes}
 
     def call(temp, d_in, d_out, num_items, init, stream):
-        if state["takes"] is None:
+        if state["takes"] is not False:  # cuda.compute 1.x takes its arguments by keyword only
             try:
                 result = scanner(temp_storage=temp, d_in=d_in, d_out=d_out, op=op, num_items=num_items,
                                  init_value=init, stream=stream)
+            except TypeError:
+                if state["takes"]:
+                    raise
+                state["takes"] = False
+            else:
                 state["takes"] = True
                 return result
-            except TypeError:
-                state["takes"] = False
-        if state["takes"]:  # cuda.compute 1.x takes its arguments by keyword only
-            return scanner(temp_storage=temp, d_in=d_in, d_out=d_out, op=op, num_items=num_items,
-                           init_value=init, stream=stream)
         return scanner(temp, d_in, d_out, num_items, init, stream)
 
     return call

@@ -677,7 +677,7 @@ def test_gpu_room_counts_what_a_worker_needs_only_while_it_checks():
     room = Room(read=lambda uuid: free[0])
     room.before_job("GPU-x")
     free[0] -= 3 * gib
-    room.after_warm_up("GPU-x", peak_bytes=10 * gib, held_bytes=3 * gib)
+    room.after_warm_up("GPU-x", gpu_peak_bytes=10 * gib, gpu_held_bytes=3 * gib)
     assert (room.largest, room.transient) == (3 * gib, 7 * gib)
     free[0] = int(12.8 * gib)
     assert room.fits_another("GPU-x")
