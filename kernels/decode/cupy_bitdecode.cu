@@ -389,7 +389,6 @@ bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __r
 
         // ---- online softmax (rows g and g + 8; a row's 4 lanes form a quad) -------------------------
         unsigned p[NT][2];
-        float alpha[2];
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             float mx = row_max[h];
@@ -398,7 +397,7 @@ bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __r
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
             const float shift = (mx == neg_inf()) ? 0.f : mx;  // a row that has seen no key yet
-            alpha[h] = fast_exp2(row_max[h] - shift);
+            const float alpha = fast_exp2(row_max[h] - shift);
             float sum = 0.f;
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt) {
@@ -407,15 +406,13 @@ bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __r
                 sum += p0 + p1;
                 p[nt][h] = pack2<BF16>(p0, p1);
             }
-            row_sum[h] = row_sum[h] * alpha[h] + sum;
+            row_sum[h] = row_sum[h] * alpha + sum;
             row_max[h] = mx;
-        }
 #pragma unroll
-        for (int dt = 0; dt < DT; ++dt) {
-            o[dt][0] *= alpha[0];
-            o[dt][1] *= alpha[0];
-            o[dt][2] *= alpha[1];
-            o[dt][3] *= alpha[1];
+            for (int dt = 0; dt < DT; ++dt) {
+                o[dt][2 * h] *= alpha;
+                o[dt][2 * h + 1] *= alpha;
+            }
         }
 
         // ---- O += P V ------------------------------------------------------------------------------
