@@ -17,7 +17,7 @@
 //   Q:           D/64 boxes of BM rows x 128 bytes
 //   K[STAGES]:   D/64 boxes of BN rows x 128 bytes each
 //   V[STAGES]:   the same
-//   mbarriers:   q_full, k_full[STAGES], v_full[STAGES], k_empty[STAGES], v_empty[STAGES]
+//   mbarriers:   q_full, q_empty, k_full[STAGES], v_full[STAGES], k_empty[STAGES], v_empty[STAGES]
 // Byte offset of element (row r, column c) inside a tile, before the swizzle: (c / 64) * rows * 128 +
 // r * 128 + (c % 64) * 2. The 128-byte swizzle (TMA's and wgmma's alike) XORs address bits [4, 7)
 // with bits [7, 10) inside each 1024-byte atom of 8 rows.
@@ -51,8 +51,16 @@
 // while the other's wgmma occupy the tensor cores.
 //
 // Causal (query i sees keys j <= i): a block visits only the tiles up to its last row's diagonal;
-// tiles that cross a row's diagonal (and the tail tile past N) are masked element by element. Blocks
-// are launched longest first.
+// tiles that cross a row's diagonal (and the tail tile past N) are masked element by element.
+//
+// Work units: a unit is one Q tile of one (batch, head), numbered so that a head's Q tiles are
+// neighbours (the blocks that run together read the same K and V, from L2), causal ones longest
+// first within each head. Block b takes units b, b + gridDim.x, ...: a grid of one block a unit
+// gives each block one, a persistent grid (one block per SM) gives each block several, and then the
+// producer loads the next unit's Q (once both consumers have finished their last Q Kᵀ, barrier
+// q_empty) and its first K/V tiles while the consumers finish this unit's last P V and store O, so
+// no block start, Q load or first-tile wait lies between one unit and the next. The K/V ring and the
+// ping-pong turns run on across units.
 
 #include "kbench_ptx.cuh"
 #include "kbench_sm90.cuh"
@@ -91,13 +99,14 @@ struct Layout {
 template <int D, int BN, int STAGES>
 struct Smem {
     using L = Layout<D, BN, STAGES>;
-    unsigned q, k, v, q_full, k_full, v_full, k_empty, v_empty;
+    unsigned q, k, v, q_full, q_empty, k_full, v_full, k_empty, v_empty;
     __device__ __forceinline__ explicit Smem(const unsigned char* smem) {
         q = (kbench_ptx::smem_addr(smem) + SWIZZLE_ATOM - 1) & ~unsigned(SWIZZLE_ATOM - 1);
         k = q + L::Q_BYTES;
         v = k + STAGES * L::KV_BYTES;
         q_full = v + STAGES * L::KV_BYTES;
-        k_full = q_full + 8;
+        q_empty = q_full + 8;
+        k_full = q_empty + 8;
         v_full = k_full + 8 * STAGES;
         k_empty = v_full + 8 * STAGES;
         v_empty = k_empty + 8 * STAGES;
@@ -114,6 +123,18 @@ __device__ __forceinline__ int kv_tiles(int q_tile, int n) {
     return min(all, last_row / BN + 1);
 }
 
+// A unit of work: one Q tile of one (batch, head).
+struct Unit {
+    int q_tile, bh;
+};
+
+// Unit number w (see the header comment): a head's Q tiles side by side, causal ones last tile first.
+template <bool CAUSAL>
+__device__ __forceinline__ Unit unit_at(int w, int q_tiles) {
+    const int in_head = w % q_tiles;
+    return {CAUSAL ? q_tiles - 1 - in_head : in_head, w / q_tiles};
+}
+
 // A ring position: the stage and the parity of its barriers' current phase.
 struct Ring {
     int stage = 0;
@@ -127,32 +148,39 @@ struct Ring {
     }
 };
 
-// The producer: one thread loads Q, then every K and V tile of the block into the ring.
+// The producer: one thread loads, for each of the block's units, Q (once the consumers have released
+// the last unit's) and then every K and V tile of the unit into the ring.
 template <int D, int BN, int STAGES, bool CAUSAL>
 __device__ __forceinline__ void produce(const Smem<D, BN, STAGES>& sm, const TensorMap* map_q, const TensorMap* map_k,
-                                        const TensorMap* map_v, int q_tile, int bh, int n) {
+                                        const TensorMap* map_v, int n, int q_tiles, int units) {
     using L = Layout<D, BN, STAGES>;
     tensormap_prefetch(map_q);
     tensormap_prefetch(map_k);
     tensormap_prefetch(map_v);
-    mbarrier_arrive_expect_tx(sm.q_full, L::Q_BYTES);
-#pragma unroll
-    for (int b = 0; b < D / BOX_COLS; ++b) tma_load_3d(sm.q + b * L::Q_BOX, map_q, sm.q_full, b * BOX_COLS, q_tile * BM, bh);
-    const int tiles = kv_tiles<BN, CAUSAL>(q_tile, n);
     Ring ring;
-    for (int j = 0; j < tiles; ++j) {
-        const unsigned k_dst = sm.k + ring.stage * L::KV_BYTES, v_dst = sm.v + ring.stage * L::KV_BYTES;
-        mbarrier_wait(sm.k_empty + 8 * ring.stage, ring.phase ^ 1);  // the first lap passes at once
-        mbarrier_arrive_expect_tx(sm.k_full + 8 * ring.stage, L::KV_BYTES);
+    unsigned q_phase = 0;
+    for (int w = blockIdx.x; w < units; w += gridDim.x, q_phase ^= 1) {
+        const Unit u = unit_at<CAUSAL>(w, q_tiles);
+        mbarrier_wait(sm.q_empty, q_phase ^ 1);  // the first unit's passes at once
+        mbarrier_arrive_expect_tx(sm.q_full, L::Q_BYTES);
 #pragma unroll
         for (int b = 0; b < D / BOX_COLS; ++b)
-            tma_load_3d(k_dst + b * L::KV_BOX, map_k, sm.k_full + 8 * ring.stage, b * BOX_COLS, j * BN, bh);
-        mbarrier_wait(sm.v_empty + 8 * ring.stage, ring.phase ^ 1);
-        mbarrier_arrive_expect_tx(sm.v_full + 8 * ring.stage, L::KV_BYTES);
+            tma_load_3d(sm.q + b * L::Q_BOX, map_q, sm.q_full, b * BOX_COLS, u.q_tile * BM, u.bh);
+        const int tiles = kv_tiles<BN, CAUSAL>(u.q_tile, n);
+        for (int j = 0; j < tiles; ++j) {
+            const unsigned k_dst = sm.k + ring.stage * L::KV_BYTES, v_dst = sm.v + ring.stage * L::KV_BYTES;
+            mbarrier_wait(sm.k_empty + 8 * ring.stage, ring.phase ^ 1);  // the first lap passes at once
+            mbarrier_arrive_expect_tx(sm.k_full + 8 * ring.stage, L::KV_BYTES);
 #pragma unroll
-        for (int b = 0; b < D / BOX_COLS; ++b)
-            tma_load_3d(v_dst + b * L::KV_BOX, map_v, sm.v_full + 8 * ring.stage, b * BOX_COLS, j * BN, bh);
-        ring.advance<STAGES>();
+            for (int b = 0; b < D / BOX_COLS; ++b)
+                tma_load_3d(k_dst + b * L::KV_BOX, map_k, sm.k_full + 8 * ring.stage, b * BOX_COLS, j * BN, u.bh);
+            mbarrier_wait(sm.v_empty + 8 * ring.stage, ring.phase ^ 1);
+            mbarrier_arrive_expect_tx(sm.v_full + 8 * ring.stage, L::KV_BYTES);
+#pragma unroll
+            for (int b = 0; b < D / BOX_COLS; ++b)
+                tma_load_3d(v_dst + b * L::KV_BOX, map_v, sm.v_full + 8 * ring.stage, b * BOX_COLS, j * BN, u.bh);
+            ring.advance<STAGES>();
+        }
     }
 }
 
@@ -215,27 +243,69 @@ __device__ __forceinline__ void rescale_o(float (&o)[N], const float (&rescale)[
     for (int i = 0; i < N; ++i) o[i] *= rescale[(i >> 1) & 1];
 }
 
-template <int D, int BN, int STAGES, bool BF16>
+// A narrow tile: the last tile of a row of tiles holds at most NARROW keys before N (with BN > NARROW),
+// so its S is computed by m64n<NARROW> wgmma into the first NARROW / 2 registers of s (the softmax
+// masks the rest, keys past N) and its P V takes only the first NARROW / 16 k-steps: the keys past N,
+// whose P is 0, are not multiplied at all.
+constexpr int NARROW = 64;
+
+template <int BN>
+__device__ __forceinline__ bool narrow_tile(int trim, int j, int n) {
+    return BN > NARROW && trim && n - j * BN <= NARROW;
+}
+
+// A compile-time flag passed to a generic lambda. Whether a tile is narrow is known only at run time,
+// but every product of a narrow tile sits in its own copy of the step that issues and waits for it:
+// a run-time branch between wgmma groups still in flight makes ptxas serialise every wgmma of the
+// kernel (its warning C7520).
+template <bool B>
+struct Flag {
+    static constexpr bool value = B;
+};
+
+template <typename Step>
+__device__ __forceinline__ void narrow_or_not(bool narrow, Step&& step) {
+    if (narrow)
+        step(Flag<true>());
+    else
+        step(Flag<false>());
+}
+
+template <int D, int BN, int STAGES, bool BF16, bool NARROW_TILE>
 __device__ __forceinline__ void issue_qk(float (&s)[BN / 2], const Smem<D, BN, STAGES>& sm, int stage, int group) {
     using L = Layout<D, BN, STAGES>;
+    float(&s_narrow)[NARROW / 2] = *reinterpret_cast<float(*)[NARROW / 2]>(&s[0]);
+    if (BN > NARROW && NARROW_TILE) {
+        // The keys past the narrow product are past N: -inf now, so that the last tile's values in
+        // these registers are dead here rather than live until the softmax masks them.
+#pragma unroll
+        for (int i = NARROW / 2; i < BN / 2; ++i) s[i] = neg_inf();
+    }
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
         const unsigned qa = sm.q + (kk / 4) * L::Q_BOX + group * 64 * ROW_BYTES + (kk % 4) * 32;
         const unsigned kb = sm.k + stage * L::KV_BYTES + (kk / 4) * L::KV_BOX + (kk % 4) * 32;
         const unsigned long long da = matrix_descriptor(qa, 16, SWIZZLE_ATOM), db = matrix_descriptor(kb, 16, SWIZZLE_ATOM);
-        if (kk == 0)
-            Wgmma<BN, BF16, false>::mma_fresh(s, da, db);  // s is not read: the last tile's values are dead
-        else
+        // The first k-step does not read s: the last tile's values are dead.
+        if (BN > NARROW && NARROW_TILE) {
+            if (kk == 0)
+                Wgmma<NARROW, BF16, false>::mma_fresh(s_narrow, da, db);
+            else
+                Wgmma<NARROW, BF16, false>::mma(s_narrow, da, db, 1);
+        } else if (kk == 0) {
+            Wgmma<BN, BF16, false>::mma_fresh(s, da, db);
+        } else {
             Wgmma<BN, BF16, false>::mma(s, da, db, 1);
+        }
     }
 }
 
-template <int D, int BN, int STAGES, bool BF16>
+template <int D, int BN, int STAGES, bool BF16, bool NARROW_TILE>
 __device__ __forceinline__ void issue_pv(float (&o)[D / 2], const unsigned (&p)[BN / 16][4],
                                          const Smem<D, BN, STAGES>& sm, int stage) {
     using L = Layout<D, BN, STAGES>;
 #pragma unroll
-    for (int kk = 0; kk < BN / 16; ++kk) {
+    for (int kk = 0; kk < (NARROW_TILE && BN > NARROW ? NARROW : BN) / 16; ++kk) {
         const unsigned vb = sm.v + stage * L::KV_BYTES + kk * 16 * ROW_BYTES;
         WgmmaRS<D, BF16>::mma(o, p[kk], matrix_descriptor(vb, L::KV_BOX, SWIZZLE_ATOM), 1);
     }
@@ -277,8 +347,8 @@ __device__ __forceinline__ void pass_turn(int group) {
 template <int D, int BN, int STAGES, bool BF16, bool CAUSAL, bool OVERLAP, bool PINGPONG>
 __global__ void __launch_bounds__((kbench_fa3::CONSUMERS + 1) * 128, 1)
 fa3_forward(const __grid_constant__ kbench_sm90::TensorMap map_q, const __grid_constant__ kbench_sm90::TensorMap map_k,
-            const __grid_constant__ kbench_sm90::TensorMap map_v, unsigned short* __restrict__ out, int n,
-            float scale_log2) {
+            const __grid_constant__ kbench_sm90::TensorMap map_v, unsigned short* __restrict__ out, int n, int heads,
+            float scale_log2, int trim) {
     using namespace kbench_fa3;
     using namespace kbench_sm90;
     static_assert(D == 64 || D == 128, "head dim 64 or 128");
@@ -289,6 +359,7 @@ fa3_forward(const __grid_constant__ kbench_sm90::TensorMap map_q, const __grid_c
     const Smem<D, BN, STAGES> sm(smem);
     if (threadIdx.x == 0) {
         mbarrier_init(sm.q_full, 1);
+        mbarrier_init(sm.q_empty, CONSUMERS * 4);  // one arrive per consumer warp
         for (int s = 0; s < STAGES; ++s) {
             mbarrier_init(sm.k_full + 8 * s, 1);  // the producer's arrive.expect_tx
             mbarrier_init(sm.v_full + 8 * s, 1);
@@ -299,14 +370,13 @@ fa3_forward(const __grid_constant__ kbench_sm90::TensorMap map_q, const __grid_c
     }
     __syncthreads();
 
-    // Causal blocks are launched longest first: the last query tiles visit the most K/V tiles.
-    const int q_tile = CAUSAL ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
-    const int bh = blockIdx.y;
+    const int q_tiles = (n + BM - 1) / BM;
+    const int units = q_tiles * heads;  // the host keeps this within an int
     const int warpgroup = threadIdx.x / 128;
 
     if (warpgroup == 0) {
         setmaxnreg_dec<PRODUCER_REGISTERS>();
-        if (threadIdx.x == 0) produce<D, BN, STAGES, CAUSAL>(sm, &map_q, &map_k, &map_v, q_tile, bh, n);
+        if (threadIdx.x == 0) produce<D, BN, STAGES, CAUSAL>(sm, &map_q, &map_k, &map_v, n, q_tiles, units);
         return;
     }
 
@@ -314,81 +384,88 @@ fa3_forward(const __grid_constant__ kbench_sm90::TensorMap map_q, const __grid_c
     const int group = warpgroup - 1;
     const int t = threadIdx.x % 128, lane = t % 32;
     const bool warp_leader = lane == 0;
-    const int row_lo = q_tile * BM + group * 64 + 16 * (t / 32) + lane / 4;  // this thread's rows: row_lo, +8
-    const int first_row = q_tile * BM + group * 64;                         // the warpgroup's first row
-    const int tiles = kv_tiles<BN, CAUSAL>(q_tile, n);
-    // A tile needs the element mask when it reaches past N, or (causal) past the warpgroup's first row.
-    auto needs_mask = [&](int j) { return (j + 1) * BN > n || (CAUSAL && (j + 1) * BN - 1 > first_row); };
-
-    float o[D / 2];
-#pragma unroll
-    for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
-    RowState st;
-    float s[BN / 2];
-    unsigned p[BN / 16][4];
-    float rescale[2];
     Ring k_ring, v_ring;
-
+    unsigned q_phase = 0;
     if (PINGPONG && group == 1) pass_turn<PINGPONG>(group);  // warpgroup 0 goes first
-    mbarrier_wait(sm.q_full, 0);
 
-    // S_j = Q K_jᵀ on its own, then its softmax (tile 0 of the overlapped schedule, every tile of the plain one).
-    auto score = [&](int j) {
-        mbarrier_wait(sm.k_full + 8 * k_ring.stage, k_ring.phase);
-        take_turn<PINGPONG>(group);
-        wgmma_fence();
-        issue_qk<D, BN, STAGES, BF16>(s, sm, k_ring.stage, group);
-        wgmma_commit();
-        pass_turn<PINGPONG>(group);
-        wgmma_wait<0>();
-        fence_all(s);
-        release(sm.k_empty + 8 * k_ring.stage, warp_leader);
-        k_ring.advance<STAGES>();
-        softmax_tile<BN, CAUSAL>(s, st, rescale, needs_mask(j), j * BN, row_lo, n, scale_log2, lane);
-    };
-    // O += P V_j on its own (the last tile of the overlapped schedule, every tile of the plain one). The
-    // turns balance when warpgroup 1, which passed the first turn, keeps its last.
-    auto accumulate = [&](bool last) {
-        mbarrier_wait(sm.v_full + 8 * v_ring.stage, v_ring.phase);
-        take_turn<PINGPONG>(group);
-        if (OVERLAP) {  // o's rescale and p come before the fence, not sunk below it
-            fence_all(o);
-            fence_all(p);
-        }
-        wgmma_fence();
-        issue_pv<D, BN, STAGES, BF16>(o, p, sm, v_ring.stage);
-        wgmma_commit();
-        if (!(PINGPONG && group == 1 && last)) pass_turn<PINGPONG>(group);
-        wgmma_wait<0>();
-        fence_all(o);
-        fence_all(p);
-        release(sm.v_empty + 8 * v_ring.stage, warp_leader);
-        v_ring.advance<STAGES>();
-    };
+    for (int w = blockIdx.x; w < units; w += gridDim.x, q_phase ^= 1) {
+        const Unit u = unit_at<CAUSAL>(w, q_tiles);
+        // The turns balance when warpgroup 1, which passed the first turn, keeps the block's last.
+        const bool last_unit = w + static_cast<int>(gridDim.x) >= units;
+        const int row_lo = u.q_tile * BM + group * 64 + 16 * (t / 32) + lane / 4;  // this thread's rows: row_lo, +8
+        const int first_row = u.q_tile * BM + group * 64;                         // the warpgroup's first row
+        const int tiles = kv_tiles<BN, CAUSAL>(u.q_tile, n);
+        // A tile needs the element mask when it reaches past N, or (causal) past the warpgroup's first row.
+        auto needs_mask = [&](int j) { return (j + 1) * BN > n || (CAUSAL && (j + 1) * BN - 1 > first_row); };
 
-    if (OVERLAP) {
-        // Tile 0: S, softmax, P. Then for each tile j >= 1: S_j = Q K_jᵀ and O += P_{j-1} V_{j-1} in flight
-        // together (O first rescaled to tile j-1's maxima), softmax(S_j) in S's registers under the
-        // second, and S_j turned into P only once that product is done with P's registers.
-        score(0);
-        to_p<BN, BF16>(s, p);
-        for (int j = 1; j < tiles; ++j) {
+        float o[D / 2];
+#pragma unroll
+        for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
+        RowState st;
+        float s[BN / 2];
+        unsigned p[BN / 16][4];
+        float rescale[2];
+
+        mbarrier_wait(sm.q_full, q_phase);
+
+        // Only the unit's last tile can be narrow (see NARROW); each step below takes that as a Flag.
+        const bool narrow_last = narrow_tile<BN>(trim, tiles - 1, n);
+
+        // S_j = Q K_jᵀ on its own, then its softmax (tile 0 of the overlapped schedule, every tile of the
+        // plain one). After the unit's last Q Kᵀ the Q buffer goes back to the producer.
+        auto score = [&](int j, auto narrow) {
             mbarrier_wait(sm.k_full + 8 * k_ring.stage, k_ring.phase);
             take_turn<PINGPONG>(group);
             wgmma_fence();
-            issue_qk<D, BN, STAGES, BF16>(s, sm, k_ring.stage, group);
+            issue_qk<D, BN, STAGES, BF16, decltype(narrow)::value>(s, sm, k_ring.stage, group);
+            wgmma_commit();
+            pass_turn<PINGPONG>(group);
+            wgmma_wait<0>();
+            fence_all(s);
+            release(sm.k_empty + 8 * k_ring.stage, warp_leader);
+            if (j == tiles - 1) release(sm.q_empty, warp_leader);
+            k_ring.advance<STAGES>();
+            softmax_tile<BN, CAUSAL>(s, st, rescale, needs_mask(j), j * BN, row_lo, n, scale_log2, lane);
+        };
+        // O += P V_j on its own (the last tile of the overlapped schedule, every tile of the plain one).
+        auto accumulate = [&](bool last, auto narrow) {
+            mbarrier_wait(sm.v_full + 8 * v_ring.stage, v_ring.phase);
+            take_turn<PINGPONG>(group);
+            if (OVERLAP) {  // o's rescale and p come before the fence, not sunk below it
+                fence_all(o);
+                fence_all(p);
+            }
+            wgmma_fence();
+            issue_pv<D, BN, STAGES, BF16, decltype(narrow)::value>(o, p, sm, v_ring.stage);
+            wgmma_commit();
+            if (!(PINGPONG && group == 1 && last)) pass_turn<PINGPONG>(group);
+            wgmma_wait<0>();
+            fence_all(o);
+            fence_all(p);
+            release(sm.v_empty + 8 * v_ring.stage, warp_leader);
+            v_ring.advance<STAGES>();
+        };
+        // Tile j >= 1 of the overlapped schedule: S_j = Q K_jᵀ and O += P_{j-1} V_{j-1} in flight together
+        // (O first rescaled to tile j-1's maxima), softmax(S_j) in S's registers under the second, and S_j
+        // turned into P only once that product is done with P's registers. Tile j-1 is never narrow.
+        auto overlapped = [&](int j, auto narrow) {
+            mbarrier_wait(sm.k_full + 8 * k_ring.stage, k_ring.phase);
+            take_turn<PINGPONG>(group);
+            wgmma_fence();
+            issue_qk<D, BN, STAGES, BF16, decltype(narrow)::value>(s, sm, k_ring.stage, group);
             wgmma_commit();
             rescale_o(o, rescale);  // to tile j-1's maxima, before its P V is added
             mbarrier_wait(sm.v_full + 8 * v_ring.stage, v_ring.phase);
             fence_all(o);
             fence_all(p);
             wgmma_fence();
-            issue_pv<D, BN, STAGES, BF16>(o, p, sm, v_ring.stage);
+            issue_pv<D, BN, STAGES, BF16, false>(o, p, sm, v_ring.stage);
             wgmma_commit();
             pass_turn<PINGPONG>(group);
             wgmma_wait<1>();  // S_j is done (groups complete in order); P V_{j-1} may still run
             fence_all(s);
             release(sm.k_empty + 8 * k_ring.stage, warp_leader);
+            if (j == tiles - 1) release(sm.q_empty, warp_leader);
             k_ring.advance<STAGES>();
             softmax_tile<BN, CAUSAL>(s, st, rescale, needs_mask(j), j * BN, row_lo, n, scale_log2, lane);
             wgmma_wait<0>();
@@ -397,37 +474,45 @@ fa3_forward(const __grid_constant__ kbench_sm90::TensorMap map_q, const __grid_c
             release(sm.v_empty + 8 * v_ring.stage, warp_leader);
             v_ring.advance<STAGES>();
             to_p<BN, BF16>(s, p);
-        }
-        rescale_o(o, rescale);
-        accumulate(true);
-    } else {
-        for (int j = 0; j < tiles; ++j) {
-            score(j);
-            to_p<BN, BF16>(s, p);
-            rescale_o(o, rescale);
-            accumulate(j == tiles - 1);
-        }
-    }
+        };
 
-    // Epilogue: the quad's row sums, O / l, rounded to 16 bits, two neighbouring columns a 32-bit store.
-    float inv[2];
+        if (OVERLAP) {
+            narrow_or_not(narrow_last && tiles == 1, [&](auto narrow) { score(0, narrow); });
+            to_p<BN, BF16>(s, p);
+            for (int j = 1; j < tiles - 1; ++j) overlapped(j, Flag<false>());
+            if (tiles > 1) narrow_or_not(narrow_last, [&](auto narrow) { overlapped(tiles - 1, narrow); });
+            rescale_o(o, rescale);
+            narrow_or_not(narrow_last, [&](auto narrow) { accumulate(last_unit, narrow); });
+        } else {
+            for (int j = 0; j < tiles; ++j) {
+                const bool last = j == tiles - 1;
+                narrow_or_not(last && narrow_last, [&](auto narrow) { score(j, narrow); });
+                to_p<BN, BF16>(s, p);
+                rescale_o(o, rescale);
+                narrow_or_not(last && narrow_last, [&](auto narrow) { accumulate(last_unit && last, narrow); });
+            }
+        }
+
+        // Epilogue: the quad's row sums, O / l, rounded to 16 bits, two neighbouring columns a 32-bit store.
+        float inv[2];
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        float l = st.sum[r];
-        l += __shfl_xor_sync(0xffffffff, l, 1);
-        l += __shfl_xor_sync(0xffffffff, l, 2);
-        inv[r] = 1.f / l;
-    }
-    unsigned short* base = out + static_cast<long long>(bh) * n * D;
+        for (int r = 0; r < 2; ++r) {
+            float l = st.sum[r];
+            l += __shfl_xor_sync(0xffffffff, l, 1);
+            l += __shfl_xor_sync(0xffffffff, l, 2);
+            inv[r] = 1.f / l;
+        }
+        unsigned short* base = out + static_cast<long long>(u.bh) * n * D;
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        const int row = row_lo + 8 * r;
-        if (row >= n) continue;
-        unsigned short* dst = base + static_cast<long long>(row) * D + 2 * (lane % 4);
+        for (int r = 0; r < 2; ++r) {
+            const int row = row_lo + 8 * r;
+            if (row >= n) continue;
+            unsigned short* dst = base + static_cast<long long>(row) * D + 2 * (lane % 4);
 #pragma unroll
-        for (int j = 0; j < D / 8; ++j)
-            *reinterpret_cast<unsigned*>(dst + 8 * j) =
-                kbench_ptx::pack2<BF16>(o[4 * j + 2 * r] * inv[r], o[4 * j + 2 * r + 1] * inv[r]);
+            for (int j = 0; j < D / 8; ++j)
+                *reinterpret_cast<unsigned*>(dst + 8 * j) =
+                    kbench_ptx::pack2<BF16>(o[4 * j + 2 * r] * inv[r], o[4 * j + 2 * r + 1] * inv[r]);
+        }
     }
 }
 
@@ -437,7 +522,7 @@ fa3_forward(const __grid_constant__ kbench_sm90::TensorMap map_q, const __grid_c
 #define KBENCH_FA3_ONE(D, BN, S, BF16, CAUSAL, OVERLAP, PINGPONG)                                               \
     template __global__ void fa3_forward<D, BN, S, BF16, CAUSAL, OVERLAP, PINGPONG>(                             \
         const __grid_constant__ kbench_sm90::TensorMap, const __grid_constant__ kbench_sm90::TensorMap,          \
-        const __grid_constant__ kbench_sm90::TensorMap, unsigned short*, int, float);
+        const __grid_constant__ kbench_sm90::TensorMap, unsigned short*, int, int, float, int);
 #define KBENCH_FA3(D, BN, S, OVERLAP, PINGPONG)                 \
     KBENCH_FA3_ONE(D, BN, S, false, false, OVERLAP, PINGPONG)   \
     KBENCH_FA3_ONE(D, BN, S, true, false, OVERLAP, PINGPONG)    \

@@ -1,6 +1,7 @@
 """FlashAttention forward for Hopper (sm_90a), built as FlashAttention-3 is: TMA loads, wgmma.mma_async,
 a producer warpgroup and two consumer warpgroups (setmaxnreg), ping-pong between the consumers and
-the next Q Kᵀ overlapped with the current softmax.
+the next Q Kᵀ overlapped with the current softmax, on a persistent grid (one block per SM walking
+the (Q tile, head) units, the next unit's loads under this one's last products and stores).
 
 The CUDA source is ``cuda_fa3.cu`` beside this file (its header comment has the shared-memory layout,
 the wgmma descriptors, the register layouts and the schedule), compiled at run time with NVRTC for
@@ -10,6 +11,7 @@ implementation is a SKIP. The TMA maps of Q, K and V are encoded on the host
 
     kbench run attention --n 4096 --d 128 --impl cuda-fa3,sdpa-cudnn --param block_n=128,176
     kbench run attention --impl cuda-fa3 --param overlap=0,1 --param pingpong=0,1
+    kbench run attention --impl cuda-fa3 --param persistent=0,1 --param narrow_tail=0,1
     kbench explain attention --impl cuda-fa3
 """
 
@@ -29,16 +31,16 @@ BOX_COLS = 64  # a TMA box row: 64 16-bit elements, the 128-byte swizzle's width
 SWIZZLE_ATOM = 1024  # the buffers start at a multiple of this; the host adds it as slack
 PRODUCER_REGISTERS, CONSUMER_REGISTERS = 24, 240  # setmaxnreg in cuda_fa3.cu
 H200_SMS = 132  # for `kbench explain` without a GPU
-MAX_GRID_Y = 65535  # batch x heads is the grid's y
+MAX_UNITS = 2**30 - 1  # Q tiles x batch x heads: a unit number plus the grid size stays within an int
 
 _cupy = load_helper(Path(__file__).parent.parent / "_cupy_common.py")
 _tma = load_helper(Path(__file__).parent.parent / "_tensor_map.py")
 
 
 def smem_bytes(d: int, block_n: int, stages: int) -> int:
-    """Dynamic shared memory: the Q tile, `stages` K and V tiles, 1 + 4 x stages mbarriers, and the slack
+    """Dynamic shared memory: the Q tile, `stages` K and V tiles, 2 + 4 x stages mbarriers, and the slack
     that lets the kernel round the buffers' start up to the 1024-byte swizzle atom."""
-    return BLOCK_M * d * 2 + 2 * stages * block_n * d * 2 + 8 * (1 + 4 * stages) + SWIZZLE_ATOM
+    return BLOCK_M * d * 2 + 2 * stages * block_n * d * 2 + 8 * (2 + 4 * stages) + SWIZZLE_ATOM
 
 
 def check_config(block_n: int, stages: int) -> str | None:
@@ -56,9 +58,15 @@ def name_expression(d: int, block_n: int, stages: int, bf16: bool, causal: bool,
     return f"fa3_forward<{d}, {block_n}, {stages}, {flags}>"
 
 
-def grid(case) -> tuple[int, int]:
-    """One block per 128 query rows of each (batch, head)."""
-    return (-(-case.n // BLOCK_M), case.batch * case.heads)
+def units(case) -> int:
+    """The work units: one per 128 query rows of each (batch, head)."""
+    return -(-case.n // BLOCK_M) * case.batch * case.heads
+
+
+def grid(case, persistent: bool, sms: int) -> tuple[int]:
+    """One block per SM, each taking every sms-th unit (persistent), or one block per unit."""
+    count = units(case)
+    return (min(count, sms) if persistent else count,)
 
 
 def tensor_maps(case, q, k, v, block_n: int):
@@ -71,7 +79,8 @@ def tensor_maps(case, q, k, v, block_n: int):
     return spec(q, BLOCK_M), spec(k, block_n), spec(v, block_n)
 
 
-def plan(case, q, k, v, out, block_n, stages, overlap, pingpong, smem_limit=None) -> dict:
+def plan(case, q, k, v, out, block_n, stages, overlap, pingpong, persistent=True, sms=H200_SMS,
+         smem_limit=None) -> dict:
     """The launch for one case (raises Unsupported): kernel name, grid, block, shared memory, maps."""
     reason = check_config(block_n, stages)
     if reason:
@@ -89,12 +98,27 @@ def plan(case, q, k, v, out, block_n, stages, overlap, pingpong, smem_limit=None
     if smem_limit is not None and smem > smem_limit:
         raise Unsupported(f"needs {smem / 1024:.1f} KiB of shared memory per block (block_n={block_n}, "
                           f"stages={stages}, d={case.d}); this GPU allows {smem_limit / 1024:.1f} KiB")
-    g = grid(case)
-    if g[1] > MAX_GRID_Y:
-        raise Unsupported(f"batch x heads = {g[1]:,} is more than the grid's {MAX_GRID_Y:,} rows of blocks")
+    if units(case) > MAX_UNITS:
+        raise Unsupported(f"{units(case):,} units of 128 query rows (Q tiles x batch x heads): more than "
+                          f"{MAX_UNITS:,}")
+    g = grid(case, persistent, sms)
     name = name_expression(case.d, block_n, stages, case.dtype == "bf16", bool(case.causal), bool(overlap),
                            bool(pingpong))
     return {"name": name, "grid": g, "block": ((CONSUMERS + 1) * 128,), "smem": smem, "maps": maps}
+
+
+NARROW = 64  # the narrowest wgmma n: a last K/V tile of at most this many keys is multiplied at this width
+
+
+def last_tile(case, block_n: int, narrow_tail: bool) -> str:
+    """How the last K/V tile of a row of tiles is multiplied (`NARROW` in cuda_fa3.cu)."""
+    keys = case.n - (-(-case.n // block_n) - 1) * block_n
+    if keys == block_n:
+        return f"full ({block_n} keys)"
+    if narrow_tail and block_n > NARROW and keys <= NARROW:
+        return (f"{keys} of {block_n} keys: narrow, S by m64n{NARROW}k16 and P V by {NARROW // 16} k-steps, the "
+                f"keys past N not multiplied")
+    return f"{keys} of {block_n} keys, multiplied at full width (the keys past N masked)"
 
 
 def kv_tiles_per_block(case, block_n: int) -> str:
@@ -108,19 +132,22 @@ def explain(case, params) -> dict:
     """`kbench explain attention --impl cuda-fa3`: warpgroup roles and registers, wgmma shapes and counts
     per K/V tile, TMA boxes, shared memory per stage, blocks per SM."""
     bn, stages = params["block_n"], params["stages"]
-    overlap, pingpong = bool(params["overlap"]), bool(params["pingpong"])
+    overlap, pingpong, persistent = bool(params["overlap"]), bool(params["pingpong"]), bool(params["persistent"])
     try:
         p = plan(case, _cupy.PLACEHOLDER, _cupy.PLACEHOLDER, _cupy.PLACEHOLDER, _cupy.PLACEHOLDER, bn, stages,
-                 overlap, pingpong)
+                 overlap, pingpong, persistent)
     except Unsupported as exc:
         return {"configuration": f"not runnable: {exc}"}
     d = case.d
     ty = "bf16" if case.dtype == "bf16" else "f16"
-    blocks = p["grid"][0] * p["grid"][1]
+    blocks, count = p["grid"][0], units(case)
     kv_tile = bn * d * 2
+    work = (f"{-(-case.n // BLOCK_M)} Q tiles of {BLOCK_M} rows x {case.batch * case.heads} (batch x heads) = "
+            f"{count:,} units" + (", each head's longest (last) Q tiles first" if case.causal else ""))
     figures = {
-        "grid": f"{p['grid'][0]} Q tiles of {BLOCK_M} rows x {p['grid'][1]} (batch x heads) = {blocks:,} blocks"
-                + (", longest (last) Q tiles first" if case.causal else ""),
+        "grid": (f"{work}; {blocks} persistent blocks ({H200_SMS} SMs on an H200), {count / blocks:.2f} units "
+                 f"each, the next unit's Q and K/V loaded under this one's last products" if persistent
+                 else f"{work}; one block each"),
         "warpgroups": f"1 producer (one thread issues every TMA load; setmaxnreg {PRODUCER_REGISTERS}) + "
                       f"{CONSUMERS} consumers of 64 query rows each (wgmma and softmax; setmaxnreg "
                       f"{CONSUMER_REGISTERS})",
@@ -130,6 +157,7 @@ def explain(case, params) -> dict:
                                            f"memory, both K-major); O += P V: {bn // 16} x m64n{d}k16.f32.{ty} "
                                            f"(A = P from registers, B = V MN-major)",
         "K/V tiles per block": kv_tiles_per_block(case, bn),
+        "last K/V tile": last_tile(case, bn, bool(params["narrow_tail"])),
         "TMA boxes": f"Q {d // BOX_COLS} x {{64, {BLOCK_M}, 1}} once; K and V {d // BOX_COLS} x {{64, {bn}, 1}} "
                      f"each per tile ({kv_tile // 1024} KiB a tile), 128-byte swizzle, rows past N zero-filled",
         "pipeline": f"{stages} stage{'s' if stages > 1 else ''} of K + V = {2 * kv_tile // 1024} KiB each, "
@@ -152,14 +180,14 @@ def _supports(case):
 @implementation(
     "attention", "cuda-fa3", backend="cupy", cuda=True, modules=("torch", "cupy"), min_cc=(9, 0),
     dtypes=("fp16", "bf16"), supports=_supports,
-    params={"block_n": 176, "stages": 2, "overlap": 1, "pingpong": 1},
+    params={"block_n": 176, "stages": 2, "overlap": 1, "pingpong": 1, "persistent": 1, "narrow_tail": 1},
     allowed={"block_n": BLOCK_NS, "stages": lambda s: None if s >= 1 else "is fewer than 1 stage",
-             "overlap": (0, 1), "pingpong": (0, 1)},
+             "overlap": (0, 1), "pingpong": (0, 1), "persistent": (0, 1), "narrow_tail": (0, 1)},
     explain=explain,
     description="FlashAttention-3 style in CUDA C++ (sm_90a): TMA, wgmma, producer + 2 consumer warpgroups, "
                 "ping-pong and softmax overlapped with the next Q Kᵀ",
 )
-def cuda_fa3(case, inputs, out, block_n, stages, overlap, pingpong):
+def cuda_fa3(case, inputs, out, block_n, stages, overlap, pingpong, persistent, narrow_tail):
     import numpy as np
     import torch
 
@@ -171,14 +199,18 @@ def cuda_fa3(case, inputs, out, block_n, stages, overlap, pingpong):
     for name, t in (("q", q), ("k", k), ("v", v), ("out", out)):
         if not t.is_contiguous():
             raise Unsupported(f"cuda-fa3 reads {name} through a TMA map of a contiguous B x H x N x d tensor")
-    p = plan(case, q, k, v, out, block_n, stages, overlap, pingpong, smem_limit=_cupy.smem_optin_limit(q))
+    sms = torch.cuda.get_device_properties(q.device).multi_processor_count
+    p = plan(case, q, k, v, out, block_n, stages, overlap, pingpong, persistent, sms=sms,
+             smem_limit=_cupy.smem_optin_limit(q))
     kernel = _cupy.compiled(str(SOURCE), p["name"], ARCH)
     kernel.max_dynamic_shared_size_bytes = p["smem"]
     maps = [_tma.encode(spec) for spec in p["maps"]]
-    args = (*maps, *_cupy.pointer_args(out), np.int32(case.n), np.float32(case.d**-0.5 * LOG2_E))
+    args = (*maps, *_cupy.pointer_args(out), np.int32(case.n), np.int32(case.batch * case.heads),
+            np.float32(case.d**-0.5 * LOG2_E), np.int32(narrow_tail))
     run = _cupy.launcher(kernel, p["grid"], p["block"], args, smem=p["smem"])
     run.config = {
         "block_m": BLOCK_M, "block_n": block_n, "stages": stages, "overlap": bool(overlap),
-        "pingpong": bool(pingpong), **_cupy.kernel_config(kernel, p["grid"], p["block"], p["smem"]),
+        "pingpong": bool(pingpong), "persistent": bool(persistent),
+        "narrow_tail": bool(narrow_tail), **_cupy.kernel_config(kernel, p["grid"], p["block"], p["smem"]),
     }
     return run

@@ -1,7 +1,8 @@
 """cuda-fa3 right on a Hopper GPU: every dtype and head dim at the sizes that catch tile tails (one
 query, fewer than a K/V tile, exactly one Q tile, one past it, a partial last tile, many tiles), causal
 and not, several heads; and each schedule and tile parameter on its own, through kbench's own check
-(every input distribution, poisoned outputs) against the float64 reference."""
+(every input distribution, poisoned outputs) against the float64 reference; and blocks that walk
+many units of work one after another (the persistent grid), with each schedule."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("needs_cuda", "needs_cupy
 SIZES = ((1, False), (17, True), (128, False), (129, True), (1000, False), (4099, True))
 # Each parameter's other values, one at a time from the defaults, and the plain schedule.
 CONFIGS = ({}, {"block_n": 64}, {"block_n": 176}, {"block_n": 192}, {"stages": 1}, {"stages": 3}, {"overlap": 0}, {"pingpong": 0},
-           {"overlap": 0, "pingpong": 0}, {"block_n": 64, "stages": 3})
+           {"overlap": 0, "pingpong": 0}, {"block_n": 64, "stages": 3}, {"persistent": 0})
 
 
 @pytest.fixture
@@ -60,3 +61,22 @@ def test_each_configuration_matches_float64(registry, config, d):
              for n, causal in ((1000, False), (1000, True), (4099, True), (300, False))]
     problems = failures(registry, cases, {**impl.params, **config})
     assert not problems, f"cuda-fa3 {config} d={d} is wrong at:\n" + "\n".join(problems)
+
+
+@pytest.mark.usefixtures("needs_hopper")
+@pytest.mark.parametrize("config", ({}, {"overlap": 0, "pingpong": 0}, {"pingpong": 0}, {"stages": 1},
+                                    {"block_n": 64, "stages": 3}),
+                         ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()) or "default")
+def test_persistent_blocks_walk_many_units(registry, config):
+    """More units than SMs, so each persistent block takes several one after another: the Q buffer, the
+    K/V ring and the ping-pong turns carry over from one unit to the next (and causal units differ in
+    length)."""
+    import torch
+
+    impl = registry.implementations("attention")["cuda-fa3"]
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    cases = [Case({"n": n, "d": d, "batch": 2, "heads": heads, "dtype": "fp16", "causal": causal})
+             for n, d, heads, causal in ((1000, 128, 40, False), (1000, 64, 40, True), (300, 128, 150, True))]
+    assert all(-(-c.n // 128) * c.batch * c.heads > 2 * sms for c in cases)
+    problems = failures(registry, cases, {**impl.params, **config, "persistent": 1})
+    assert not problems, f"cuda-fa3 persistent {config} is wrong at:\n" + "\n".join(problems)

@@ -39,16 +39,21 @@ def tensors(c, dtype=torch.float16):
     return [torch.zeros(shape, dtype=dtype) for _ in range(4)]
 
 
-def plan(fa3, c, block_n=128, stages=2, overlap=1, pingpong=1, **kw):
-    return fa3.plan(c, *tensors(c), block_n, stages, overlap, pingpong, **kw)
+def plan(fa3, c, block_n=128, stages=2, overlap=1, pingpong=1, persistent=1, **kw):
+    return fa3.plan(c, *tensors(c), block_n, stages, overlap, pingpong, persistent, **kw)
 
 
 def test_default_plan(fa3):
     p = plan(fa3, case())
     assert p["name"] == "fa3_forward<128, 128, 2, false, false, true, true>"
-    assert p["grid"] == (32, 32) and p["block"] == (384,)  # 4096 / 128 Q tiles x batch*heads; 3 warpgroups
-    # Q 32 KiB + 2 stages x (K + V) 64 KiB + 9 mbarriers + 1 KiB alignment slack
-    assert p["smem"] == 32768 + 2 * 65536 + 72 + 1024
+    assert p["grid"] == (132,) and p["block"] == (384,)  # one block per SM of an H200; 3 warpgroups
+    # Q 32 KiB + 2 stages x (K + V) 64 KiB + 10 mbarriers + 1 KiB alignment slack
+    assert p["smem"] == 32768 + 2 * 65536 + 80 + 1024
+    # Without persistence, one block per unit: 4096 / 128 Q tiles x batch*heads; fewer units than SMs
+    # make as many persistent blocks as units.
+    assert plan(fa3, case(), persistent=0)["grid"] == (32 * 32,)
+    assert plan(fa3, case(n=1000, batch=1, heads=3))["grid"] == (24,)
+    assert plan(fa3, case(), sms=78)["grid"] == (78,)
     q_map, k_map, v_map = p["maps"]
     assert q_map.dims == (128, 4096, 32) and q_map.box == (64, 128, 1)
     assert k_map.box == (64, 128, 1) and v_map.box == (64, 128, 1)
@@ -56,9 +61,10 @@ def test_default_plan(fa3):
 
 
 def test_names_carry_every_template_argument(fa3):
-    p = plan(fa3, case(n=1000, d=64, dtype="bf16", causal=True), block_n=64, stages=3, overlap=0, pingpong=0)
+    p = plan(fa3, case(n=1000, d=64, dtype="bf16", causal=True), block_n=64, stages=3, overlap=0, pingpong=0,
+             persistent=0)
     assert p["name"] == "fa3_forward<64, 64, 3, true, true, false, false>"
-    assert p["grid"] == (8, 32)  # 1000 rows: 7 full Q tiles and a partial one
+    assert p["grid"] == (8 * 32,)  # 1000 rows: 7 full Q tiles and a partial one, for each of 32 heads
 
 
 def test_refusals_say_why(fa3):
@@ -74,8 +80,10 @@ def test_refusals_say_why(fa3):
     with pytest.raises(Unsupported, match="shared memory per block"):
         plan(fa3, case(), stages=4, smem_limit=227 * 1024)  # Q 32 KiB + 4 x 64 KiB is past an H200's 227 KiB
     assert plan(fa3, case(), stages=3, smem_limit=227 * 1024)["smem"] <= 227 * 1024
-    with pytest.raises(Unsupported, match="batch x heads = 70,000"):
-        plan(fa3, case(n=16, batch=70_000, heads=1))
+    assert plan(fa3, case(n=16, batch=70_000, heads=1), persistent=0)["grid"] == (70_000,)  # a 1-D grid
+    huge = case(n=1 << 20, batch=1 << 15, heads=4)
+    with pytest.raises(Unsupported, match="1,073,741,824 units of 128 query rows"):
+        fa3.plan(huge, *[fa3._cupy.PLACEHOLDER] * 4, 128, 2, 1, 1, 1)
 
 
 def test_misaligned_tensors_are_refused(fa3):
@@ -110,7 +118,8 @@ def test_batched_map_requirements_and_encoding(tma):
 def test_registration(registry):
     impl = registry.implementations("attention")["cuda-fa3"]
     assert impl.needs.min_cc == (9, 0) and impl.needs.dtypes == ("fp16", "bf16")
-    assert impl.params == {"block_n": 176, "stages": 2, "overlap": 1, "pingpong": 1}
+    assert impl.params == {"block_n": 176, "stages": 2, "overlap": 1, "pingpong": 1, "persistent": 1,
+                           "narrow_tail": 1}
     from kbench.registry import _param_value
 
     assert _param_value(impl, "block_n", "64") == 64
@@ -123,7 +132,8 @@ def test_registration(registry):
 def test_explain_describes_roles_instructions_and_pipeline(registry):
     impl = registry.implementations("attention")["cuda-fa3"]
     figures = impl.explain(case(), impl.params)
-    assert figures["grid"] == "32 Q tiles of 128 rows x 32 (batch x heads) = 1,024 blocks"
+    assert figures["grid"].startswith("32 Q tiles of 128 rows x 32 (batch x heads) = 1,024 units; "
+                                      "132 persistent blocks (132 SMs on an H200), 7.76 units each")
     assert figures["warpgroups"].startswith("1 producer (one thread issues every TMA load; setmaxnreg 24) + 2 consumers")
     # The default K/V tile is 176 keys: S is m64n176 (8 k-steps of d=128), P V 11 k-steps of 16 keys.
     assert figures["wgmma per K/V tile and consumer"].startswith("S = Q Kᵀ: 8 x m64n176k16.f32.f16")
@@ -131,15 +141,22 @@ def test_explain_describes_roles_instructions_and_pipeline(registry):
     assert figures["TMA boxes"].startswith("Q 2 x {64, 128, 1} once; K and V 2 x {64, 176, 1} each per tile (44 KiB")
     assert figures["pipeline"].startswith("2 stages of K + V = 88 KiB each")
     assert figures["K/V tiles per block"] == "24 of 176 keys"
+    # 4096 = 23 x 176 + 48: the last tile is multiplied 64 keys wide, or at full width without narrow_tail
+    assert figures["last K/V tile"].startswith("48 of 176 keys: narrow, S by m64n64k16 and P V by 4 k-steps")
+    assert impl.explain(case(), dict(impl.params, narrow_tail=0))["last K/V tile"] == (
+        "48 of 176 keys, multiplied at full width (the keys past N masked)")
+    assert impl.explain(case(n=4000), impl.params)["last K/V tile"].startswith("128 of 176 keys, multiplied at full")
     assert "ping-pong" in figures["schedule"] and "softmax under the second" in figures["schedule"]
     assert figures["registers per consumer thread"].startswith("O 64 + S 88 fp32 accumulators, P 44 x 32-bit")
     square = impl.explain(case(), dict(impl.params, block_n=128))
     assert square["wgmma per K/V tile and consumer"].startswith("S = Q Kᵀ: 8 x m64n128k16.f32.f16")
     assert "O += P V: 8 x m64n128k16.f32.f16" in square["wgmma per K/V tile and consumer"]
     assert square["pipeline"].startswith("2 stages of K + V = 64 KiB each")
+    assert square["last K/V tile"] == "full (128 keys)"
     assert square["registers per consumer thread"].startswith("O 64 + S 64 fp32 accumulators, P 32 x 32-bit")
-    causal = impl.explain(case(d=64, causal=True), dict(impl.params, block_n=64, overlap=0, pingpong=0))
-    assert causal["grid"].endswith("longest (last) Q tiles first")
+    causal = impl.explain(case(d=64, causal=True), dict(impl.params, block_n=64, overlap=0, pingpong=0,
+                                                          persistent=0))
+    assert causal["grid"].endswith("each head's longest (last) Q tiles first; one block each")
     assert causal["K/V tiles per block"] == "1 to 64 of 64 keys (causal: up to the diagonal of the block's last row)"
     assert causal["schedule"] == "S, softmax, O += P V in sequence"
     assert impl.explain(case(d=96), impl.params)["configuration"].startswith("not runnable: head dim 96")
