@@ -15,8 +15,9 @@ pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("needs_cuda", "needs_cupy
 
 SIZES = ((1, False), (17, True), (128, False), (129, True), (1000, False), (4099, True))
 # Each parameter's other values, one at a time from the defaults, and the plain schedule.
-CONFIGS = ({}, {"block_n": 64}, {"block_n": 176}, {"block_n": 192}, {"stages": 1}, {"stages": 3}, {"overlap": 0}, {"pingpong": 0},
-           {"overlap": 0, "pingpong": 0}, {"block_n": 64, "stages": 3}, {"persistent": 0})
+CONFIGS = ({}, {"block_n": 64}, {"block_n": 128}, {"block_n": 192}, {"stages": 1}, {"block_n": 128, "stages": 3},
+           {"overlap": 0}, {"pingpong": 0},
+           {"overlap": 0, "pingpong": 0}, {"block_n": 64, "stages": 3}, {"persistent": 0}, {"narrow_tail": 0})
 
 
 @pytest.fixture
