@@ -18,6 +18,7 @@
 //   K[STAGES]:   D/64 boxes of BN rows x 128 bytes each
 //   V[STAGES]:   the same
 //   mbarriers:   q_full, q_empty, k_full[STAGES], v_full[STAGES], k_empty[STAGES], v_empty[STAGES]
+//   unit slot:   two ints, the unit the consumers work on next and whether it is the block's last
 // Byte offset of element (row r, column c) inside a tile, before the swizzle: (c / 64) * rows * 128 +
 // r * 128 + (c % 64) * 2. The 128-byte swizzle (TMA's and wgmma's alike) XORs address bits [4, 7)
 // with bits [7, 10) inside each 1024-byte atom of 8 rows.
@@ -55,12 +56,16 @@
 //
 // Work units: a unit is one Q tile of one (batch, head), numbered so that a head's Q tiles are
 // neighbours (the blocks that run together read the same K and V, from L2), causal ones longest
-// first within each head. Block b takes units b, b + gridDim.x, ...: a grid of one block a unit
-// gives each block one, a persistent grid (one block per SM) gives each block several, and then the
-// producer loads the next unit's Q (once both consumers have finished their last Q Kᵀ, barrier
-// q_empty) and its first K/V tiles while the consumers finish this unit's last P V and store O, so
-// no block start, Q load or first-tile wait lies between one unit and the next. The K/V ring and the
-// ping-pong turns run on across units.
+// first within each head. Block b starts with unit b. A grid of one block a unit ends there; on a
+// persistent grid (one block per SM) the producer then takes the block's next unit, either unit
+// b + gridDim.x (static) or the next one nobody has taken, from a counter in global memory (dynamic:
+// blocks whose causal units were short take more, and the units in flight stay neighbours, so their
+// K and V stay in L2). It hands each unit to the consumers in a shared-memory slot {unit, last}
+// written before its arrival on q_full, and loads the unit's Q (once both consumers have finished the
+// last unit's Q Kᵀ: barrier q_empty) and its first K/V tiles while the consumers finish the last
+// unit's P V and store its O: no block start, Q load or first-tile wait lies between one unit and the
+// next. The K/V ring and the ping-pong turns run on across units. The counter {next, blocks done}
+// starts at zero, and the last block to finish sets it back to zero for the next launch.
 
 #include "kbench_ptx.cuh"
 #include "kbench_sm90.cuh"
@@ -99,7 +104,7 @@ struct Layout {
 template <int D, int BN, int STAGES>
 struct Smem {
     using L = Layout<D, BN, STAGES>;
-    unsigned q, k, v, q_full, q_empty, k_full, v_full, k_empty, v_empty;
+    unsigned q, k, v, q_full, q_empty, k_full, v_full, k_empty, v_empty, unit_slot;
     __device__ __forceinline__ explicit Smem(const unsigned char* smem) {
         q = (kbench_ptx::smem_addr(smem) + SWIZZLE_ATOM - 1) & ~unsigned(SWIZZLE_ATOM - 1);
         k = q + L::Q_BYTES;
@@ -110,6 +115,7 @@ struct Smem {
         v_full = k_full + 8 * STAGES;
         k_empty = v_full + 8 * STAGES;
         v_empty = k_empty + 8 * STAGES;
+        unit_slot = v_empty + 8 * STAGES;
     }
 };
 
@@ -135,6 +141,36 @@ __device__ __forceinline__ Unit unit_at(int w, int q_tiles) {
     return {CAUSAL ? q_tiles - 1 - in_head : in_head, w / q_tiles};
 }
 
+// The unit slot: written by the producer before its arrival on q_full (an mbarrier arrival releases
+// the thread's earlier shared-memory writes), read by the consumers after their wait on it (which
+// acquires them).
+__device__ __forceinline__ void put_unit(unsigned slot, int w, bool last) {
+    asm volatile("st.shared.v2.s32 [%0], {%1, %2};\n" ::"r"(slot), "r"(w), "r"(last ? 1 : 0) : "memory");
+}
+
+__device__ __forceinline__ void get_unit(unsigned slot, int& w, bool& last) {
+    int flag;
+    asm volatile("ld.shared.v2.s32 {%0, %1}, [%2];\n" : "=r"(w), "=r"(flag) : "r"(slot) : "memory");
+    last = flag != 0;
+}
+
+// The producer's next unit after unit w: from the counter (dynamic), else every grid-th.
+__device__ __forceinline__ int next_unit(int w, int* scheduler) {
+    return scheduler ? atomicAdd(scheduler, 1) + static_cast<int>(gridDim.x) : w + static_cast<int>(gridDim.x);
+}
+
+// A dynamic schedule's end: the last block to finish sets the counter back to zero for the next launch
+// (the fences order every block's last take before its count, and the count before the reset).
+__device__ __forceinline__ void finish_schedule(int* scheduler) {
+    if (!scheduler) return;
+    __threadfence();
+    if (atomicAdd(scheduler + 1, 1) == static_cast<int>(gridDim.x) - 1) {
+        __threadfence();
+        atomicExch(scheduler, 0);
+        atomicExch(scheduler + 1, 0);
+    }
+}
+
 // A ring position: the stage and the parity of its barriers' current phase.
 struct Ring {
     int stage = 0;
@@ -148,20 +184,22 @@ struct Ring {
     }
 };
 
-// The producer: one thread loads, for each of the block's units, Q (once the consumers have released
-// the last unit's) and then every K and V tile of the unit into the ring.
+// The producer: one thread takes the block's units one after another (see the header comment) and
+// loads, for each, Q (once the consumers have released the last unit's) and every K and V tile.
 template <int D, int BN, int STAGES, bool CAUSAL>
 __device__ __forceinline__ void produce(const Smem<D, BN, STAGES>& sm, const TensorMap* map_q, const TensorMap* map_k,
-                                        const TensorMap* map_v, int n, int q_tiles, int units) {
+                                        const TensorMap* map_v, int n, int q_tiles, int units, int* scheduler) {
     using L = Layout<D, BN, STAGES>;
     tensormap_prefetch(map_q);
     tensormap_prefetch(map_k);
     tensormap_prefetch(map_v);
     Ring ring;
     unsigned q_phase = 0;
-    for (int w = blockIdx.x; w < units; w += gridDim.x, q_phase ^= 1) {
+    for (int w = blockIdx.x, next; w < units; w = next, q_phase ^= 1) {
+        next = next_unit(w, scheduler);  // taken early: its latency passes while this unit waits for Q's buffer
         const Unit u = unit_at<CAUSAL>(w, q_tiles);
         mbarrier_wait(sm.q_empty, q_phase ^ 1);  // the first unit's passes at once
+        put_unit(sm.unit_slot, w, next >= units);
         mbarrier_arrive_expect_tx(sm.q_full, L::Q_BYTES);
 #pragma unroll
         for (int b = 0; b < D / BOX_COLS; ++b)
@@ -182,6 +220,7 @@ __device__ __forceinline__ void produce(const Smem<D, BN, STAGES>& sm, const Ten
             ring.advance<STAGES>();
         }
     }
+    finish_schedule(scheduler);
 }
 
 // A consumer warpgroup's running softmax state for its two rows per thread (lo = 0, hi = 1).
@@ -348,7 +387,7 @@ template <int D, int BN, int STAGES, bool BF16, bool CAUSAL, bool OVERLAP, bool 
 __global__ void __launch_bounds__((kbench_fa3::CONSUMERS + 1) * 128, 1)
 fa3_forward(const __grid_constant__ kbench_sm90::TensorMap map_q, const __grid_constant__ kbench_sm90::TensorMap map_k,
             const __grid_constant__ kbench_sm90::TensorMap map_v, unsigned short* __restrict__ out, int n, int heads,
-            float scale_log2, int trim) {
+            float scale_log2, int trim, int* __restrict__ scheduler) {
     using namespace kbench_fa3;
     using namespace kbench_sm90;
     static_assert(D == 64 || D == 128, "head dim 64 or 128");
@@ -376,7 +415,7 @@ fa3_forward(const __grid_constant__ kbench_sm90::TensorMap map_q, const __grid_c
 
     if (warpgroup == 0) {
         setmaxnreg_dec<PRODUCER_REGISTERS>();
-        if (threadIdx.x == 0) produce<D, BN, STAGES, CAUSAL>(sm, &map_q, &map_k, &map_v, n, q_tiles, units);
+        if (threadIdx.x == 0) produce<D, BN, STAGES, CAUSAL>(sm, &map_q, &map_k, &map_v, n, q_tiles, units, scheduler);
         return;
     }
 
@@ -388,10 +427,13 @@ fa3_forward(const __grid_constant__ kbench_sm90::TensorMap map_q, const __grid_c
     unsigned q_phase = 0;
     if (PINGPONG && group == 1) pass_turn<PINGPONG>(group);  // warpgroup 0 goes first
 
-    for (int w = blockIdx.x; w < units; w += gridDim.x, q_phase ^= 1) {
+    for (bool last_unit = false; !last_unit; q_phase ^= 1) {
+        // The producer's slot names the unit once Q is in. The turns balance when warpgroup 1, which
+        // passed the first turn, keeps the block's last.
+        mbarrier_wait(sm.q_full, q_phase);
+        int w;
+        get_unit(sm.unit_slot, w, last_unit);
         const Unit u = unit_at<CAUSAL>(w, q_tiles);
-        // The turns balance when warpgroup 1, which passed the first turn, keeps the block's last.
-        const bool last_unit = w + static_cast<int>(gridDim.x) >= units;
         const int row_lo = u.q_tile * BM + group * 64 + 16 * (t / 32) + lane / 4;  // this thread's rows: row_lo, +8
         const int first_row = u.q_tile * BM + group * 64;                         // the warpgroup's first row
         const int tiles = kv_tiles<BN, CAUSAL>(u.q_tile, n);
@@ -405,8 +447,6 @@ fa3_forward(const __grid_constant__ kbench_sm90::TensorMap map_q, const __grid_c
         float s[BN / 2];
         unsigned p[BN / 16][4];
         float rescale[2];
-
-        mbarrier_wait(sm.q_full, q_phase);
 
         // Only the unit's last tile can be narrow (see NARROW); each step below takes that as a Flag.
         const bool narrow_last = narrow_tile<BN>(trim, tiles - 1, n);
@@ -522,7 +562,7 @@ fa3_forward(const __grid_constant__ kbench_sm90::TensorMap map_q, const __grid_c
 #define KBENCH_FA3_ONE(D, BN, S, BF16, CAUSAL, OVERLAP, PINGPONG)                                               \
     template __global__ void fa3_forward<D, BN, S, BF16, CAUSAL, OVERLAP, PINGPONG>(                             \
         const __grid_constant__ kbench_sm90::TensorMap, const __grid_constant__ kbench_sm90::TensorMap,          \
-        const __grid_constant__ kbench_sm90::TensorMap, unsigned short*, int, int, float, int);
+        const __grid_constant__ kbench_sm90::TensorMap, unsigned short*, int, int, float, int, int*);
 #define KBENCH_FA3(D, BN, S, OVERLAP, PINGPONG)                 \
     KBENCH_FA3_ONE(D, BN, S, false, false, OVERLAP, PINGPONG)   \
     KBENCH_FA3_ONE(D, BN, S, true, false, OVERLAP, PINGPONG)    \

@@ -1,7 +1,8 @@
 """FlashAttention forward for Hopper (sm_90a), built as FlashAttention-3 is: TMA loads, wgmma.mma_async,
 a producer warpgroup and two consumer warpgroups (setmaxnreg), ping-pong between the consumers and
 the next Q Kᵀ overlapped with the current softmax, on a persistent grid (one block per SM walking
-the (Q tile, head) units, the next unit's loads under this one's last products and stores).
+the (Q tile, head) units, taking the next from a counter, the next unit's loads under this one's last
+products and stores).
 
 The CUDA source is ``cuda_fa3.cu`` beside this file (its header comment has the shared-memory layout,
 the wgmma descriptors, the register layouts and the schedule), compiled at run time with NVRTC for
@@ -11,7 +12,7 @@ implementation is a SKIP. The TMA maps of Q, K and V are encoded on the host
 
     kbench run attention --n 4096 --d 128 --impl cuda-fa3,sdpa-cudnn --param block_n=128,176
     kbench run attention --impl cuda-fa3 --param overlap=0,1 --param pingpong=0,1
-    kbench run attention --impl cuda-fa3 --param persistent=0,1 --param narrow_tail=0,1
+    kbench run attention --impl cuda-fa3 --param persistent=0,1 --param dynamic=0,1 --param narrow_tail=0,1
     kbench explain attention --impl cuda-fa3
 """
 
@@ -38,9 +39,10 @@ _tma = load_helper(Path(__file__).parent.parent / "_tensor_map.py")
 
 
 def smem_bytes(d: int, block_n: int, stages: int) -> int:
-    """Dynamic shared memory: the Q tile, `stages` K and V tiles, 2 + 4 x stages mbarriers, and the slack
-    that lets the kernel round the buffers' start up to the 1024-byte swizzle atom."""
-    return BLOCK_M * d * 2 + 2 * stages * block_n * d * 2 + 8 * (2 + 4 * stages) + SWIZZLE_ATOM
+    """Dynamic shared memory: the Q tile, `stages` K and V tiles, 2 + 4 x stages mbarriers, the 8-byte
+    unit slot, and the slack that lets the kernel round the buffers' start up to the 1024-byte swizzle
+    atom."""
+    return BLOCK_M * d * 2 + 2 * stages * block_n * d * 2 + 8 * (2 + 4 * stages) + 8 + SWIZZLE_ATOM
 
 
 def check_config(block_n: int, stages: int) -> str | None:
@@ -128,11 +130,19 @@ def kv_tiles_per_block(case, block_n: int) -> str:
     return f"1 to {tiles} of {block_n} keys (causal: up to the diagonal of the block's last row)"
 
 
+def schedule(persistent: bool, dynamic: bool) -> str:
+    if not persistent:
+        return "one block each"
+    return ("persistent blocks, each taking the next unit nobody has taken from a counter" if dynamic
+            else "persistent blocks, block b taking units b, b + blocks, ...")
+
+
 def explain(case, params) -> dict:
     """`kbench explain attention --impl cuda-fa3`: warpgroup roles and registers, wgmma shapes and counts
     per K/V tile, TMA boxes, shared memory per stage, blocks per SM."""
     bn, stages = params["block_n"], params["stages"]
     overlap, pingpong, persistent = bool(params["overlap"]), bool(params["pingpong"]), bool(params["persistent"])
+    dynamic = bool(params["dynamic"])
     try:
         p = plan(case, _cupy.PLACEHOLDER, _cupy.PLACEHOLDER, _cupy.PLACEHOLDER, _cupy.PLACEHOLDER, bn, stages,
                  overlap, pingpong, persistent)
@@ -145,9 +155,9 @@ def explain(case, params) -> dict:
     work = (f"{-(-case.n // BLOCK_M)} Q tiles of {BLOCK_M} rows x {case.batch * case.heads} (batch x heads) = "
             f"{count:,} units" + (", each head's longest (last) Q tiles first" if case.causal else ""))
     figures = {
-        "grid": (f"{work}; {blocks} persistent blocks ({H200_SMS} SMs on an H200), {count / blocks:.2f} units "
-                 f"each, the next unit's Q and K/V loaded under this one's last products" if persistent
-                 else f"{work}; one block each"),
+        "grid": (f"{work}; {blocks} {schedule(True, dynamic)} ({H200_SMS} SMs on an H200, {count / blocks:.2f} "
+                 f"units a block), the next unit's Q and K/V loaded under this one's last products" if persistent
+                 else f"{work}; {schedule(False, dynamic)}"),
         "warpgroups": f"1 producer (one thread issues every TMA load; setmaxnreg {PRODUCER_REGISTERS}) + "
                       f"{CONSUMERS} consumers of 64 query rows each (wgmma and softmax; setmaxnreg "
                       f"{CONSUMER_REGISTERS})",
@@ -180,14 +190,15 @@ def _supports(case):
 @implementation(
     "attention", "cuda-fa3", backend="cupy", cuda=True, modules=("torch", "cupy"), min_cc=(9, 0),
     dtypes=("fp16", "bf16"), supports=_supports,
-    params={"block_n": 176, "stages": 2, "overlap": 1, "pingpong": 1, "persistent": 1, "narrow_tail": 1},
+    params={"block_n": 176, "stages": 2, "overlap": 1, "pingpong": 1, "persistent": 1, "dynamic": 1,
+            "narrow_tail": 1},
     allowed={"block_n": BLOCK_NS, "stages": lambda s: None if s >= 1 else "is fewer than 1 stage",
-             "overlap": (0, 1), "pingpong": (0, 1), "persistent": (0, 1), "narrow_tail": (0, 1)},
+             "overlap": (0, 1), "pingpong": (0, 1), "persistent": (0, 1), "dynamic": (0, 1), "narrow_tail": (0, 1)},
     explain=explain,
     description="FlashAttention-3 style in CUDA C++ (sm_90a): TMA, wgmma, producer + 2 consumer warpgroups, "
                 "ping-pong and softmax overlapped with the next Q Kᵀ",
 )
-def cuda_fa3(case, inputs, out, block_n, stages, overlap, pingpong, persistent, narrow_tail):
+def cuda_fa3(case, inputs, out, block_n, stages, overlap, pingpong, persistent, dynamic, narrow_tail):
     import numpy as np
     import torch
 
@@ -205,12 +216,17 @@ def cuda_fa3(case, inputs, out, block_n, stages, overlap, pingpong, persistent, 
     kernel = _cupy.compiled(str(SOURCE), p["name"], ARCH)
     kernel.max_dynamic_shared_size_bytes = p["smem"]
     maps = [_tma.encode(spec) for spec in p["maps"]]
+    # The dynamic schedule's counter {next unit, blocks done}: zero before each launch, set back to zero
+    # by its last block (so one launch at a time may use it: this closure's own).
+    scheduler = torch.zeros(2, dtype=torch.int32, device=q.device) if persistent and dynamic else None
     args = (*maps, *_cupy.pointer_args(out), np.int32(case.n), np.int32(case.batch * case.heads),
-            np.float32(case.d**-0.5 * LOG2_E), np.int32(narrow_tail))
+            np.float32(case.d**-0.5 * LOG2_E), np.int32(narrow_tail),
+            np.uint64(scheduler.data_ptr() if scheduler is not None else 0))
     run = _cupy.launcher(kernel, p["grid"], p["block"], args, smem=p["smem"])
+    run.scheduler = scheduler  # the kernel holds only its address: kept alive with the closure
     run.config = {
         "block_m": BLOCK_M, "block_n": block_n, "stages": stages, "overlap": bool(overlap),
-        "pingpong": bool(pingpong), "persistent": bool(persistent),
+        "pingpong": bool(pingpong), "persistent": bool(persistent), "dynamic": bool(persistent and dynamic),
         "narrow_tail": bool(narrow_tail), **_cupy.kernel_config(kernel, p["grid"], p["block"], p["smem"]),
     }
     return run

@@ -17,7 +17,8 @@ SIZES = ((1, False), (17, True), (128, False), (129, True), (1000, False), (4099
 # Each parameter's other values, one at a time from the defaults, and the plain schedule.
 CONFIGS = ({}, {"block_n": 64}, {"block_n": 128}, {"block_n": 192}, {"stages": 1}, {"block_n": 128, "stages": 3},
            {"overlap": 0}, {"pingpong": 0},
-           {"overlap": 0, "pingpong": 0}, {"block_n": 64, "stages": 3}, {"persistent": 0}, {"narrow_tail": 0})
+           {"overlap": 0, "pingpong": 0}, {"block_n": 64, "stages": 3}, {"persistent": 0}, {"dynamic": 0},
+           {"narrow_tail": 0})
 
 
 @pytest.fixture
@@ -66,12 +67,13 @@ def test_each_configuration_matches_float64(registry, config, d):
 
 @pytest.mark.usefixtures("needs_hopper")
 @pytest.mark.parametrize("config", ({}, {"overlap": 0, "pingpong": 0}, {"pingpong": 0}, {"stages": 1},
-                                    {"block_n": 64, "stages": 3}),
+                                    {"block_n": 64, "stages": 3}, {"dynamic": 0}, {"dynamic": 0, "overlap": 0}),
                          ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()) or "default")
 def test_persistent_blocks_walk_many_units(registry, config):
     """More units than SMs, so each persistent block takes several one after another: the Q buffer, the
     K/V ring and the ping-pong turns carry over from one unit to the next (and causal units differ in
-    length)."""
+    length). Several launches of one closure (the checks call it again and again) find the dynamic
+    schedule's counter set back to zero by the launch before."""
     import torch
 
     impl = registry.implementations("attention")["cuda-fa3"]

@@ -47,8 +47,8 @@ def test_default_plan(fa3):
     p = plan(fa3, case())
     assert p["name"] == "fa3_forward<128, 128, 2, false, false, true, true>"
     assert p["grid"] == (132,) and p["block"] == (384,)  # one block per SM of an H200; 3 warpgroups
-    # Q 32 KiB + 2 stages x (K + V) 64 KiB + 10 mbarriers + 1 KiB alignment slack
-    assert p["smem"] == 32768 + 2 * 65536 + 80 + 1024
+    # Q 32 KiB + 2 stages x (K + V) 64 KiB + 10 mbarriers + the unit slot + 1 KiB alignment slack
+    assert p["smem"] == 32768 + 2 * 65536 + 80 + 8 + 1024
     # Without persistence, one block per unit: 4096 / 128 Q tiles x batch*heads; fewer units than SMs
     # make as many persistent blocks as units.
     assert plan(fa3, case(), persistent=0)["grid"] == (32 * 32,)
@@ -119,7 +119,7 @@ def test_registration(registry):
     impl = registry.implementations("attention")["cuda-fa3"]
     assert impl.needs.min_cc == (9, 0) and impl.needs.dtypes == ("fp16", "bf16")
     assert impl.params == {"block_n": 176, "stages": 2, "overlap": 1, "pingpong": 1, "persistent": 1,
-                           "narrow_tail": 1}
+                           "dynamic": 1, "narrow_tail": 1}
     from kbench.registry import _param_value
 
     assert _param_value(impl, "block_n", "64") == 64
@@ -132,8 +132,11 @@ def test_registration(registry):
 def test_explain_describes_roles_instructions_and_pipeline(registry):
     impl = registry.implementations("attention")["cuda-fa3"]
     figures = impl.explain(case(), impl.params)
-    assert figures["grid"].startswith("32 Q tiles of 128 rows x 32 (batch x heads) = 1,024 units; "
-                                      "132 persistent blocks (132 SMs on an H200), 7.76 units each")
+    assert figures["grid"].startswith("32 Q tiles of 128 rows x 32 (batch x heads) = 1,024 units; 132 persistent "
+                                      "blocks, each taking the next unit nobody has taken from a counter (132 "
+                                      "SMs on an H200, 7.76 units a block)")
+    static = impl.explain(case(), dict(impl.params, dynamic=0))["grid"]
+    assert "132 persistent blocks, block b taking units b, b + blocks, ..." in static
     assert figures["warpgroups"].startswith("1 producer (one thread issues every TMA load; setmaxnreg 24) + 2 consumers")
     # The default K/V tile is 176 keys: S is m64n176 (8 k-steps of d=128), P V 11 k-steps of 16 keys.
     assert figures["wgmma per K/V tile and consumer"].startswith("S = Q Kᵀ: 8 x m64n176k16.f32.f16")
