@@ -18,7 +18,7 @@
 //   K[STAGES]:   D/64 boxes of BN rows x 128 bytes each
 //   V[STAGES]:   the same
 //   mbarriers:   q_full, q_empty, k_full[STAGES], v_full[STAGES], k_empty[STAGES], v_empty[STAGES]
-//   unit slot:   two ints, the unit the consumers work on next and whether it is the block's last
+//   unit slot:   the unit the consumers work on next (one int)
 // Byte offset of element (row r, column c) inside a tile, before the swizzle: (c / 64) * rows * 128 +
 // r * 128 + (c % 64) * 2. The 128-byte swizzle (TMA's and wgmma's alike) XORs address bits [4, 7)
 // with bits [7, 10) inside each 1024-byte atom of 8 rows.
@@ -54,18 +54,19 @@
 // Causal (query i sees keys j <= i): a block visits only the tiles up to its last row's diagonal;
 // tiles that cross a row's diagonal (and the tail tile past N) are masked element by element.
 //
-// Work units: a unit is one Q tile of one (batch, head), numbered so that a head's Q tiles are
-// neighbours (the blocks that run together read the same K and V, from L2), causal ones longest
-// first within each head. Block b starts with unit b. A grid of one block a unit ends there; on a
-// persistent grid (one block per SM) the producer then takes the block's next unit, either unit
-// b + gridDim.x (static) or the next one nobody has taken, from a counter in global memory (dynamic:
-// blocks whose causal units were short take more, and the units in flight stay neighbours, so their
-// K and V stay in L2). It hands each unit to the consumers in a shared-memory slot {unit, last}
-// written before its arrival on q_full, and loads the unit's Q (once both consumers have finished the
-// last unit's Q Kᵀ: barrier q_empty) and its first K/V tiles while the consumers finish the last
-// unit's P V and store its O: no block start, Q load or first-tile wait lies between one unit and the
-// next. The K/V ring and the ping-pong turns run on across units. The counter {next, blocks done}
-// starts at zero, and the last block to finish sets it back to zero for the next launch.
+// Work units: a unit is one Q tile of one (batch, head). Not causal, a head's Q tiles are neighbours
+// (the blocks that run together read the same K and V, from L2). Causal, the longest units come first
+// (the last Q tiles of the heads of a section, then the Q tiles before them, ...), in sections of
+// heads whose K and V fit in L2 together. Block b starts with unit b. A grid of one block a unit ends
+// there; on a persistent grid (one block per SM) the producer then takes the block's next unit:
+// b + gridDim.x (static), or the next one nobody has taken, from a counter in global memory (dynamic:
+// a block whose units were short takes more, and the units in flight stay neighbours). It hands each
+// unit to the consumers in a shared-memory slot written before its arrival on q_full (a unit past the
+// last ends the block), and loads the unit's Q (once both consumers have finished the last unit's
+// Q Kᵀ: barrier q_empty) and its first K/V tiles while the consumers finish the last unit's P V and
+// store its O: no block start, Q load or first-tile wait lies between one unit and the next. The K/V
+// ring and the ping-pong turns run on across units. The counter {next, blocks done} starts at zero,
+// and the last block to finish sets it back to zero for the next launch.
 
 #include "kbench_ptx.cuh"
 #include "kbench_sm90.cuh"
@@ -134,27 +135,32 @@ struct Unit {
     int q_tile, bh;
 };
 
-// Unit number w (see the header comment): a head's Q tiles side by side, causal ones last tile first.
+// Unit number w (see the header comment). Not causal: a head's Q tiles side by side. Causal: heads in
+// sections of `section` (as many as keep their K and V within L2), each section's units longest
+// first: its heads' last Q tiles, then the ones before them, and so on.
 template <bool CAUSAL>
-__device__ __forceinline__ Unit unit_at(int w, int q_tiles) {
-    const int in_head = w % q_tiles;
-    return {CAUSAL ? q_tiles - 1 - in_head : in_head, w / q_tiles};
+__device__ __forceinline__ Unit unit_at(int w, int q_tiles, int heads, int section) {
+    if (!CAUSAL) return {w % q_tiles, w / q_tiles};
+    const int per_section = section * q_tiles, first_head = w / per_section * section;
+    const int in_section = w % per_section, heads_here = min(section, heads - first_head);
+    return {q_tiles - 1 - in_section / heads_here, first_head + in_section % heads_here};
 }
 
 // The unit slot: written by the producer before its arrival on q_full (an mbarrier arrival releases
 // the thread's earlier shared-memory writes), read by the consumers after their wait on it (which
-// acquires them).
-__device__ __forceinline__ void put_unit(unsigned slot, int w, bool last) {
-    asm volatile("st.shared.v2.s32 [%0], {%1, %2};\n" ::"r"(slot), "r"(w), "r"(last ? 1 : 0) : "memory");
+// acquires them). A unit past the last tells them the block is done.
+__device__ __forceinline__ void put_unit(unsigned slot, int w) {
+    asm volatile("st.shared.s32 [%0], %1;\n" ::"r"(slot), "r"(w) : "memory");
 }
 
-__device__ __forceinline__ void get_unit(unsigned slot, int& w, bool& last) {
-    int flag;
-    asm volatile("ld.shared.v2.s32 {%0, %1}, [%2];\n" : "=r"(w), "=r"(flag) : "r"(slot) : "memory");
-    last = flag != 0;
+__device__ __forceinline__ int get_unit(unsigned slot) {
+    int w;
+    asm volatile("ld.shared.s32 %0, [%1];\n" : "=r"(w) : "r"(slot) : "memory");
+    return w;
 }
 
-// The producer's next unit after unit w: from the counter (dynamic), else every grid-th.
+// The producer's next unit after unit w: the next nobody has taken, from the counter (dynamic), else
+// the grid-th after w.
 __device__ __forceinline__ int next_unit(int w, int* scheduler) {
     return scheduler ? atomicAdd(scheduler, 1) + static_cast<int>(gridDim.x) : w + static_cast<int>(gridDim.x);
 }
@@ -188,18 +194,21 @@ struct Ring {
 // loads, for each, Q (once the consumers have released the last unit's) and every K and V tile.
 template <int D, int BN, int STAGES, bool CAUSAL>
 __device__ __forceinline__ void produce(const Smem<D, BN, STAGES>& sm, const TensorMap* map_q, const TensorMap* map_k,
-                                        const TensorMap* map_v, int n, int q_tiles, int units, int* scheduler) {
+                                        const TensorMap* map_v, int n, int q_tiles, int heads, int section,
+                                        int* scheduler) {
     using L = Layout<D, BN, STAGES>;
     tensormap_prefetch(map_q);
     tensormap_prefetch(map_k);
     tensormap_prefetch(map_v);
+    const int units = q_tiles * heads;
     Ring ring;
     unsigned q_phase = 0;
-    for (int w = blockIdx.x, next; w < units; w = next, q_phase ^= 1) {
-        next = next_unit(w, scheduler);  // taken early: its latency passes while this unit waits for Q's buffer
-        const Unit u = unit_at<CAUSAL>(w, q_tiles);
+    for (int w = blockIdx.x; w < units; w = next_unit(w, scheduler), q_phase ^= 1) {
+        // The next unit is taken once this one's loads are all issued, a tile or two before the consumers
+        // need it: late enough that a block that finishes early takes more.
+        const Unit u = unit_at<CAUSAL>(w, q_tiles, heads, section);
         mbarrier_wait(sm.q_empty, q_phase ^ 1);  // the first unit's passes at once
-        put_unit(sm.unit_slot, w, next >= units);
+        put_unit(sm.unit_slot, w);
         mbarrier_arrive_expect_tx(sm.q_full, L::Q_BYTES);
 #pragma unroll
         for (int b = 0; b < D / BOX_COLS; ++b)
@@ -220,6 +229,9 @@ __device__ __forceinline__ void produce(const Smem<D, BN, STAGES>& sm, const Ten
             ring.advance<STAGES>();
         }
     }
+    mbarrier_wait(sm.q_empty, q_phase ^ 1);  // the consumers have read the last unit's slot
+    put_unit(sm.unit_slot, units);           // past the last: done
+    mbarrier_arrive(sm.q_full);
     finish_schedule(scheduler);
 }
 
@@ -387,7 +399,7 @@ template <int D, int BN, int STAGES, bool BF16, bool CAUSAL, bool OVERLAP, bool 
 __global__ void __launch_bounds__((kbench_fa3::CONSUMERS + 1) * 128, 1)
 fa3_forward(const __grid_constant__ kbench_sm90::TensorMap map_q, const __grid_constant__ kbench_sm90::TensorMap map_k,
             const __grid_constant__ kbench_sm90::TensorMap map_v, unsigned short* __restrict__ out, int n, int heads,
-            float scale_log2, int trim, int* __restrict__ scheduler) {
+            float scale_log2, int trim, int section, int* __restrict__ scheduler) {
     using namespace kbench_fa3;
     using namespace kbench_sm90;
     static_assert(D == 64 || D == 128, "head dim 64 or 128");
@@ -410,12 +422,13 @@ fa3_forward(const __grid_constant__ kbench_sm90::TensorMap map_q, const __grid_c
     __syncthreads();
 
     const int q_tiles = (n + BM - 1) / BM;
-    const int units = q_tiles * heads;  // the host keeps this within an int
+    const int units = q_tiles * heads;  // the host keeps this and units + gridDim.x within an int
     const int warpgroup = threadIdx.x / 128;
 
     if (warpgroup == 0) {
         setmaxnreg_dec<PRODUCER_REGISTERS>();
-        if (threadIdx.x == 0) produce<D, BN, STAGES, CAUSAL>(sm, &map_q, &map_k, &map_v, n, q_tiles, units, scheduler);
+        if (threadIdx.x == 0) produce<D, BN, STAGES, CAUSAL>(sm, &map_q, &map_k, &map_v, n, q_tiles, heads, section,
+                                                              scheduler);
         return;
     }
 
@@ -427,13 +440,11 @@ fa3_forward(const __grid_constant__ kbench_sm90::TensorMap map_q, const __grid_c
     unsigned q_phase = 0;
     if (PINGPONG && group == 1) pass_turn<PINGPONG>(group);  // warpgroup 0 goes first
 
-    for (bool last_unit = false; !last_unit; q_phase ^= 1) {
-        // The producer's slot names the unit once Q is in. The turns balance when warpgroup 1, which
-        // passed the first turn, keeps the block's last.
-        mbarrier_wait(sm.q_full, q_phase);
-        int w;
-        get_unit(sm.unit_slot, w, last_unit);
-        const Unit u = unit_at<CAUSAL>(w, q_tiles);
+    for (;; q_phase ^= 1) {
+        mbarrier_wait(sm.q_full, q_phase);  // Q is in, and the slot names its unit
+        const int w = get_unit(sm.unit_slot);
+        if (w >= units) break;
+        const Unit u = unit_at<CAUSAL>(w, q_tiles, heads, section);
         const int row_lo = u.q_tile * BM + group * 64 + 16 * (t / 32) + lane / 4;  // this thread's rows: row_lo, +8
         const int first_row = u.q_tile * BM + group * 64;                         // the warpgroup's first row
         const int tiles = kv_tiles<BN, CAUSAL>(u.q_tile, n);
@@ -468,7 +479,7 @@ fa3_forward(const __grid_constant__ kbench_sm90::TensorMap map_q, const __grid_c
             softmax_tile<BN, CAUSAL>(s, st, rescale, needs_mask(j), j * BN, row_lo, n, scale_log2, lane);
         };
         // O += P V_j on its own (the last tile of the overlapped schedule, every tile of the plain one).
-        auto accumulate = [&](bool last, auto narrow) {
+        auto accumulate = [&](auto narrow) {
             mbarrier_wait(sm.v_full + 8 * v_ring.stage, v_ring.phase);
             take_turn<PINGPONG>(group);
             if (OVERLAP) {  // o's rescale and p come before the fence, not sunk below it
@@ -478,7 +489,7 @@ fa3_forward(const __grid_constant__ kbench_sm90::TensorMap map_q, const __grid_c
             wgmma_fence();
             issue_pv<D, BN, STAGES, BF16, decltype(narrow)::value>(o, p, sm, v_ring.stage);
             wgmma_commit();
-            if (!(PINGPONG && group == 1 && last)) pass_turn<PINGPONG>(group);
+            pass_turn<PINGPONG>(group);
             wgmma_wait<0>();
             fence_all(o);
             fence_all(p);
@@ -522,14 +533,14 @@ fa3_forward(const __grid_constant__ kbench_sm90::TensorMap map_q, const __grid_c
             for (int j = 1; j < tiles - 1; ++j) overlapped(j, Flag<false>());
             if (tiles > 1) narrow_or_not(narrow_last, [&](auto narrow) { overlapped(tiles - 1, narrow); });
             rescale_o(o, rescale);
-            narrow_or_not(narrow_last, [&](auto narrow) { accumulate(last_unit, narrow); });
+            narrow_or_not(narrow_last, [&](auto narrow) { accumulate(narrow); });
         } else {
             for (int j = 0; j < tiles; ++j) {
                 const bool last = j == tiles - 1;
                 narrow_or_not(last && narrow_last, [&](auto narrow) { score(j, narrow); });
                 to_p<BN, BF16>(s, p);
                 rescale_o(o, rescale);
-                narrow_or_not(last && narrow_last, [&](auto narrow) { accumulate(last_unit && last, narrow); });
+                narrow_or_not(last && narrow_last, [&](auto narrow) { accumulate(narrow); });
             }
         }
 
@@ -554,6 +565,9 @@ fa3_forward(const __grid_constant__ kbench_sm90::TensorMap map_q, const __grid_c
                     kbench_ptx::pack2<BF16>(o[4 * j + 2 * r] * inv[r], o[4 * j + 2 * r + 1] * inv[r]);
         }
     }
+    // Warpgroup 1 passed the first turn and passes its every turn, so one arrival waits on warpgroup 0's
+    // barrier: taken here, the barrier ends as it began.
+    if (PINGPONG && group == 0) take_turn<PINGPONG>(group);
 }
 
 #ifdef KBENCH_INSTANTIATE
@@ -562,7 +576,7 @@ fa3_forward(const __grid_constant__ kbench_sm90::TensorMap map_q, const __grid_c
 #define KBENCH_FA3_ONE(D, BN, S, BF16, CAUSAL, OVERLAP, PINGPONG)                                               \
     template __global__ void fa3_forward<D, BN, S, BF16, CAUSAL, OVERLAP, PINGPONG>(                             \
         const __grid_constant__ kbench_sm90::TensorMap, const __grid_constant__ kbench_sm90::TensorMap,          \
-        const __grid_constant__ kbench_sm90::TensorMap, unsigned short*, int, int, float, int, int*);
+        const __grid_constant__ kbench_sm90::TensorMap, unsigned short*, int, int, float, int, int, int*);
 #define KBENCH_FA3(D, BN, S, OVERLAP, PINGPONG)                 \
     KBENCH_FA3_ONE(D, BN, S, false, false, OVERLAP, PINGPONG)   \
     KBENCH_FA3_ONE(D, BN, S, true, false, OVERLAP, PINGPONG)    \

@@ -130,6 +130,17 @@ def kv_tiles_per_block(case, block_n: int) -> str:
     return f"1 to {tiles} of {block_n} keys (causal: up to the diagonal of the block's last row)"
 
 
+L2_SECTION_BYTES = 32 * 2**20  # the K and V of a causal section's heads, kept within the H200's 60 MiB of L2
+
+
+def section_heads(case) -> int:
+    """Causal units come in sections of this many heads (a power of two, at least 1), as many as keep
+    their K and V within L2_SECTION_BYTES together; the longest units of a section run first."""
+    kv_bytes = 2 * case.n * case.d * 2
+    fit = max(1, L2_SECTION_BYTES // kv_bytes)
+    return min(1 << (fit.bit_length() - 1), case.batch * case.heads)
+
+
 def schedule(persistent: bool, dynamic: bool) -> str:
     if not persistent:
         return "one block each"
@@ -153,7 +164,8 @@ def explain(case, params) -> dict:
     blocks, count = p["grid"][0], units(case)
     kv_tile = bn * d * 2
     work = (f"{-(-case.n // BLOCK_M)} Q tiles of {BLOCK_M} rows x {case.batch * case.heads} (batch x heads) = "
-            f"{count:,} units" + (", each head's longest (last) Q tiles first" if case.causal else ""))
+            f"{count:,} units" + (f", the longest (last) Q tiles first in sections of {section_heads(case)} "
+                                  f"heads" if case.causal else ""))
     figures = {
         "grid": (f"{work}; {blocks} {schedule(True, dynamic)} ({H200_SMS} SMs on an H200, {count / blocks:.2f} "
                  f"units a block), the next unit's Q and K/V loaded under this one's last products" if persistent
@@ -220,7 +232,7 @@ def cuda_fa3(case, inputs, out, block_n, stages, overlap, pingpong, persistent, 
     # by its last block (so one launch at a time may use it: this closure's own).
     scheduler = torch.zeros(2, dtype=torch.int32, device=q.device) if persistent and dynamic else None
     args = (*maps, *_cupy.pointer_args(out), np.int32(case.n), np.int32(case.batch * case.heads),
-            np.float32(case.d**-0.5 * LOG2_E), np.int32(narrow_tail),
+            np.float32(case.d**-0.5 * LOG2_E), np.int32(narrow_tail), np.int32(section_heads(case)),
             np.uint64(scheduler.data_ptr() if scheduler is not None else 0))
     run = _cupy.launcher(kernel, p["grid"], p["block"], args, smem=p["smem"])
     run.scheduler = scheduler  # the kernel holds only its address: kept alive with the closure

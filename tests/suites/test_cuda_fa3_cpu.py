@@ -159,7 +159,7 @@ def test_explain_describes_roles_instructions_and_pipeline(registry):
     assert square["registers per consumer thread"].startswith("O 64 + S 64 fp32 accumulators, P 32 x 32-bit")
     causal = impl.explain(case(d=64, causal=True), dict(impl.params, block_n=64, overlap=0, pingpong=0,
                                                           persistent=0))
-    assert causal["grid"].endswith("each head's longest (last) Q tiles first; one block each")
+    assert causal["grid"].endswith("the longest (last) Q tiles first in sections of 32 heads; one block each")
     assert causal["K/V tiles per block"] == "1 to 64 of 64 keys (causal: up to the diagonal of the block's last row)"
     assert causal["schedule"] == "S, softmax, O += P V in sequence"
     assert impl.explain(case(d=96), impl.params)["configuration"].startswith("not runnable: head dim 96")
@@ -178,3 +178,13 @@ def test_skipped_without_a_hopper_gpu(registry):
 
     impl = registry.implementations("attention")["cuda-fa3"]
     assert skip_reason(impl, case(), "cuda", (8, 0))  # an A100: below sm_90
+
+
+def test_causal_sections_keep_their_k_and_v_within_32_mib(fa3):
+    # K and V of one head: 2 x N x d x 2 bytes. N=4096, d=128: 2 MiB, so 16 heads a section; N=16384: 4.
+    assert fa3.section_heads(case(n=4096, causal=True)) == 16
+    assert fa3.section_heads(case(n=16384, causal=True)) == 4
+    assert fa3.section_heads(case(n=16384, d=64, causal=True)) == 8
+    assert fa3.section_heads(case(n=3000, causal=True)) == 16  # 32 MiB / 1.46 MiB = 21, rounded down to 16
+    assert fa3.section_heads(case(n=1 << 20, causal=True)) == 1  # one head's K and V past 32 MiB
+    assert fa3.section_heads(case(n=256, batch=1, heads=3, causal=True)) == 3  # at most every head
