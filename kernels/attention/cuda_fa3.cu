@@ -462,8 +462,18 @@ fa3_forward(const __grid_constant__ kbench_sm90::TensorMap map_q, const __grid_c
         // Only the unit's last tile can be narrow (see NARROW); each step below takes that as a Flag.
         const bool narrow_last = narrow_tile<BN>(trim, tiles - 1, n);
 
+        // K_j's stage back to the producer, and after the unit's last Q Kᵀ the Q buffer too; V's stage.
+        auto release_k = [&](int j) {
+            release(sm.k_empty + 8 * k_ring.stage, warp_leader);
+            if (j == tiles - 1) release(sm.q_empty, warp_leader);
+            k_ring.advance<STAGES>();
+        };
+        auto release_v = [&]() {
+            release(sm.v_empty + 8 * v_ring.stage, warp_leader);
+            v_ring.advance<STAGES>();
+        };
         // S_j = Q K_jᵀ on its own, then its softmax (tile 0 of the overlapped schedule, every tile of the
-        // plain one). After the unit's last Q Kᵀ the Q buffer goes back to the producer.
+        // plain one).
         auto score = [&](int j, auto narrow) {
             mbarrier_wait(sm.k_full + 8 * k_ring.stage, k_ring.phase);
             take_turn<PINGPONG>(group);
@@ -473,9 +483,7 @@ fa3_forward(const __grid_constant__ kbench_sm90::TensorMap map_q, const __grid_c
             pass_turn<PINGPONG>(group);
             wgmma_wait<0>();
             fence_all(s);
-            release(sm.k_empty + 8 * k_ring.stage, warp_leader);
-            if (j == tiles - 1) release(sm.q_empty, warp_leader);
-            k_ring.advance<STAGES>();
+            release_k(j);
             softmax_tile<BN, CAUSAL>(s, st, rescale, needs_mask(j), j * BN, row_lo, n, scale_log2, lane);
         };
         // O += P V_j on its own (the last tile of the overlapped schedule, every tile of the plain one).
@@ -493,8 +501,7 @@ fa3_forward(const __grid_constant__ kbench_sm90::TensorMap map_q, const __grid_c
             wgmma_wait<0>();
             fence_all(o);
             fence_all(p);
-            release(sm.v_empty + 8 * v_ring.stage, warp_leader);
-            v_ring.advance<STAGES>();
+            release_v();
         };
         // Tile j >= 1 of the overlapped schedule: S_j = Q K_jᵀ and O += P_{j-1} V_{j-1} in flight together
         // (O first rescaled to tile j-1's maxima), softmax(S_j) in S's registers under the second, and S_j
@@ -515,15 +522,12 @@ fa3_forward(const __grid_constant__ kbench_sm90::TensorMap map_q, const __grid_c
             pass_turn<PINGPONG>(group);
             wgmma_wait<1>();  // S_j is done (groups complete in order); P V_{j-1} may still run
             fence_all(s);
-            release(sm.k_empty + 8 * k_ring.stage, warp_leader);
-            if (j == tiles - 1) release(sm.q_empty, warp_leader);
-            k_ring.advance<STAGES>();
+            release_k(j);
             softmax_tile<BN, CAUSAL>(s, st, rescale, needs_mask(j), j * BN, row_lo, n, scale_log2, lane);
             wgmma_wait<0>();
             fence_all(o);
             fence_all(p);  // the tensor cores read p until here
-            release(sm.v_empty + 8 * v_ring.stage, warp_leader);
-            v_ring.advance<STAGES>();
+            release_v();
             to_p<BN, BF16>(s, p);
         };
 
