@@ -5,8 +5,8 @@
 // softmax (intra-warpgroup overlap).
 //
 // Q, K, V and O are contiguous B x H x N x D tensors of 16-bit elements (fp16 or bf16); D is 64 or
-// 128. A block owns BM = 128 query rows of one (batch, head); consumer warpgroup g (0 or 1) owns rows
-// g*64 .. g*64+63 of them. K/V tiles of BN keys (64, 128, 176 or 192) stream through STAGES buffers.
+// 128. A unit of work is BM = 128 query rows of one (batch, head) (see "Work units" below); consumer
+// warpgroup g (0 or 1) owns rows g*64 .. g*64+63 of it. K/V tiles of BN keys (64, 128, 176 or 192) stream through STAGES buffers.
 //
 // Tensor maps (3-D, encoded on the host: dims {D, N, B*H}): boxes of {64, rows, 1}, 64 elements =
 // 128 bytes a row, the width of the 128-byte swizzle; a D = 128 tile is two boxes (d 0..63, 64..127),
@@ -41,7 +41,7 @@
 // Softmax: online, in fp32, base 2 (scores scaled by d^-1/2 * log2 e, one ex2.approx each), with
 // the row sums left per thread until the end and the division by them deferred to the epilogue.
 //
-// Schedule of a consumer warpgroup over the T tiles of its block (OVERLAP):
+// Schedule of a consumer warpgroup over the T tiles of a unit (OVERLAP):
 //   S_0 = Q K_0ᵀ; wait; softmax(S_0) -> P
 //   for j = 1 .. T-1:  issue S_j = Q K_jᵀ; issue O += P V_{j-1}; wait for S_j (release K_j);
 //                      softmax(S_j) -> P' while the tensor cores still run P V_{j-1};
