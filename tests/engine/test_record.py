@@ -13,8 +13,10 @@ from kbench import results
 from kbench.record import SCHEMA, Clock, Record, RecordError, Stats, Timing
 
 BASELINES = Path(__file__).resolve().parents[2] / "results" / "baselines"
+EXPERIMENTS = BASELINES.parent / "experiments"  # the performance report's one-off comparisons
 H200_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "h200"  # older record shapes among them
-RECORD_FILES = sorted(BASELINES.glob("*.jsonl")) + sorted(H200_FIXTURES.glob("*.jsonl"))
+RECORD_FILES = (sorted(BASELINES.glob("*.jsonl")) + sorted(EXPERIMENTS.glob("*.jsonl"))
+                + sorted(H200_FIXTURES.glob("*.jsonl")))
 
 
 def _ok(**changes) -> dict:
