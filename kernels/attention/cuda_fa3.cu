@@ -6,7 +6,8 @@
 //
 // Q, K, V and O are contiguous B x H x N x D tensors of 16-bit elements (fp16 or bf16); D is 64 or
 // 128. A unit of work is BM = 128 query rows of one (batch, head) (see "Work units" below); consumer
-// warpgroup g (0 or 1) owns rows g*64 .. g*64+63 of it. K/V tiles of BN keys (64, 128, 176 or 192) stream through STAGES buffers.
+// warpgroup g (0 or 1) owns rows g*64 .. g*64+63 of it. K/V tiles of BN keys (64, 128, 176 or 192)
+// stream through STAGES buffers.
 //
 // Tensor maps (3-D, encoded on the host: dims {D, N, B*H}): boxes of {64, rows, 1}, 64 elements =
 // 128 bytes a row, the width of the 128-byte swizzle; a D = 128 tile is two boxes (d 0..63, 64..127),
@@ -472,14 +473,18 @@ fa3_forward(const __grid_constant__ kbench_sm90::TensorMap map_q, const __grid_c
             release(sm.v_empty + 8 * v_ring.stage, warp_leader);
             v_ring.advance<STAGES>();
         };
-        // S_j = Q K_jᵀ on its own, then its softmax (tile 0 of the overlapped schedule, every tile of the
-        // plain one).
-        auto score = [&](int j, auto narrow) {
+        // Once K_j is in and it is this warpgroup's turn: S_j = Q K_jᵀ issued and committed, not waited for.
+        auto issue_score = [&](auto narrow) {
             mbarrier_wait(sm.k_full + 8 * k_ring.stage, k_ring.phase);
             take_turn<PINGPONG>(group);
             wgmma_fence();
             issue_qk<D, BN, STAGES, BF16, decltype(narrow)::value>(s, sm, k_ring.stage, group);
             wgmma_commit();
+        };
+        // S_j = Q K_jᵀ on its own, then its softmax (tile 0 of the overlapped schedule, every tile of the
+        // plain one).
+        auto score = [&](int j, auto narrow) {
+            issue_score(narrow);
             pass_turn<PINGPONG>(group);
             wgmma_wait<0>();
             fence_all(s);
@@ -507,11 +512,7 @@ fa3_forward(const __grid_constant__ kbench_sm90::TensorMap map_q, const __grid_c
         // (O first rescaled to tile j-1's maxima), softmax(S_j) in S's registers under the second, and S_j
         // turned into P only once that product is done with P's registers. Tile j-1 is never narrow.
         auto overlapped = [&](int j, auto narrow) {
-            mbarrier_wait(sm.k_full + 8 * k_ring.stage, k_ring.phase);
-            take_turn<PINGPONG>(group);
-            wgmma_fence();
-            issue_qk<D, BN, STAGES, BF16, decltype(narrow)::value>(s, sm, k_ring.stage, group);
-            wgmma_commit();
+            issue_score(narrow);
             rescale_o(o, rescale);  // to tile j-1's maxima, before its P V is added
             mbarrier_wait(sm.v_full + 8 * v_ring.stage, v_ring.phase);
             fence_all(o);

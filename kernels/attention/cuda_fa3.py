@@ -66,7 +66,8 @@ def units(case) -> int:
 
 
 def grid(case, persistent: bool, sms: int) -> tuple[int]:
-    """One block per SM, each taking every sms-th unit (persistent), or one block per unit."""
+    """One block per SM (persistent: each takes several units), at most one per unit; or one block per
+    unit."""
     count = units(case)
     return (min(count, sms) if persistent else count,)
 
@@ -141,13 +142,6 @@ def section_heads(case) -> int:
     return min(1 << (fit.bit_length() - 1), case.batch * case.heads)
 
 
-def schedule(persistent: bool, dynamic: bool) -> str:
-    if not persistent:
-        return "one block each"
-    return ("persistent blocks, each taking the next unit nobody has taken from a counter" if dynamic
-            else "persistent blocks, block b taking units b, b + blocks, ...")
-
-
 def explain(case, params) -> dict:
     """`kbench explain attention --impl cuda-fa3`: warpgroup roles and registers, wgmma shapes and counts
     per K/V tile, TMA boxes, shared memory per stage, blocks per SM."""
@@ -167,9 +161,12 @@ def explain(case, params) -> dict:
             f"{count:,} units" + (f", the longest (last) Q tiles first in sections of {section_heads(case)} "
                                   f"heads" if case.causal else ""))
     figures = {
-        "grid": (f"{work}; {blocks} {schedule(True, dynamic)} ({H200_SMS} SMs on an H200, {count / blocks:.2f} "
-                 f"units a block), the next unit's Q and K/V loaded under this one's last products" if persistent
-                 else f"{work}; {schedule(False, dynamic)}"),
+        "grid": f"{work}; one block each" if not persistent else (
+            f"{work}; {blocks} persistent blocks, "
+            + ("each taking the next unit nobody has taken from a counter" if dynamic
+               else "block b taking units b, b + blocks, ...")
+            + f" ({H200_SMS} SMs on an H200, {count / blocks:.2f} units a block), the next unit's Q and K/V "
+              f"loaded under this one's last products"),
         "warpgroups": f"1 producer (one thread issues every TMA load; setmaxnreg {PRODUCER_REGISTERS}) + "
                       f"{CONSUMERS} consumers of 64 query rows each (wgmma and softmax; setmaxnreg "
                       f"{CONSUMER_REGISTERS})",
