@@ -257,10 +257,35 @@ def _print_ncu(outcome: dict, case_key: str) -> None:
             line += (f", [bold]{per['traffic_ratio']:.2f}x[/] the fewest bytes "
                      f"({_f(per['min_bytes'], 1, 1e-6)} MB: inputs read once, outputs written once)")
     stdout.print(line, highlight=False)
+    _print_asked_metrics(outcome["kernels"])
     for k in outcome["kernels"]:
         if k.get("stalls"):
             stdout.print(f"{escape(_abbrev(k['name']))}: top stalls, cycles per issued instruction: "
                          + ", ".join(f"{reason} {value:.1f}" for reason, value in k["stalls"]), highlight=False)
+
+
+def _print_asked_metrics(kernels: list[dict]) -> None:
+    """--metrics: each metric asked for, one row, with each kernel's value (the mean over its launches, as
+    ncu gives it: counts, bytes, cycles and percentages in base units) and the launch geometry."""
+    names = list((kernels[0].get("asked") or {}) if kernels else {})
+    if not names:
+        return
+    table = Table(title="the metrics asked for (--metrics), per launch", title_justify="left")
+    table.add_column("metric", overflow="fold")
+    for k in kernels:
+        table.add_column(escape(_abbrev(k["name"], 40)), justify="right", overflow="fold")
+    table.add_row("grid", *[escape(str(k.get("grid") or "-")) for k in kernels])
+    table.add_row("block", *[escape(str(k.get("block") or "-")) for k in kernels])
+    for name in names:
+        table.add_row(escape(name), *[_number(k["asked"].get(name)) for k in kernels])
+    stdout.print(table)
+
+
+def _number(value) -> str:
+    """A metric's value: whole numbers with thousands separators, others to 4 significant digits."""
+    if value is None:
+        return "-"
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.4g}"
 
 
 def _print_nsys(outcome: dict, case_key: str) -> None:

@@ -247,7 +247,8 @@ def _read_ncu(outcome: dict, stem: Path, child, settings: Settings) -> None:
     raw = Path(f"{stem}.raw.csv")
     raw.write_text(result.stdout, encoding="utf-8")
     outcome["files"]["csv"] = str(raw)
-    data = ncu.summarize(result.stdout, settings.calls, settings.suite.min_bytes(settings.case))
+    data = ncu.summarize(result.stdout, settings.calls, settings.suite.min_bytes(settings.case),
+                         tuple(ncu.metric_list(settings.metrics)))
     if not data["launches"]:
         raise common.NoKernels(_no_kernels("ncu", outcome, settings, child.log_path))
     outcome.update(kernels=data["kernels"], launches=data["launches"], per_call=data["per_call"])

@@ -204,9 +204,10 @@ def parse_raw(text: str) -> list[dict]:
     return kernels
 
 
-def figures(kernel: dict) -> dict:
+def figures(kernel: dict, asked: tuple[str, ...] = ()) -> dict:
     """The table's figures of one profiled kernel (base units: seconds, bytes, percent); None where the
-    CSV lacks the metric."""
+    CSV lacks the metric. ``asked``: the --metrics names, kept as ncu gave them under "asked" (with the
+    launch's grid and block), for the table of what the user asked for."""
     m = kernel["metrics"]
 
     def first(*names):
@@ -232,6 +233,9 @@ def figures(kernel: dict) -> dict:
         "dram_write": write,
         "dram_bytes": total,
         "stalls": stalls(m),
+        "grid": kernel.get("grid", ""),
+        "block": kernel.get("block", ""),
+        "asked": {name: m.get(name) for name in asked},
     }
 
 
@@ -279,6 +283,10 @@ def by_name(rows: list[dict]) -> list[dict]:
             values = [g[key] for g in group if g.get(key) is not None]
             merged[key] = sum(values) / len(values) if values else None
         merged["stalls"] = group[0].get("stalls") or []  # the first launch's: launches of one kernel stall alike
+        merged["grid"], merged["block"] = group[0].get("grid", ""), group[0].get("block", "")
+        asked = group[0].get("asked") or {}
+        merged["asked"] = {name: _mean([g["asked"][name] for g in group if g["asked"].get(name) is not None])
+                           for name in asked}
         out.append(merged)
     return out
 
@@ -315,7 +323,11 @@ def per_call(rows: list[dict], calls: int, min_bytes: float | None) -> dict:
     }
 
 
-def summarize(csv_text: str, calls: int, min_bytes: float | None) -> dict:
-    """Everything the tables need from one implementation's raw CSV."""
-    rows = [figures(k) for k in parse_raw(csv_text)]
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def summarize(csv_text: str, calls: int, min_bytes: float | None, asked: tuple[str, ...] = ()) -> dict:
+    """Everything the tables need from one implementation's raw CSV (``asked``: the --metrics names)."""
+    rows = [figures(k, asked) for k in parse_raw(csv_text)]
     return {"kernels": by_name(rows), "launches": rows, "per_call": per_call(rows, calls, min_bytes)}

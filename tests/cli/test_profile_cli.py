@@ -126,6 +126,23 @@ def test_ncu_set_and_metrics_replace_the_sections(fake, cli):
         "gpu__time_duration.sum,sm__cycles_elapsed.avg,dram__bytes_read.sum"
 
 
+def test_the_metrics_asked_for_are_shown(fake, cli, wide_console):
+    result = cli("profile", "--ncu", "attention", *BIG, "--impl", "naive",
+                 "--metrics", "launch__registers_per_thread,dram__bytes_read.sum,not__in_the_csv.sum")
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert "the metrics asked for (--metrics), per launch" in out
+    lines = {line.split("│")[1].strip(): line for line in out.splitlines() if line.count("│") > 2}
+    # The cuBLAS GEMM of the synthetic naive capture: 168 registers, 70,254,592 bytes read, grid (32, 32, 32);
+    # a metric ncu did not report is "-".
+    assert "168" in lines["launch__registers_per_thread"]
+    assert "70,254,592" in lines["dram__bytes_read.sum"]
+    assert "(32, 32, 32)" in lines["grid"] and "(384, 1, 1)" in lines["block"]
+    assert lines["not__in_the_csv.sum"].count("-") >= 4
+    # Without --metrics there is no such table.
+    assert "metrics asked for" not in cli("profile", "--ncu", "attention", *BIG, "--impl", "naive").output
+
+
 def test_compare_side_by_side(fake, cli, wide_console, flat_text):
     result = cli("profile", "--ncu", "attention", *BIG, "--compare", "naive", "triton-fa2", "--name", "cmp")
     assert result.exit_code == 0, result.output
