@@ -261,7 +261,9 @@ def measure(prepared: PreparedRun, results_file, done: dict, how_to_continue: st
         progress.advance(task)
         status = record.status
         if status in ("FAIL", "CRASH", "TIMEOUT"):
-            progress.console.print(f"  {record.label} {record.case_key}: {status} {record.reason}",
+            # The worker's log keeps what the one-line reason cannot: the traceback, a compiler's own errors.
+            log = f" (worker log: {record.log})" if record.log else ""
+            progress.console.print(f"  {record.label} {record.case_key}: {status} {record.reason}{log}",
                                    highlight=False, markup=False)
 
     def on_sigterm(signum, frame):

@@ -8,6 +8,7 @@ import re
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -346,6 +347,10 @@ def test_interleaved_crash_costs_only_its_row(cli, tmp_path, jsonl, flat_text):
         assert records[name]["status"] == "OK", records[name].get("reason")
         _assert_interval_brackets_speedup(Record.from_json(records[name]))
     assert "cheat-segfault" in flat_text(result.stderr) and "CRASH" in flat_text(result.stderr)
+    # The live line names the worker's log, which keeps the Python stack faulthandler wrote.
+    log = records["cheat-segfault"]["log"]
+    assert f"(worker log: {log})" in flat_text(result.stderr)
+    assert "Fatal Python error" in Path(log).read_text()
 
 
 def test_interleaved_crash_while_sampling_costs_only_its_row(cli, tmp_path, write_kernels, jsonl):
