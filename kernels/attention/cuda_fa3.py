@@ -131,6 +131,21 @@ def kv_tiles_per_block(case, block_n: int) -> str:
     return f"1 to {tiles} of {block_n} keys (causal: up to the diagonal of the block's last row)"
 
 
+def wgmma_per_call(case, block_n: int, narrow_tail: bool) -> int:
+    """Warp-level wgmma instructions one call issues, as ncu counts them (sm__inst_executed_pipe_tensor_op_gmma:
+    each of a warpgroup's 4 warps issues every wgmma): per unit and consumer, d / 16 k-steps of S = Q Kᵀ per
+    K/V tile and block_n / 16 of O += P V (NARROW / 16 on a narrow last tile)."""
+    q_tiles, all_tiles = -(-case.n // BLOCK_M), -(-case.n // block_n)
+    per_unit_group = 0
+    for q_tile in range(q_tiles):
+        tiles = all_tiles
+        if case.causal:  # up to the tile holding the Q tile's last row (kv_tiles in cuda_fa3.cu)
+            tiles = min(all_tiles, (min((q_tile + 1) * BLOCK_M, case.n) - 1) // block_n + 1)
+        narrow = narrow_tail and block_n > NARROW and case.n - (tiles - 1) * block_n <= NARROW
+        per_unit_group += tiles * case.d // 16 + (tiles - 1) * block_n // 16 + (NARROW if narrow else block_n) // 16
+    return per_unit_group * CONSUMERS * 4 * case.batch * case.heads
+
+
 L2_SECTION_BYTES = 32 * 2**20  # the K and V of a causal section's heads, kept within the H200's 60 MiB of L2
 
 
@@ -175,6 +190,9 @@ def explain(case, params) -> dict:
         "wgmma per K/V tile and consumer": f"S = Q Kᵀ: {d // 16} x m64n{bn}k16.f32.{ty} (A and B from shared "
                                            f"memory, both K-major); O += P V: {bn // 16} x m64n{d}k16.f32.{ty} "
                                            f"(A = P from registers, B = V MN-major)",
+        "wgmma per call": f"{wgmma_per_call(case, bn, bool(params['narrow_tail'])):,} warp-level instructions "
+                          f"(each of a warpgroup's 4 warps issues every wgmma, as ncu's "
+                          f"sm__inst_executed_pipe_tensor_op_gmma.sum counts them)",
         "K/V tiles per block": kv_tiles_per_block(case, bn),
         "last K/V tile": last_tile(case, bn, bool(params["narrow_tail"])),
         "TMA boxes": f"Q {d // BOX_COLS} x {{64, {BLOCK_M}, 1}} once; K and V {d // BOX_COLS} x {{64, {bn}, 1}} "

@@ -188,3 +188,15 @@ def test_causal_sections_keep_their_k_and_v_within_32_mib(fa3):
     assert fa3.section_heads(case(n=3000, causal=True)) == 16  # 32 MiB / 1.46 MiB = 21, rounded down to 16
     assert fa3.section_heads(case(n=1 << 20, causal=True)) == 1  # one head's K and V past 32 MiB
     assert fa3.section_heads(case(n=256, batch=1, heads=3, causal=True)) == 3  # at most every head
+
+
+def test_wgmma_count_per_call(fa3):
+    # N=4096, d=128, 176-key tiles: 1,024 units; each consumer warpgroup multiplies 23 full tiles (8 + 11
+    # k-steps) and one narrow tile of 48 keys (8 + 4), and each of its 4 warps issues every wgmma.
+    assert fa3.wgmma_per_call(case(), 176, True) == 1024 * (23 * 19 + 12) * 2 * 4
+    assert fa3.wgmma_per_call(case(), 176, False) == 1024 * 24 * 19 * 2 * 4
+    # Causal, 128-key tiles on 128-row Q tiles: Q tile i takes i + 1 tiles of 8 + 8 k-steps.
+    assert fa3.wgmma_per_call(case(causal=True), 128, True) == 32 * sum(i + 1 for i in range(32)) * 16 * 2 * 4
+    # Causal, N=300, 176-key tiles: Q tile 0 (rows 0-127) takes one tile, 1 and 2 take two; the second
+    # tile holds 124 keys, past the narrow width, so every tile is full (d=64: 4 + 11 k-steps).
+    assert fa3.wgmma_per_call(case(n=300, d=64, batch=1, heads=1, causal=True), 176, True) == (1 + 2 + 2) * 15 * 8
