@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import signal
 import subprocess
@@ -63,6 +64,26 @@ def tail_lines(path: str, nbytes: int = 16384) -> list[str]:
         return []
 
 
+# A compiler's own diagnostic line, as MLIR, LLVM, ptxas and nvcc print them ("file:1:2: error: ...",
+# "ptxas error   : ..."), not a Python exception's last line ("RuntimeError: ...").
+COMPILER_ERROR = re.compile(r"(^|[\s:])error\s*:", re.IGNORECASE)
+PYTHON_EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception)\b.*:")
+
+
+def compiler_errors(path: str, start: int, most: int = 2, width: int = 300) -> str:
+    """The first ``most`` diagnostic lines written to a log after byte ``start`` (one job's share of a
+    worker's log), joined and shortened: what a kernel's "PassManager::run failed" leaves unsaid."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(start)
+            text = fh.read(1 << 20).decode(errors="replace")
+    except OSError:
+        return ""
+    found = [line.strip() for line in text.splitlines()
+             if COMPILER_ERROR.search(line) and not PYTHON_EXCEPTION.match(line.strip())]
+    return " | ".join(line[:width] for line in found[:most])
+
+
 def describe_death(lines: list[str]) -> str:
     fatal = next((i for i, line in enumerate(lines) if line.startswith("Fatal Python error")), None)
     if fatal is None:
@@ -101,6 +122,7 @@ class WorkerProcess:
             )
         self._buffer = b""
         self.keep_log = False
+        self._log_start = 0  # the log's size when the job in flight was sent
         self.busy = False  # a job is in flight: closing must not wait for it
         self.ready = False
         self.device: str | None = None
@@ -125,6 +147,10 @@ class WorkerProcess:
     def send(self, message: dict) -> None:
         """Send a job (or a step of one) without waiting for the answer (:meth:`receive`)."""
         try:
+            self._log_start = os.path.getsize(self.log.name)  # where this job's share of the log begins
+        except OSError:
+            self._log_start = 0
+        try:
             self.process.stdin.write((json.dumps(message) + "\n").encode())
             self.process.stdin.flush()
         except (BrokenPipeError, OSError):
@@ -139,6 +165,9 @@ class WorkerProcess:
         if record.get("status") == "CRASH":
             self.keep_log = True  # the worker's log holds the full traceback
             record["log"] = self.log.name
+            said = compiler_errors(self.log.name, self._log_start)
+            if said and str(record.get("reason", "")).startswith("raised "):
+                record["reason"] = f"{record['reason']} (the log: {said})"
         if record.get("fatal"):
             self.close()
         return record

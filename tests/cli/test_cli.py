@@ -353,6 +353,32 @@ def test_interleaved_crash_costs_only_its_row(cli, tmp_path, jsonl, flat_text):
     assert "Fatal Python error" in Path(log).read_text()
 
 
+def test_a_compilers_own_error_lines_join_the_reason(cli, tmp_path, write_kernels, jsonl):
+    """A kernel whose compiler printed its diagnostics to stderr and raised a generic error (Triton's
+    "PassManager::run failed"): the record's reason carries the diagnostic lines this job wrote to the
+    worker's log, not a Python line and not an earlier job's."""
+    folder = write_kernels({"broken.py": """
+        @implementation("attention", "broken-build", backend="torch")
+        def broken(case, inputs, out):
+            import os
+            import sys
+
+            os.write(2, b"kernel.py:72:12: error: 'ttg.warp_specialize' op cannot be lowered\\n")
+            sys.stderr.write("ValueError: not a compiler line\\n")
+            sys.stderr.flush()
+            raise RuntimeError("PassManager::run failed")
+    """})
+    out = tmp_path / "broken.jsonl"
+    result = cli("run", "attention", "--n", "32", "--d", "16", "--kernels", folder,
+                 "--impl", "naive,broken-build", "--max-time", "0.2", "--out", out)
+    assert result.exit_code == 1, result.output
+    records = {r["impl"]: r for r in jsonl(out)}
+    reason = records["broken-build"]["reason"]
+    assert reason == ("raised RuntimeError: PassManager::run failed (the log: kernel.py:72:12: error: "
+                      "'ttg.warp_specialize' op cannot be lowered)"), reason
+    assert records["naive"]["status"] == "OK"
+
+
 def test_interleaved_crash_while_sampling_costs_only_its_row(cli, tmp_path, write_kernels, jsonl):
     """A worker that dies between two bursts (the closure segfaults once sampling is under way)."""
     folder = write_kernels({"late_crash.py": """

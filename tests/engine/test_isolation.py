@@ -134,3 +134,19 @@ def test_json_output_is_strict_json(isolation_run):
         raise ValueError(f"non-standard JSON constant {constant}")
 
     json.loads(result.stdout, parse_constant=reject)
+
+
+def test_compiler_errors_reads_one_jobs_share_of_the_log(tmp_path):
+    from kbench.isolation import compiler_errors
+
+    log = tmp_path / "worker.log"
+    earlier = "old.py:1:1: error: an earlier job's failure\n"
+    log.write_text(earlier + "Traceback (most recent call last):\n"
+                   "ptxas error   : Entry function 'k' uses too much shared data (0x40000 bytes)\n"
+                   "RuntimeError: PassManager::run failed\n"
+                   "kernel.py:9:3: error: second\nkernel.py:10:3: error: third, past the two kept\n")
+    said = compiler_errors(str(log), len(earlier))
+    assert said == ("ptxas error   : Entry function 'k' uses too much shared data (0x40000 bytes) | "
+                    "kernel.py:9:3: error: second")
+    assert compiler_errors(str(log), log.stat().st_size) == ""  # nothing written since
+    assert compiler_errors(str(tmp_path / "missing.log"), 0) == ""
