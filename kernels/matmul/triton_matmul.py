@@ -5,6 +5,12 @@ below (the tuning runs in kbench's untimed warm-up, and the chosen config is
 recorded). Programs are launched in groups of GROUP_M tile-rows so that
 consecutive programs reuse the same B columns and A rows from L2. On the CPU
 (Triton's interpreter, for CI) one fixed config runs instead.
+
+``--param persistent=1`` is the Hopper form of Triton's persistent matmul tutorial: one
+program per SM walks the output tiles (the same grouped order, a stride of the grid apart), and
+A, B and C go through tensor descriptors built in the kernel (TMA on sm_90: whole tiles copied
+by the copy engine, reads past an edge filled with zeros, writes past it dropped), so the loop
+has no masks. TMA needs 16-byte row strides: fp16 and bf16 with K and N multiples of 8.
 """
 
 from pathlib import Path
@@ -30,22 +36,22 @@ if triton is not None:
     _dot = utils.dot
 
     @triton.jit
+    def _grouped_tile(tile, tiles_m, tiles_n, GROUP_M: tl.constexpr):
+        """(row, column) of output tile number ``tile`` in the grouped order: GROUP_M tile-rows are
+        walked column by column, so the programs running together share B's columns and A's rows in L2."""
+        per_group = GROUP_M * tiles_n
+        first_m = (tile // per_group) * GROUP_M
+        group_rows = min(tiles_m - first_m, GROUP_M)
+        return first_m + (tile % per_group) % group_rows, (tile % per_group) // group_rows
+
+    @triton.jit
     def _matmul(
         A, B, C, M, N, K,
         stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
         PRECISION: tl.constexpr, EVEN_K: tl.constexpr,
     ):
-        # Grouped order: GROUP_M tile-rows are walked column by column, so a
-        # wave of programs shares B's columns and A's rows in L2.
-        pid = tl.program_id(0)
-        tiles_m = tl.cdiv(M, BLOCK_M)
-        tiles_n = tl.cdiv(N, BLOCK_N)
-        per_group = GROUP_M * tiles_n
-        first_m = (pid // per_group) * GROUP_M
-        group_rows = min(tiles_m - first_m, GROUP_M)
-        pid_m = first_m + (pid % per_group) % group_rows
-        pid_n = (pid % per_group) // group_rows
+        pid_m, pid_n = _grouped_tile(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N), GROUP_M)
 
         offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
         offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -72,6 +78,34 @@ if triton is not None:
         c_ptrs = C + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
         tl.store(c_ptrs, acc.to(C.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
 
+    @triton.jit
+    def _matmul_persistent(
+        A, B, C, M, N, K, stride_am, stride_bk, stride_cm,
+        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+        PROGRAMS: tl.constexpr, PRECISION: tl.constexpr,
+    ):
+        # Row-major A (M x K), B (K x N) and C (M x N), their last dimension contiguous (the wrapper checks).
+        a_desc = tl.make_tensor_descriptor(A, shape=[M, K], strides=[stride_am, 1], block_shape=[BLOCK_M, BLOCK_K])
+        b_desc = tl.make_tensor_descriptor(B, shape=[K, N], strides=[stride_bk, 1], block_shape=[BLOCK_K, BLOCK_N])
+        c_desc = tl.make_tensor_descriptor(C, shape=[M, N], strides=[stride_cm, 1], block_shape=[BLOCK_M, BLOCK_N])
+        tiles_m = tl.cdiv(M, BLOCK_M)
+        tiles_n = tl.cdiv(N, BLOCK_N)
+        k_tiles = tl.cdiv(K, BLOCK_K)
+        # The epilogue finds its tile from a counter of its own, as the tutorial does: the pipeliner
+        # issues the next tile's loads under this one's store (flatten), and a coordinate shared by
+        # both ends of the loop body would tie them together.
+        tile_c = tl.program_id(0) - PROGRAMS
+        for tile in tl.range(tl.program_id(0), tiles_m * tiles_n, PROGRAMS, flatten=True):
+            pid_m, pid_n = _grouped_tile(tile, tiles_m, tiles_n, GROUP_M)
+            acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+            for ki in range(k_tiles):
+                a = a_desc.load([pid_m * BLOCK_M, ki * BLOCK_K])
+                b = b_desc.load([ki * BLOCK_K, pid_n * BLOCK_N])
+                acc = _dot(a, b, acc, PRECISION)
+            tile_c += PROGRAMS
+            pid_m, pid_n = _grouped_tile(tile_c, tiles_m, tiles_n, GROUP_M)
+            c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(C.dtype.element_ty))
+
     # Hopper-sized tiles first (wgmma wants 64-row multiples per warpgroup), then
     # the classic Ampere ones and small tiles for small or skinny problems.
     GPU_CONFIGS = [
@@ -92,13 +126,49 @@ if triton is not None:
 
     _autotuned = triton.autotune(configs=GPU_CONFIGS, key=["M", "N", "K", "PRECISION", "EVEN_K"])(_matmul)
 
+    # The persistent variant's tiles (the tutorial's Hopper set, wgmma-sized: 128-row tiles, 64- or
+    # 128-deep K steps) and one small tile for small or skinny problems.
+    PERSISTENT_CONFIGS = [
+        _config(128, 256, 64, 3, 8),
+        _config(128, 256, 64, 4, 8),
+        _config(128, 128, 64, 4, 8),
+        _config(128, 128, 64, 4, 4),
+        _config(128, 128, 128, 3, 8),
+        _config(64, 128, 64, 4, 4),
+    ]
+    CPU_PERSISTENT = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64, "GROUP_M": 8}
+    CPU_PROGRAMS = 3  # on the interpreter: a few programs, each taking several tiles (uneven shares)
+    _persistent_autotuned = triton.autotune(configs=PERSISTENT_CONFIGS, key=["M", "N", "K", "PRECISION"],
+                                            **utils.autotune_cache_option())(_matmul_persistent)
 
-@implementation("matmul", "triton", backend="triton", modules=("torch", "triton"),
-                description="Triton matmul: autotuned tiles, grouped launch order, masked edges")
-def triton_matmul(case, inputs, out):
+
+
+def tma_reason(case, tensors) -> str | None:
+    """Why persistent=1's tensor descriptors cannot read or write these tensors (None: they can)."""
+    if case.dtype not in ("fp16", "bf16"):
+        return (f"{case.dtype}: persistent=1 is for fp16 and bf16 (its B tiles are N-major, which wgmma reads "
+                "for 16-bit types only)")
+    if not hasattr(tl, "make_tensor_descriptor"):
+        return f"Triton {triton.__version__} has no tl.make_tensor_descriptor"
+    for name, t in zip("ABC", tensors):
+        if t.stride(-1) != 1:
+            return f"{name} must have a contiguous last dimension"
+        if t.data_ptr() % 16 or (t.stride(0) * t.element_size()) % 16:
+            return (f"TMA needs 16-byte aligned rows: {name}'s row stride is {t.stride(0)} elements (K and N "
+                    "must be multiples of 8)")
+    return None
+
+
+@implementation("matmul", "triton", backend="triton", modules=("torch", "triton"), params={"persistent": 0},
+                allowed={"persistent": (0, 1)},
+                description="Triton matmul: autotuned tiles, grouped launch order, masked edges "
+                            "(--param persistent=1: one program an SM, TMA descriptors)")
+def triton_matmul(case, inputs, out, persistent=0):
     if triton is None:
         raise Unsupported("triton is not installed")
     a, b = inputs["a"], inputs["b"]
+    if persistent:
+        return _persistent(case, a, b, out)
     precision = utils.dot_precision(case.dtype, tf32=case.tf32)
     m, n, k = case.m, case.n, case.k
     strides = (*a.stride(), *b.stride(), *out.stride())
@@ -134,5 +204,55 @@ def triton_matmul(case, inputs, out):
                 return {**chosen.kwargs, "num_warps": chosen.num_warps, "num_stages": chosen.num_stages,
                         "precision": precision, "triton": triton.__version__}
             return {**config, "precision": precision, "triton": triton.__version__}
+
+    return Closure()
+
+
+def _persistent(case, a, b, out):
+    """The closure of ``persistent=1`` (see the module docstring)."""
+    import torch
+
+    reason = tma_reason(case, (a, b, out))
+    if reason:
+        raise Unsupported(reason)
+    precision = utils.dot_precision(case.dtype)
+    m, n, k = case.m, case.n, case.k
+    device = a.device
+    # Global memory Triton asks for at every launch, to build the descriptors inside the kernel.
+    triton.set_allocator(lambda size, alignment, stream: torch.empty(size, dtype=torch.int8, device=device))
+    args = (a, b, out, m, n, k, a.stride(0), b.stride(0), out.stride(0))
+    config = {"persistent": True, "precision": precision, "triton": triton.__version__}
+
+    if utils.interpreted():
+        tiles = triton.cdiv(m, CPU_PERSISTENT["BLOCK_M"]) * triton.cdiv(n, CPU_PERSISTENT["BLOCK_N"])
+        grid = (min(CPU_PROGRAMS, tiles),)
+
+        def run():
+            _matmul_persistent[grid](*args, PROGRAMS=grid[0], PRECISION=precision, **CPU_PERSISTENT)
+
+        run.config = {**config, **CPU_PERSISTENT, "programs": grid[0]}
+        return run
+
+    sms = torch.cuda.get_device_properties(device).multi_processor_count
+
+    def grid(meta):
+        return (min(sms, triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"])),)
+
+    def run():
+        _persistent_autotuned[grid](*args, PROGRAMS=sms, PRECISION=precision)
+
+    class Closure:
+        """The timed call, and the autotuner's choice once the warm-up has tuned it."""
+
+        def __call__(self):
+            return run()
+
+        @property
+        def config(self):
+            chosen = getattr(_persistent_autotuned, "best_config", None)
+            if chosen:
+                return {**config, **chosen.kwargs, "num_warps": chosen.num_warps, "num_stages": chosen.num_stages,
+                        "programs": sms}
+            return config
 
     return Closure()

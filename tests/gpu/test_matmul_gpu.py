@@ -124,3 +124,19 @@ def test_triton_matmul_is_right_through_kbench_run(cli, tmp_path, compiled_trito
     assert {dtype: status for dtype, (status, _) in statuses.items()} == {"fp16": "OK", "bf16": "OK", "fp32": "OK"}, \
         f"kbench run matmul --impl triton at {m}x{n}x{k}: {statuses}\n{result.output}"
     assert result.exit_code == 0, result.output
+
+
+# persistent=1 (TMA descriptors: K and N multiples of 8) at a shape with edge tiles in M and N
+# and a K no 64- or 128-deep step divides, and at one every tile divides.
+PERSISTENT_SHAPES = ((1000, 776, 344), (256, 512, 1024))
+
+
+@pytest.mark.parametrize("m,n,k", PERSISTENT_SHAPES, ids=[f"{m}x{n}x{k}" for m, n, k in PERSISTENT_SHAPES])
+def test_triton_persistent_matmul_is_right_through_kbench_run(cli, tmp_path, compiled_triton, m, n, k):
+    out = tmp_path / "persistent.jsonl"
+    result = cli("run", "matmul", "--m", m, "--n", n, "--k", k, "--dtype", "fp16,bf16,fp32", "--device", "cuda",
+                 "--impl", "triton", "--param", "persistent=1", "--timeout", "300", "--max-time", "0.2",
+                 "--out", out)
+    statuses = {r.case["dtype"]: (r.status, r.reason) for r in results.read(out)}
+    assert {dtype: status for dtype, (status, _) in statuses.items()} == {"fp16": "OK", "bf16": "OK", "fp32": "SKIP"}, \
+        f"kbench run matmul --impl triton --param persistent=1 at {m}x{n}x{k}: {statuses}\n{result.output}"

@@ -98,6 +98,30 @@ def test_triton_the_issue_shape_fp16(registry, matmul):
     assert verdict.ok, verdict.reason
 
 
+# persistent=1 reads through TMA descriptors, which need K and N multiples of 8 (16-byte rows):
+# shapes with edge tiles in every dimension, a single row, and more tiles than the interpreter's three
+# programs (each takes several, unevenly).
+PERSISTENT_SHAPES = [(1, 8, 8), (17, 24, 40), (100, 72, 48), (200, 136, 136)]
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+@pytest.mark.parametrize("shape", PERSISTENT_SHAPES, ids=["x".join(map(str, s)) for s in PERSISTENT_SHAPES])
+def test_triton_persistent_matches_float64(registry, matmul, shape, dtype):
+    impl = registry.implementations("matmul")["triton"]
+    verdict = check(matmul, impl, case(*shape, dtype), "cpu", seed=7, trials=1, params={"persistent": 1})
+    assert verdict.ok, verdict.reason
+
+
+def test_triton_persistent_says_what_it_cannot_read(registry, matmul):
+    from kbench.registry import Unsupported
+
+    impl = registry.implementations("matmul")["triton"]
+    with pytest.raises(Unsupported, match="fp32: persistent=1 is for fp16 and bf16"):
+        check(matmul, impl, case(16, 16, 16, "fp32"), "cpu", seed=1, trials=1, params={"persistent": 1})
+    with pytest.raises(Unsupported, match="16-byte aligned rows: B's row stride is 77 elements"):
+        check(matmul, impl, case(16, 77, 16), "cpu", seed=1, trials=1, params={"persistent": 1})
+
+
 @pytest.mark.parametrize("dtype,tf32", [("fp16", False), ("fp32", False)])
 def test_cublas_peer_on_cpu(registry, matmul, dtype, tf32):
     impl = registry.implementations("matmul")["cublas"]
