@@ -26,6 +26,11 @@ the tuning time, whether it came from the cache and every candidate's median as 
 autotuner timed it (``candidates_ms``: how close the runners-up were) go in the record's config.
 ``--param config=3`` pins CONFIGS[3] instead (on the CPU interpreter too, which
 is how the tests check every configuration the autotuner can pick).
+
+``--param ws=1`` asks Triton to warp-specialize the K/V loop (``tl.range(...,
+warp_specialize=True)``: loads, matrix products and softmax in separate warp groups). Where the
+compiler refuses a tile shape so, the autotuner passes over it (``compilable``) and the record's
+config lists it under ``refused``.
 """
 
 import time
@@ -205,8 +210,37 @@ if triton is not None:
         configs=[triton.Config({"BLOCK_M": c["BLOCK_M"], "BLOCK_N": c["BLOCK_N"]}, **_launch_options(c))
                  for c in CONFIGS],
         key=["n_ctx", "HEAD_DIM", "CAUSAL", "PRECISION", "TMA", "WS"],  # and the tensors' dtypes, which Triton adds
+        prune_configs_by={"early_config_prune": lambda configs, named_args, **kwargs: compilable(
+            _fa2_forward, configs, named_args, **kwargs)},
         **utils.autotune_cache_option(),
     )(_fa2_forward)
+
+
+# Configurations the compiler refused under warp specialization, per autotuner key, with its message:
+# the record's config names them, so a user sees what the tuning passed over and why.
+_refused: dict = {}
+
+
+def compilable(kernel, configs, named_args, **kwargs):
+    """The autotuner's pre-pass: without warp specialization every configuration; with it, those Triton
+    compiles. Triton 3.6's warp specialization on sm_90 fails in the compiler for some tile shapes
+    (RuntimeError: PassManager::run failed), which the autotuner does not pass over as it does a
+    configuration short of resources: each is compiled here first (kept in Triton's cache for the
+    timing that follows) and the refused ones left out. None compiling: all returned, so the error
+    reaches the user."""
+    if not kwargs.get("WS"):
+        return configs
+    args = [named_args[name] for name in kernel.arg_names if name in named_args]
+    kept, refused = [], {}
+    for config in configs:
+        try:
+            kernel.warmup(*args, grid=(1,), **kwargs, **config.all_kwargs())
+            kept.append(config)
+        except Exception as exc:  # noqa: BLE001 - a compiler's refusal comes as any of several types
+            refused[str(CONFIGS.index(_as_config(config)) if _as_config(config) in CONFIGS else config)] = (
+                f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+    _refused[tuple(sorted(kwargs.items()))] = refused
+    return kept or configs
 
 
 def pinned_config(choice, device_type) -> dict | None:
@@ -437,9 +471,10 @@ def triton_fa2(case, inputs, out, config="auto", tma="auto", ws=0):
     def tiles(meta):
         return (triton.cdiv(case.n, meta["BLOCK_M"]), case.batch * case.heads)
 
+    launch = {"HEAD_DIM": case.d, "CAUSAL": case.causal, "PRECISION": precision, "TMA": use_tma, "WS": bool(ws)}
+
     def run():
-        _fa2_autotuned[tiles](*args, HEAD_DIM=case.d, CAUSAL=case.causal, PRECISION=precision, TMA=use_tma,
-                              WS=bool(ws))
+        _fa2_autotuned[tiles](*args, **launch)
 
     # Tune now (set-up, outside every timing): the first call of a new key benchmarks each
     # config, or reads the timings Triton's cache kept from an earlier process.
@@ -455,8 +490,10 @@ def triton_fa2(case, inputs, out, config="auto", tma="auto", ws=0):
                             "candidates": len(CONFIGS)}
     best = _fa2_autotuned.best_config
     chosen = _as_config(best)
+    refused = _refused.get(tuple(sorted(launch.items())))
     run.config = dict(chosen, config="auto", tma=use_tma, ws=bool(ws), chosen=CONFIGS.index(chosen) if chosen in CONFIGS else None,
-                      triton=triton.__version__, candidates_ms=_candidate_medians(_fa2_autotuned), **_tuning_log[key])
+                      triton=triton.__version__, candidates_ms=_candidate_medians(_fa2_autotuned), **_tuning_log[key],
+                      **({"refused": refused} if refused else {}))
     return run
 
 
