@@ -137,7 +137,6 @@ if triton is not None:
         _config(128, 128, 128, 3, 8),
         _config(64, 128, 64, 4, 4),
     ]
-    CPU_PERSISTENT = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64, "GROUP_M": 8}
     CPU_PROGRAMS = 3  # on the interpreter: a few programs, each taking several tiles (uneven shares)
     _persistent_autotuned = triton.autotune(configs=PERSISTENT_CONFIGS, key=["M", "N", "K", "PRECISION"],
                                             **utils.autotune_cache_option())(_matmul_persistent)
@@ -173,40 +172,44 @@ def triton_matmul(case, inputs, out, persistent=0):
     precision = utils.dot_precision(case.dtype, tf32=case.tf32)
     m, n, k = case.m, case.n, case.k
     strides = (*a.stride(), *b.stride(), *out.stride())
-    interpreted = utils.interpreted()
-    config = {}
+    base = {"precision": precision, "triton": triton.__version__}
 
-    if interpreted:
+    if utils.interpreted():
         grid = (triton.cdiv(m, CPU_CONFIG["BLOCK_M"]) * triton.cdiv(n, CPU_CONFIG["BLOCK_N"]),)
         even_k = k % CPU_CONFIG["BLOCK_K"] == 0
 
         def run():
             _matmul[grid](a, b, out, m, n, k, *strides, PRECISION=precision, EVEN_K=even_k, **CPU_CONFIG)
 
-        config.update(CPU_CONFIG)
-    else:
-        def grid(meta):
-            return (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)
+        run.config = {**CPU_CONFIG, **base}
+        return run
 
-        def run():
-            # EVEN_K depends on the tuned BLOCK_K: every config uses 32 or 64, so K % 64 decides both.
-            _autotuned[grid](a, b, out, m, n, k, *strides, PRECISION=precision, EVEN_K=k % 64 == 0)
+    def grid(meta):
+        return (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)
 
-    class Closure:
-        """The timed call, and the autotuner's choice read after warm-up (when it exists)."""
+    def run():
+        # EVEN_K depends on the tuned BLOCK_K: every config uses 32 or 64, so K % 64 decides both.
+        _autotuned[grid](a, b, out, m, n, k, *strides, PRECISION=precision, EVEN_K=k % 64 == 0)
 
-        def __call__(self):
-            return run()
+    return _Tuned(run, _autotuned, base)
 
-        @property
-        def config(self):
-            chosen = {} if interpreted else getattr(_autotuned, "best_config", None)
-            if chosen:
-                return {**chosen.kwargs, "num_warps": chosen.num_warps, "num_stages": chosen.num_stages,
-                        "precision": precision, "triton": triton.__version__}
-            return {**config, "precision": precision, "triton": triton.__version__}
 
-    return Closure()
+class _Tuned:
+    """A timed call through an autotuner, whose ``config`` is the tuner's choice once the warm-up has
+    tuned it (before: ``base`` alone)."""
+
+    def __init__(self, run, tuner, base: dict):
+        self.run, self.tuner, self.base = run, tuner, base
+
+    def __call__(self):
+        return self.run()
+
+    @property
+    def config(self):
+        chosen = getattr(self.tuner, "best_config", None)
+        if chosen:
+            return {**chosen.kwargs, "num_warps": chosen.num_warps, "num_stages": chosen.num_stages, **self.base}
+        return self.base
 
 
 def _persistent(case, a, b, out):
@@ -222,16 +225,16 @@ def _persistent(case, a, b, out):
     # Global memory Triton asks for at every launch, to build the descriptors inside the kernel.
     triton.set_allocator(lambda size, alignment, stream: torch.empty(size, dtype=torch.int8, device=device))
     args = (a, b, out, m, n, k, a.stride(0), b.stride(0), out.stride(0))
-    config = {"persistent": True, "precision": precision, "triton": triton.__version__}
+    base = {"persistent": True, "precision": precision, "triton": triton.__version__}
 
-    if utils.interpreted():
-        tiles = triton.cdiv(m, CPU_PERSISTENT["BLOCK_M"]) * triton.cdiv(n, CPU_PERSISTENT["BLOCK_N"])
+    if utils.interpreted():  # the grouped kernel's CPU tiles, on a few programs
+        tiles = triton.cdiv(m, CPU_CONFIG["BLOCK_M"]) * triton.cdiv(n, CPU_CONFIG["BLOCK_N"])
         grid = (min(CPU_PROGRAMS, tiles),)
 
         def run():
-            _matmul_persistent[grid](*args, PROGRAMS=grid[0], PRECISION=precision, **CPU_PERSISTENT)
+            _matmul_persistent[grid](*args, PROGRAMS=grid[0], PRECISION=precision, **CPU_CONFIG)
 
-        run.config = {**config, **CPU_PERSISTENT, "programs": grid[0]}
+        run.config = {**CPU_CONFIG, **base, "programs": grid[0]}
         return run
 
     sms = torch.cuda.get_device_properties(device).multi_processor_count
@@ -242,18 +245,4 @@ def _persistent(case, a, b, out):
     def run():
         _persistent_autotuned[grid](*args, PROGRAMS=sms, PRECISION=precision)
 
-    class Closure:
-        """The timed call, and the autotuner's choice once the warm-up has tuned it."""
-
-        def __call__(self):
-            return run()
-
-        @property
-        def config(self):
-            chosen = getattr(_persistent_autotuned, "best_config", None)
-            if chosen:
-                return {**config, **chosen.kwargs, "num_warps": chosen.num_warps, "num_stages": chosen.num_stages,
-                        "programs": sms}
-            return config
-
-    return Closure()
+    return _Tuned(run, _persistent_autotuned, {**base, "programs": sms})
