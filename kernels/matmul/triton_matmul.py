@@ -1,6 +1,6 @@
 """Matrix product in Triton, done properly: autotuned tiles, grouped launch order, masks for any shape.
 
-On a GPU the block sizes are autotuned per (M, N, K, dtype) among the configs
+On a GPU the block sizes are autotuned per (M, N, K, dtype, row alignment) among the configs
 below (the tuning runs in kbench's untimed warm-up, and the chosen config is
 recorded). Programs are launched in groups of GROUP_M tile-rows so that
 consecutive programs reuse the same B columns and A rows from L2. On the CPU
@@ -46,11 +46,20 @@ if triton is not None:
 
     @triton.jit
     def _matmul(
-        A, B, C, M, N, K,
-        stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+        A, B, C, M, n_units, k_units,
+        am_units, stride_ak, bk_units, stride_bn, cm_units, stride_cn,
         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-        PRECISION: tl.constexpr, EVEN_K: tl.constexpr,
+        PRECISION: tl.constexpr, EVEN_K: tl.constexpr, ALIGN: tl.constexpr,
     ):
+        # N, K and the row strides come in units of ALIGN elements (16 bytes where the wrapper found
+        # every row so aligned, else 1): multiplied back here, Triton knows they are multiples of
+        # ALIGN, which it infers of an argument only when it is divisible by 16. Without that, every
+        # load and store of a shape like 5000 x 3000 x 7000 is one element wide.
+        N = n_units * ALIGN
+        K = k_units * ALIGN
+        stride_am = am_units * ALIGN
+        stride_bk = bk_units * ALIGN
+        stride_cm = cm_units * ALIGN
         pid_m, pid_n = _grouped_tile(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N), GROUP_M)
 
         offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -124,7 +133,7 @@ if triton is not None:
     ]
     CPU_CONFIG = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64, "GROUP_M": 8}
 
-    _autotuned = triton.autotune(configs=GPU_CONFIGS, key=["M", "N", "K", "PRECISION", "EVEN_K"])(_matmul)
+    _autotuned = triton.autotune(configs=GPU_CONFIGS, key=["M", "n_units", "k_units", "PRECISION", "EVEN_K", "ALIGN"])(_matmul)
 
     # The persistent variant's tiles (the tutorial's Hopper set, wgmma-sized: 128-row tiles, 64- or
     # 128-deep K steps) and one small tile for small or skinny problems; each fits the H200's 227 KiB of
@@ -141,6 +150,16 @@ if triton is not None:
     _persistent_autotuned = triton.autotune(configs=PERSISTENT_CONFIGS, key=["M", "N", "K", "PRECISION"],
                                             **utils.autotune_cache_option())(_matmul_persistent)
 
+
+
+def row_alignment(a, b, c) -> int:
+    """The elements in 16 bytes when every row of A, B and C starts 16-byte aligned and K and N are
+    multiples of them (rows contiguous), else 1: what the grouped kernel may assume (ALIGN)."""
+    align = 16 // a.element_size()
+    tensors = (a, b, c)
+    if any(t.stride(-1) != 1 or t.data_ptr() % 16 or t.stride(0) % align for t in tensors):
+        return 1
+    return align if a.shape[1] % align == 0 and b.shape[1] % align == 0 else 1
 
 
 def tma_reason(case, tensors) -> str | None:
@@ -171,15 +190,18 @@ def triton_matmul(case, inputs, out, persistent=0):
         return _persistent(case, a, b, out)
     precision = utils.dot_precision(case.dtype, tf32=case.tf32)
     m, n, k = case.m, case.n, case.k
-    strides = (*a.stride(), *b.stride(), *out.stride())
-    base = {"precision": precision, "triton": triton.__version__}
+    align = row_alignment(a, b, out)
+    # N, K and the row strides in units of `align` elements (see _matmul); the unit strides as they are.
+    sizes = (n // align, k // align, a.stride(0) // align, a.stride(1), b.stride(0) // align, b.stride(1),
+             out.stride(0) // align, out.stride(1))
+    base = {"precision": precision, "triton": triton.__version__, "align": align}
 
     if utils.interpreted():
         grid = (triton.cdiv(m, CPU_CONFIG["BLOCK_M"]) * triton.cdiv(n, CPU_CONFIG["BLOCK_N"]),)
         even_k = k % CPU_CONFIG["BLOCK_K"] == 0
 
         def run():
-            _matmul[grid](a, b, out, m, n, k, *strides, PRECISION=precision, EVEN_K=even_k, **CPU_CONFIG)
+            _matmul[grid](a, b, out, m, *sizes, PRECISION=precision, EVEN_K=even_k, ALIGN=align, **CPU_CONFIG)
 
         run.config = {**CPU_CONFIG, **base}
         return run
@@ -189,7 +211,7 @@ def triton_matmul(case, inputs, out, persistent=0):
 
     def run():
         # EVEN_K depends on the tuned BLOCK_K: every config uses 32 or 64, so K % 64 decides both.
-        _autotuned[grid](a, b, out, m, n, k, *strides, PRECISION=precision, EVEN_K=k % 64 == 0)
+        _autotuned[grid](a, b, out, m, *sizes, PRECISION=precision, EVEN_K=k % 64 == 0, ALIGN=align)
 
     return _Tuned(run, _autotuned, base)
 

@@ -110,9 +110,10 @@ def test_wgmma_refuses_shapes_tma_cannot_read(registry):
         correctness.check(suite, impl, case, "cuda", seed=1, trials=1, params=impl.params)
 
 
-# Every new shape autotunes the Triton matmul over its twelve configurations: two shapes, one with
-# edge tiles and a K that no block divides, one whose K every block divides (the unmasked loop).
-TRITON_SHAPES = ((1000, 777, 333), (256, 512, 1024))
+# Every new shape autotunes the Triton matmul over its twelve configurations: one with edge tiles and a
+# K that no block divides, one with edge tiles, a masked K and 16-byte rows (the ALIGN form: K and N
+# multiples of 8), one whose K every block divides (the unmasked loop).
+TRITON_SHAPES = ((1000, 777, 333), (1000, 776, 344), (256, 512, 1024))
 
 
 @pytest.mark.parametrize("m,n,k", TRITON_SHAPES, ids=[f"{m}x{n}x{k}" for m, n, k in TRITON_SHAPES])

@@ -91,6 +91,34 @@ def test_triton_matches_float64(registry, matmul, shape, dtype, tf32):
     assert verdict.ok, verdict.reason
 
 
+# K and N multiples of 8 with edges in every dimension: the grouped kernel takes its 16-byte-rows form
+# (ALIGN, sizes passed in units of 8 elements; 4 for fp32).
+ALIGNED_SHAPES = [(1, 8, 8), (17, 24, 40), (100, 72, 200)]
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "bf16", "fp32"])
+@pytest.mark.parametrize("shape", ALIGNED_SHAPES, ids=["x".join(map(str, s)) for s in ALIGNED_SHAPES])
+def test_triton_aligned_rows_match_float64(registry, matmul, shape, dtype):
+    impl = registry.implementations("matmul")["triton"]
+    verdict = check(matmul, impl, case(*shape, dtype), "cpu", seed=13, trials=1)
+    assert verdict.ok, verdict.reason
+    assert verdict.last[0].config["align"] == (4 if dtype == "fp32" else 8)
+
+
+def test_triton_row_alignment(registry):
+    import sys
+
+    import torch
+
+    module = sys.modules[registry.implementations("matmul")["triton"].make.__module__]
+    a, b, c = torch.empty(5, 16, dtype=torch.float16), torch.empty(16, 24, dtype=torch.float16), torch.empty(5, 24)
+    assert module.row_alignment(a, b, c.half()) == 8
+    assert module.row_alignment(a.float(), b.float(), c) == 4
+    assert module.row_alignment(a[:, :12], b[:12], c.half()) == 1  # A's rows are 16 elements apart, K = 12
+    assert module.row_alignment(torch.empty(5, 17, dtype=torch.float16)[:, 1:], b, c.half()) == 1  # rows off by 2 bytes
+    assert module.row_alignment(a, torch.empty(16, 20, dtype=torch.float16), torch.empty(5, 20).half()) == 1  # N = 20
+
+
 def test_triton_the_issue_shape_fp16(registry, matmul):
     """1000 x 777 x 333: no dimension is a multiple of a tile (one trial: ~3 s interpreted)."""
     impl = registry.implementations("matmul")["triton"]
