@@ -246,7 +246,11 @@ struct RowState {
 // unnormalised probabilities in `s` and the factor by which O, accumulated under the old maxima, must
 // be scaled in `rescale`. The first tile of every row has a visible key
 // (key 0), so after it the maxima are finite and no exponent sees inf - inf.
-template <int BN, bool CAUSAL>
+// A thread's BN / 4 scores of a row are reduced (max, then sum) in CHAINS independent chains, combined
+// at the end: with one, each reduction is BN / 4 dependent instructions, each waiting out the last's
+// latency; with four, a quarter as deep (the maximum is exact in any order; the sum is rounded in
+// another order, within fp32's rounding).
+template <int BN, bool CAUSAL, int CHAINS>
 __device__ __forceinline__ void softmax_tile(float (&s)[BN / 2], RowState& st, float (&rescale)[2], bool mask,
                                              int key0, int row_lo, int n, float scale_log2, int lane) {
     if (mask) {
@@ -257,26 +261,48 @@ __device__ __forceinline__ void softmax_tile(float (&s)[BN / 2], RowState& st, f
             if (key >= n || (CAUSAL && key > row)) s[i] = neg_inf();
         }
     }
-    float mx[2] = {st.max[0], st.max[1]};
-#pragma unroll
-    for (int i = 0; i < BN / 2; ++i) mx[(i >> 1) & 1] = fmaxf(mx[(i >> 1) & 1], s[i]);
+    static_assert(CHAINS == 1 || CHAINS == 2 || CHAINS == 4, "1, 2 or 4 chains a row");
+    static_assert((BN / 4) % CHAINS == 0, "a row's scores split evenly over the chains");
+    // Score i belongs to row (i >> 1) & 1 and, of its row's scores, is number 2 * (i >> 2) + (i & 1).
+    auto chain = [](int i) { return (2 * (i >> 2) + (i & 1)) % CHAINS; };
+    float part[2][CHAINS];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
+        part[r][0] = st.max[r];
+#pragma unroll
+        for (int c = 1; c < CHAINS; ++c) part[r][c] = neg_inf();
+    }
+#pragma unroll
+    for (int i = 0; i < BN / 2; ++i) part[(i >> 1) & 1][chain(i)] = fmaxf(part[(i >> 1) & 1][chain(i)], s[i]);
+    float mx[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        mx[r] = part[r][0];
+#pragma unroll
+        for (int c = 1; c < CHAINS; ++c) mx[r] = fmaxf(mx[r], part[r][c]);
         mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffff, mx[r], 1));
         mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffff, mx[r], 2));
         rescale[r] = fast_exp2((st.max[r] - mx[r]) * scale_log2);  // old max -inf: 0
         st.max[r] = mx[r];
     }
     const float shift[2] = {mx[0] * scale_log2, mx[1] * scale_log2};
-    float sum[2] = {0.f, 0.f};
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+#pragma unroll
+        for (int c = 0; c < CHAINS; ++c) part[r][c] = 0.f;
 #pragma unroll
     for (int i = 0; i < BN / 2; ++i) {
         const int r = (i >> 1) & 1;
         s[i] = fast_exp2(fmaf(s[i], scale_log2, -shift[r]));
-        sum[r] += s[i];
+        part[r][chain(i)] += s[i];
     }
 #pragma unroll
-    for (int r = 0; r < 2; ++r) st.sum[r] = st.sum[r] * rescale[r] + sum[r];
+    for (int r = 0; r < 2; ++r) {
+        float sum = part[r][0];
+#pragma unroll
+        for (int c = 1; c < CHAINS; ++c) sum += part[r][c];
+        st.sum[r] = st.sum[r] * rescale[r] + sum;
+    }
 }
 
 // P, the softmax's fp32 values rounded to 16 bits, in register-A layout: one [4] per 16 keys.
@@ -396,7 +422,7 @@ __device__ __forceinline__ void pass_turn(int group) {
 
 }  // namespace kbench_fa3
 
-template <int D, int BN, int STAGES, bool BF16, bool CAUSAL, bool OVERLAP, bool PINGPONG>
+template <int D, int BN, int STAGES, bool BF16, bool CAUSAL, bool OVERLAP, bool PINGPONG, int CHAINS>
 __global__ void __launch_bounds__((kbench_fa3::CONSUMERS + 1) * 128, 1)
 fa3_forward(const __grid_constant__ kbench_sm90::TensorMap map_q, const __grid_constant__ kbench_sm90::TensorMap map_k,
             const __grid_constant__ kbench_sm90::TensorMap map_v, unsigned short* __restrict__ out, int n, int heads,
@@ -489,7 +515,7 @@ fa3_forward(const __grid_constant__ kbench_sm90::TensorMap map_q, const __grid_c
             wgmma_wait<0>();
             fence_all(s);
             release_k(j);
-            softmax_tile<BN, CAUSAL>(s, st, rescale, needs_mask(j), j * BN, row_lo, n, scale_log2, lane);
+            softmax_tile<BN, CAUSAL, CHAINS>(s, st, rescale, needs_mask(j), j * BN, row_lo, n, scale_log2, lane);
         };
         // O += P V_j on its own (the last tile of the overlapped schedule, every tile of the plain one).
         auto accumulate = [&](auto narrow) {
@@ -524,7 +550,7 @@ fa3_forward(const __grid_constant__ kbench_sm90::TensorMap map_q, const __grid_c
             wgmma_wait<1>();  // S_j is done (groups complete in order); P V_{j-1} may still run
             fence_all(s);
             release_k(j);
-            softmax_tile<BN, CAUSAL>(s, st, rescale, needs_mask(j), j * BN, row_lo, n, scale_log2, lane);
+            softmax_tile<BN, CAUSAL, CHAINS>(s, st, rescale, needs_mask(j), j * BN, row_lo, n, scale_log2, lane);
             wgmma_wait<0>();
             fence_all(o);
             fence_all(p);  // the tensor cores read p until here
@@ -578,23 +604,26 @@ fa3_forward(const __grid_constant__ kbench_sm90::TensorMap map_q, const __grid_c
 #ifdef KBENCH_INSTANTIATE
 // nvcc build check (tests/): the configurations kbench launches by default, and each parameter's
 // other values once.
-#define KBENCH_FA3_ONE(D, BN, S, BF16, CAUSAL, OVERLAP, PINGPONG)                                               \
-    template __global__ void fa3_forward<D, BN, S, BF16, CAUSAL, OVERLAP, PINGPONG>(                             \
+#define KBENCH_FA3_ONE(D, BN, S, BF16, CAUSAL, OVERLAP, PINGPONG, CHAINS)                                       \
+    template __global__ void fa3_forward<D, BN, S, BF16, CAUSAL, OVERLAP, PINGPONG, CHAINS>(                     \
         const __grid_constant__ kbench_sm90::TensorMap, const __grid_constant__ kbench_sm90::TensorMap,          \
         const __grid_constant__ kbench_sm90::TensorMap, unsigned short*, int, int, float, int, int, int*);
-#define KBENCH_FA3(D, BN, S, OVERLAP, PINGPONG)                 \
-    KBENCH_FA3_ONE(D, BN, S, false, false, OVERLAP, PINGPONG)   \
-    KBENCH_FA3_ONE(D, BN, S, true, false, OVERLAP, PINGPONG)    \
-    KBENCH_FA3_ONE(D, BN, S, false, true, OVERLAP, PINGPONG)    \
-    KBENCH_FA3_ONE(D, BN, S, true, true, OVERLAP, PINGPONG)
-KBENCH_FA3(128, 128, 2, true, true)
-KBENCH_FA3(64, 128, 2, true, true)
-KBENCH_FA3(128, 64, 2, true, true)
-KBENCH_FA3(128, 176, 2, true, true)
-KBENCH_FA3(128, 192, 2, true, true)
-KBENCH_FA3(64, 192, 2, true, true)
-KBENCH_FA3(128, 128, 1, true, true)
-KBENCH_FA3(128, 128, 2, false, true)
-KBENCH_FA3(128, 128, 2, true, false)
-KBENCH_FA3(128, 128, 2, false, false)
+#define KBENCH_FA3(D, BN, S, OVERLAP, PINGPONG, CHAINS)                 \
+    KBENCH_FA3_ONE(D, BN, S, false, false, OVERLAP, PINGPONG, CHAINS)   \
+    KBENCH_FA3_ONE(D, BN, S, true, false, OVERLAP, PINGPONG, CHAINS)    \
+    KBENCH_FA3_ONE(D, BN, S, false, true, OVERLAP, PINGPONG, CHAINS)    \
+    KBENCH_FA3_ONE(D, BN, S, true, true, OVERLAP, PINGPONG, CHAINS)
+KBENCH_FA3(128, 128, 2, true, true, 1)
+KBENCH_FA3(64, 128, 2, true, true, 1)
+KBENCH_FA3(128, 64, 2, true, true, 1)
+KBENCH_FA3(128, 176, 2, true, true, 1)
+KBENCH_FA3(128, 192, 2, true, true, 1)
+KBENCH_FA3(64, 192, 2, true, true, 1)
+KBENCH_FA3(128, 128, 1, true, true, 1)
+KBENCH_FA3(128, 128, 2, false, true, 1)
+KBENCH_FA3(128, 128, 2, true, false, 1)
+KBENCH_FA3(128, 128, 2, false, false, 1)
+KBENCH_FA3(128, 176, 2, true, true, 4)
+KBENCH_FA3(64, 176, 2, true, true, 4)
+KBENCH_FA3(128, 128, 2, true, true, 2)
 #endif

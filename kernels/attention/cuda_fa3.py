@@ -54,10 +54,10 @@ def check_config(block_n: int, stages: int) -> str | None:
 
 
 def name_expression(d: int, block_n: int, stages: int, bf16: bool, causal: bool, overlap: bool,
-                    pingpong: bool) -> str:
+                    pingpong: bool, chains: int = 1) -> str:
     """The template instantiation NVRTC compiles (and `kbench explain` hands to ptxas)."""
     flags = ", ".join("true" if f else "false" for f in (bf16, causal, overlap, pingpong))
-    return f"fa3_forward<{d}, {block_n}, {stages}, {flags}>"
+    return f"fa3_forward<{d}, {block_n}, {stages}, {flags}, {chains}>"
 
 
 def units(case) -> int:
@@ -83,7 +83,7 @@ def tensor_maps(case, q, k, v, block_n: int):
 
 
 def plan(case, q, k, v, out, block_n, stages, overlap, pingpong, persistent=True, sms=H200_SMS,
-         smem_limit=None) -> dict:
+         smem_limit=None, chains=1) -> dict:
     """The launch for one case (raises Unsupported): kernel name, grid, block, shared memory, maps."""
     reason = check_config(block_n, stages)
     if reason:
@@ -106,7 +106,7 @@ def plan(case, q, k, v, out, block_n, stages, overlap, pingpong, persistent=True
                           f"{MAX_UNITS:,}")
     g = grid(case, persistent, sms)
     name = name_expression(case.d, block_n, stages, case.dtype == "bf16", bool(case.causal), bool(overlap),
-                           bool(pingpong))
+                           bool(pingpong), chains)
     return {"name": name, "grid": g, "block": ((CONSUMERS + 1) * 128,), "smem": smem, "maps": maps}
 
 
@@ -165,7 +165,7 @@ def explain(case, params) -> dict:
     dynamic = bool(params["dynamic"])
     try:
         p = plan(case, _cupy.PLACEHOLDER, _cupy.PLACEHOLDER, _cupy.PLACEHOLDER, _cupy.PLACEHOLDER, bn, stages,
-                 overlap, pingpong, persistent)
+                 overlap, pingpong, persistent, chains=params["chains"])
     except Unsupported as exc:
         return {"configuration": f"not runnable: {exc}"}
     d = case.d
@@ -203,6 +203,9 @@ def explain(case, params) -> dict:
         "schedule": ("next S = Q Kᵀ issued with the previous O += P V, softmax under the second"
                      if overlap else "S, softmax, O += P V in sequence")
                     + ("; the two consumers take turns at the tensor cores (ping-pong)" if pingpong else ""),
+        "softmax": f"a thread's {bn // 4} scores of each of its two rows reduced (max, then sum) in "
+                   f"{params['chains']} independent chain{'s' if params['chains'] > 1 else ''} of "
+                   f"{bn // 4 // params['chains']}, then 2 shuffles for the quad's max; exp2 by ex2.approx",
     }
     figures.update(_cupy.resource_figures(SOURCE, p["name"], blocks, p["block"][0], p["smem"], arch=ARCH))
     return figures
@@ -218,14 +221,15 @@ def _supports(case):
     "attention", "cuda-fa3", backend="cupy", cuda=True, modules=("torch", "cupy"), min_cc=(9, 0),
     dtypes=("fp16", "bf16"), supports=_supports,
     params={"block_n": 176, "stages": 2, "overlap": 1, "pingpong": 1, "persistent": 1, "dynamic": 1,
-            "narrow_tail": 1},
+            "narrow_tail": 1, "chains": 1},
     allowed={"block_n": BLOCK_NS, "stages": lambda s: None if s >= 1 else "is fewer than 1 stage",
-             "overlap": (0, 1), "pingpong": (0, 1), "persistent": (0, 1), "dynamic": (0, 1), "narrow_tail": (0, 1)},
+             "overlap": (0, 1), "pingpong": (0, 1), "persistent": (0, 1), "dynamic": (0, 1), "narrow_tail": (0, 1),
+             "chains": (1, 2, 4)},
     explain=explain,
     description="FlashAttention-3 style in CUDA C++ (sm_90a): TMA, wgmma, producer + 2 consumer warpgroups, "
                 "ping-pong and softmax overlapped with the next Q Kᵀ",
 )
-def cuda_fa3(case, inputs, out, block_n, stages, overlap, pingpong, persistent, dynamic, narrow_tail):
+def cuda_fa3(case, inputs, out, block_n, stages, overlap, pingpong, persistent, dynamic, narrow_tail, chains):
     import numpy as np
     import torch
 
@@ -239,7 +243,7 @@ def cuda_fa3(case, inputs, out, block_n, stages, overlap, pingpong, persistent, 
             raise Unsupported(f"cuda-fa3 reads {name} through a TMA map of a contiguous B x H x N x d tensor")
     sms = torch.cuda.get_device_properties(q.device).multi_processor_count
     p = plan(case, q, k, v, out, block_n, stages, overlap, pingpong, persistent, sms=sms,
-             smem_limit=_cupy.smem_optin_limit(q))
+             smem_limit=_cupy.smem_optin_limit(q), chains=chains)
     kernel = _cupy.compiled(str(SOURCE), p["name"], ARCH)
     kernel.max_dynamic_shared_size_bytes = p["smem"]
     maps = [_tma.encode(spec) for spec in p["maps"]]
@@ -254,6 +258,6 @@ def cuda_fa3(case, inputs, out, block_n, stages, overlap, pingpong, persistent, 
     run.config = {
         "block_m": BLOCK_M, "block_n": block_n, "stages": stages, "overlap": bool(overlap),
         "pingpong": bool(pingpong), "persistent": bool(persistent), "dynamic": bool(persistent and dynamic),
-        "narrow_tail": bool(narrow_tail), **_cupy.kernel_config(kernel, p["grid"], p["block"], p["smem"]),
+        "narrow_tail": bool(narrow_tail), "chains": chains, **_cupy.kernel_config(kernel, p["grid"], p["block"], p["smem"]),
     }
     return run

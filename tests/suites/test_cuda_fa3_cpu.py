@@ -45,7 +45,7 @@ def plan(fa3, c, block_n=128, stages=2, overlap=1, pingpong=1, persistent=1, **k
 
 def test_default_plan(fa3):
     p = plan(fa3, case())
-    assert p["name"] == "fa3_forward<128, 128, 2, false, false, true, true>"
+    assert p["name"] == "fa3_forward<128, 128, 2, false, false, true, true, 1>"
     assert p["grid"] == (132,) and p["block"] == (384,)  # one block per SM of an H200; 3 warpgroups
     # Q 32 KiB + 2 stages x (K + V) 64 KiB + 10 mbarriers + the unit slot + 1 KiB alignment slack
     assert p["smem"] == 32768 + 2 * 65536 + 80 + 8 + 1024
@@ -63,14 +63,15 @@ def test_default_plan(fa3):
 def test_names_carry_every_template_argument(fa3):
     p = plan(fa3, case(n=1000, d=64, dtype="bf16", causal=True), block_n=64, stages=3, overlap=0, pingpong=0,
              persistent=0)
-    assert p["name"] == "fa3_forward<64, 64, 3, true, true, false, false>"
+    assert p["name"] == "fa3_forward<64, 64, 3, true, true, false, false, 1>"
+    assert plan(fa3, case(), block_n=176, chains=4)["name"] == "fa3_forward<128, 176, 2, false, false, true, true, 4>"
     assert p["grid"] == (8 * 32,)  # 1000 rows: 7 full Q tiles and a partial one, for each of 32 heads
 
 
 def test_refusals_say_why(fa3):
     with pytest.raises(Unsupported, match="block_n=96: 64, 128, 176, 192"):
         plan(fa3, case(), block_n=96)
-    assert plan(fa3, case(), block_n=176)["name"] == "fa3_forward<128, 176, 2, false, false, true, true>"
+    assert plan(fa3, case(), block_n=176)["name"] == "fa3_forward<128, 176, 2, false, false, true, true, 1>"
     with pytest.raises(Unsupported, match="shared memory per block"):
         plan(fa3, case(), block_n=192, stages=3, smem_limit=227 * 1024)
     with pytest.raises(Unsupported, match="stages=0"):
@@ -119,8 +120,11 @@ def test_registration(registry):
     impl = registry.implementations("attention")["cuda-fa3"]
     assert impl.needs.min_cc == (9, 0) and impl.needs.dtypes == ("fp16", "bf16")
     assert impl.params == {"block_n": 176, "stages": 2, "overlap": 1, "pingpong": 1, "persistent": 1,
-                           "dynamic": 1, "narrow_tail": 1}
+                           "dynamic": 1, "narrow_tail": 1, "chains": 1}
     from kbench.registry import _param_value
+
+    with pytest.raises(UserError, match="chains"):
+        _param_value(impl, "chains", "3")
 
     assert _param_value(impl, "block_n", "64") == 64
     with pytest.raises(UserError, match="block_n"):
@@ -150,6 +154,9 @@ def test_explain_describes_roles_instructions_and_pipeline(registry):
         "48 of 176 keys, multiplied at full width (the keys past N masked)")
     assert impl.explain(case(n=4000), impl.params)["last K/V tile"].startswith("128 of 176 keys, multiplied at full")
     assert "ping-pong" in figures["schedule"] and "softmax under the second" in figures["schedule"]
+    assert figures["softmax"].startswith("a thread's 44 scores of each of its two rows reduced (max, then sum) in "
+                                         "1 independent chain of 44")
+    assert "in 4 independent chains of 11" in impl.explain(case(), dict(impl.params, chains=4))["softmax"]
     assert figures["registers per consumer thread"].startswith("O 64 + S 88 fp32 accumulators, P 44 x 32-bit")
     square = impl.explain(case(), dict(impl.params, block_n=128))
     assert square["wgmma per K/V tile and consumer"].startswith("S = Q Kᵀ: 8 x m64n128k16.f32.f16")
