@@ -18,7 +18,7 @@ SIZES = ((1, False), (17, True), (128, False), (129, True), (1000, False), (4099
 CONFIGS = ({}, {"block_n": 64}, {"block_n": 128}, {"block_n": 192}, {"stages": 1}, {"block_n": 128, "stages": 3},
            {"overlap": 0}, {"pingpong": 0},
            {"overlap": 0, "pingpong": 0}, {"block_n": 64, "stages": 3}, {"persistent": 0}, {"dynamic": 0},
-           {"narrow_tail": 0})
+           {"narrow_tail": 0}, {"chains": 2}, {"chains": 4}, {"block_n": 64, "chains": 4})
 
 
 @pytest.fixture
