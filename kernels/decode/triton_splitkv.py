@@ -55,10 +55,12 @@ if triton is not None:
                  sq_b, sq_h, sq_q, sk_b, sk_h, sk_l, sv_b, sv_h, sv_l, sks_b, sks_h, sks_g, svs_b, svs_h, svs_l,
                  HKV, GROUP, NQ, L, keys_per_split, splits, row_blocks, scale_log2, QGROUP,
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_D: tl.constexpr, MASKED: tl.constexpr,
-                 PRECISION: tl.constexpr, BITS: tl.constexpr):
+                 PRECISION: tl.constexpr, BITS: tl.constexpr, WHOLE_GROUPS: tl.constexpr):
         """K and V are the cache's values (BITS 0), or its 8- or 4-bit codes (int4: two a byte along the
         channels), dequantized in registers as code · scale + minimum: K's scale and minimum (KS, KM) one
-        per channel for every QGROUP tokens, V's (VS, VM) one per token for every QGROUP channels."""
+        per channel for every QGROUP tokens, V's (VS, VM) one per token for every QGROUP channels.
+        WHOLE_GROUPS (QGROUP, when it divides both BLOCK_N and HEAD_D; else 0): each group's scale and
+        minimum are read once and spread over its elements, rather than read once per element."""
         bh = tl.program_id(0)  # sequence x K/V head
         split = tl.program_id(1)
         row_block = tl.program_id(2)
@@ -88,7 +90,15 @@ if triton is not None:
                 k = _unpack_rows(packed, HEAD_D, BLOCK_N)
             else:
                 k = tl.load(k_base + offs_n[None, :] * sk_l + offs_d[:, None], mask=key_ok[None, :], other=0)
-            if BITS:  # [d, keys]: a scale and a minimum per channel and group of tokens
+            if BITS and WHOLE_GROUPS:  # [d, tile's groups], spread over each group's tokens
+                G: tl.constexpr = BLOCK_N // WHOLE_GROUPS
+                first = n0 // WHOLE_GROUPS + tl.arange(0, G)
+                groups = b * sks_b + kvh * sks_h + first[None, :] * sks_g + offs_d[:, None]
+                group_ok = (first * WHOLE_GROUPS < end)[None, :]
+                ks = _spread(tl.load(KS + groups, mask=group_ok, other=0.0).to(tl.float32), HEAD_D, G, WHOLE_GROUPS)
+                km = _spread(tl.load(KM + groups, mask=group_ok, other=0.0).to(tl.float32), HEAD_D, G, WHOLE_GROUPS)
+                k = (k.to(tl.float32) * ks + km).to(Q.dtype.element_ty)
+            elif BITS:  # [d, keys]: a scale and a minimum per channel and group of tokens
                 groups = b * sks_b + kvh * sks_h + (offs_n // QGROUP)[None, :] * sks_g + offs_d[:, None]
                 ks = tl.load(KS + groups, mask=key_ok[None, :], other=0.0).to(tl.float32)
                 km = tl.load(KM + groups, mask=key_ok[None, :], other=0.0).to(tl.float32)
@@ -109,7 +119,15 @@ if triton is not None:
                 v = tl.reshape(tl.join(packed & 0xF, packed >> 4), (BLOCK_N, HEAD_D))
             else:
                 v = tl.load(v_base + offs_n[:, None] * sv_l + offs_d[None, :], mask=key_ok[:, None], other=0)
-            if BITS:  # [keys, d]: a scale and a minimum per token and group of channels
+            if BITS and WHOLE_GROUPS:  # [keys, the channels' groups], spread over each group's channels
+                C: tl.constexpr = HEAD_D // WHOLE_GROUPS
+                groups = b * svs_b + kvh * svs_h + offs_n[:, None] * svs_l + tl.arange(0, C)[None, :]
+                vs = _spread(tl.load(VS + groups, mask=key_ok[:, None], other=0.0).to(tl.float32), BLOCK_N, C,
+                             WHOLE_GROUPS)
+                vm = _spread(tl.load(VM + groups, mask=key_ok[:, None], other=0.0).to(tl.float32), BLOCK_N, C,
+                             WHOLE_GROUPS)
+                v = (v.to(tl.float32) * vs + vm).to(Q.dtype.element_ty)
+            elif BITS:  # [keys, d]: a scale and a minimum per token and group of channels
                 groups = b * svs_b + kvh * svs_h + offs_n[:, None] * svs_l + (offs_d // QGROUP)[None, :]
                 vs = tl.load(VS + groups, mask=key_ok[:, None], other=0.0).to(tl.float32)
                 vm = tl.load(VM + groups, mask=key_ok[:, None], other=0.0).to(tl.float32)
@@ -121,6 +139,11 @@ if triton is not None:
         tl.store(PartM + slot, m_i)
         tl.store(PartL + slot, l_i)
         tl.store(PartO + slot[:, None] * HEAD_D + offs_d[None, :], acc)
+
+    @triton.jit
+    def _spread(x, ROWS: tl.constexpr, GROUPS: tl.constexpr, SIZE: tl.constexpr):
+        """[ROWS, GROUPS] as [ROWS, GROUPS x SIZE]: each column repeated SIZE times, side by side."""
+        return tl.reshape(tl.broadcast_to(x[:, :, None], (ROWS, GROUPS, SIZE)), (ROWS, GROUPS * SIZE))
 
     @triton.jit
     def _unpack_rows(packed, HEAD_D: tl.constexpr, BLOCK_N: tl.constexpr):
@@ -230,6 +253,9 @@ def triton_splitkv(case, inputs, out, splits="auto", block_n=BLOCK_N, stages=2, 
     precision = utils.dot_precision("fp16" if bits else case.kv_dtype)
     scale_log2 = case.d**-0.5 * LOG2_E
     pipeline = {"num_stages": stages} if stages else {}  # 0: Triton's own default depth
+    # A tile holds whole groups of tokens (K) and channels (V) when the group divides both: each group's
+    # scale and minimum are then read once (WHOLE_GROUPS), not once per element.
+    whole_groups = case.group if bits and block_n % case.group == 0 and case.d % case.group == 0 else 0
 
     def run():
         try:
@@ -239,7 +265,7 @@ def triton_splitkv(case, inputs, out, splits="auto", block_n=BLOCK_N, stages=2, 
                 v.stride(0), v.stride(1), v.stride(2), *group_strides,
                 case.hkv, group, case.q, case.l, keys_per_split, n_splits, row_blocks, scale_log2, case.group,
                 BLOCK_M=block_m, BLOCK_N=block_n, HEAD_D=case.d, MASKED=case.q > 1, PRECISION=precision,
-                BITS=bits, num_warps=warps, **pipeline)
+                BITS=bits, WHOLE_GROUPS=whole_groups, num_warps=warps, **pipeline)
         except utils.OUT_OF_RESOURCES as exc:  # raised at the first launch, where Triton compiles
             raise Unsupported(f"block_n={block_n}, stages={stages or 'default'}, warps={warps}: {exc}") from None
         _combine[(bh, row_blocks)](
@@ -248,5 +274,6 @@ def triton_splitkv(case, inputs, out, splits="auto", block_n=BLOCK_N, stages=2, 
 
     run.config = {"splits": n_splits, "keys_per_split": keys_per_split, "block_m": block_m,
                   "row_blocks": row_blocks, "block_n": block_n, "num_warps": warps, "num_stages": stages or "default",
-                  "programs": bh * n_splits * row_blocks, "triton": triton.__version__}
+                  "programs": bh * n_splits * row_blocks, "whole_groups": bool(whole_groups),
+                  "triton": triton.__version__}
     return run
