@@ -237,8 +237,9 @@ def compilable(kernel, configs, named_args, **kwargs):
             kernel.warmup(*args, grid=(1,), **kwargs, **config.all_kwargs())
             kept.append(config)
         except Exception as exc:  # noqa: BLE001 - a compiler's refusal comes as any of several types
-            refused[str(CONFIGS.index(_as_config(config)) if _as_config(config) in CONFIGS else config)] = (
-                f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+            entry = _as_config(config)
+            name = str(CONFIGS.index(entry)) if entry in CONFIGS else str(config)
+            refused[name] = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"
     _refused[tuple(sorted(kwargs.items()))] = refused
     return kept or configs
 
