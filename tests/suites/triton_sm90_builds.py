@@ -1,0 +1,86 @@
+"""Compile the GPU paths of kbench's Triton kernels for sm_90 with Triton's own compiler and ptxas, no GPU
+needed, and print one JSON line per build: {"build": NAME, "registers", "spill_stores", "shared"} or
+{"build": NAME, "error": ...}.
+
+Run by tests/suites/test_triton_sm90_builds.py in a process of its own without TRITON_INTERPRET (the
+interpreter, which the other CPU tests use, never runs the compiler): each build is a form a kernel takes
+on an H200 that the interpreter's checks cannot compile, e.g. the Triton matmul's 16-byte-rows form and
+its persistent TMA form, or triton-splitkv's whole-group scales.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT), str(Path(__file__).resolve().parents[1])]
+
+from kbench.kernel_resources import from_triton  # noqa: E402
+from kbench.loader import BUILTIN_KERNELS  # noqa: E402
+from kernel_modules import load_kernel_module  # noqa: E402
+
+
+def matmul_builds():
+    m = load_kernel_module(BUILTIN_KERNELS / "matmul" / "triton_matmul.py")
+    # 5000 x 3000 x 7000 fp16: N, K and the strides in 8-element units (ALIGN 8), and 4096³ as it comes
+    # (every number divisible by 16).
+    for name, (n, k, align) in {"aligned 5000x3000x7000": (3000, 7000, 8), "4096^3": (4096, 4096, 1)}.items():
+        args = {"A": "*fp16", "B": "*fp16", "C": "*fp16", "M": 5000, "n_units": n // align, "k_units": k // align,
+                "am_units": k // align, "stride_ak": 1, "bk_units": n // align, "stride_bn": 1,
+                "cm_units": n // align, "stride_cn": 1}
+        config = m.GPU_CONFIGS[0]
+        yield (f"triton matmul {name} {config.kwargs}", m._matmul, args,
+               {**config.kwargs, "PRECISION": "native", "EVEN_K": k % 64 == 0, "ALIGN": align},
+               {"num_warps": config.num_warps, "num_stages": config.num_stages})
+    args = {"A": "*bf16", "B": "*bf16", "C": "*bf16", "M": 5000, "N": 3000, "K": 7000, "stride_am": 7000,
+            "stride_bk": 3000, "stride_cm": 3000}
+    for config in m.PERSISTENT_CONFIGS:
+        yield (f"triton matmul persistent=1 {config.kwargs} {config.num_warps}w {config.num_stages}s",
+               m._matmul_persistent, args, {**config.kwargs, "PROGRAMS": 132, "PRECISION": "native"},
+               {"num_warps": config.num_warps, "num_stages": config.num_stages})
+
+
+def splitkv_builds():
+    m = load_kernel_module(BUILTIN_KERNELS / "decode" / "triton_splitkv.py")
+    for bits, codes, whole in ((4, "*u8", 32), (8, "*u8", 32), (4, "*u8", 0), (0, "*fp16", 0)):
+        row = 128 * bits // 8 if bits else 128
+        args = {"Q": "*fp16", "K": codes, "V": codes, "KS": "*fp16", "KM": "*fp16", "VS": "*fp16", "VM": "*fp16",
+                "PartO": "*fp32", "PartM": "*fp32", "PartL": "*fp32", "sq_b": 4096, "sq_h": 128, "sq_q": 128,
+                "sk_b": 8 * 131072 * row, "sk_h": 131072 * row, "sk_l": row, "sv_b": 8 * 131072 * row,
+                "sv_h": 131072 * row, "sv_l": row, "sks_b": 8 * 4096 * 128, "sks_h": 4096 * 128, "sks_g": 128,
+                "svs_b": 8 * 131072 * 4, "svs_h": 131072 * 4, "svs_l": 4, "HKV": 8, "GROUP": 4, "NQ": 1,
+                "L": 131072, "keys_per_split": 4096, "splits": 32, "row_blocks": 1, "scale_log2": 0.1, "QGROUP": 32}
+        yield (f"triton-splitkv bits={bits} whole_groups={whole}", m._partial, args,
+               {"BLOCK_M": 16, "BLOCK_N": 64, "HEAD_D": 128, "MASKED": False, "PRECISION": "native", "BITS": bits,
+                "WHOLE_GROUPS": whole}, {"num_warps": 4, "num_stages": 2})
+
+
+def attention_builds():
+    m = load_kernel_module(BUILTIN_KERNELS / "attention" / "triton_fa2.py")
+    args = {name: "*fp16" for name in "QKVO"}
+    for t in "qkvo":
+        args.update({f"stride_{t}b": 16 * 4096 * 128, f"stride_{t}h": 4096 * 128, f"stride_{t}n": 128})
+    args.update(heads=16, n_ctx=4096, qk_scale_log2=0.1)
+    config = m.CONFIGS[1]
+    for ws in (False, True):
+        yield (f"triton-fa2 TMA config 1 ws={int(ws)}", m._fa2_forward, args,
+               {"HEAD_DIM": 128, "CAUSAL": False, "PRECISION": "native", "TMA": True, "WS": ws,
+                "BLOCK_M": config["BLOCK_M"], "BLOCK_N": config["BLOCK_N"]}, m._launch_options(config))
+
+
+def main() -> int:
+    for name, kernel, args, constexprs, options in (*matmul_builds(), *splitkv_builds(), *attention_builds()):
+        try:
+            res = from_triton(kernel, args, constexprs, options)
+        except RuntimeError as exc:
+            print(json.dumps({"build": name, "error": str(exc)}), flush=True)
+            continue
+        print(json.dumps({"build": name, "registers": res["registers"], "spill_stores": res["spill_stores"],
+                          "shared": res["dynamic_smem_bytes"]}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
