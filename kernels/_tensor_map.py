@@ -29,7 +29,8 @@ DATA_TYPES = {"fp16": 6, "fp32": 7, "bf16": 9}  # CU_TENSOR_MAP_DATA_TYPE_FLOAT1
 ELEMENT_BYTES = {"fp16": 2, "fp32": 4, "bf16": 2}
 INTERLEAVE_NONE = 0
 SWIZZLE = {0: 0, 32: 1, 64: 2, 128: 3}  # swizzle span in bytes -> CU_TENSOR_MAP_SWIZZLE_NONE/32B/64B/128B
-L2_PROMOTION_256B = 3
+# CU_TENSOR_MAP_L2_PROMOTION_*: how far the copy engine widens each of its reads from DRAM into L2.
+L2_PROMOTION = {0: 0, 64: 1, 128: 2, 256: 3}  # bytes -> NONE, L2_64B, L2_128B, L2_256B
 OOB_FILL_ZEROS = 0  # CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE: elements outside the tensor read as zeros
 
 
@@ -45,6 +46,7 @@ class Tiled2D:
     box_rows: int
     box_cols: int
     swizzle_bytes: int = 128
+    l2_promotion: int = 256  # bytes (L2_PROMOTION); 256 unless a kernel asks otherwise
 
     @property
     def dims(self) -> tuple[int, int]:
@@ -77,6 +79,8 @@ class Tiled2D:
             return f"a {self.box_rows} x {self.box_cols} box: each side must be between 1 and 256"
         if (self.box_cols * e) % 16:
             return f"a box row of {self.box_cols * e} bytes: it must be a multiple of 16"
+        if self.l2_promotion not in L2_PROMOTION:
+            return f"an L2 promotion of {self.l2_promotion} bytes: 0, 64, 128 or 256"
         if self.swizzle_bytes not in SWIZZLE:
             return f"a {self.swizzle_bytes}-byte swizzle: 0, 32, 64 or 128"
         if self.swizzle_bytes and self.box_cols * e > self.swizzle_bytes:
@@ -162,7 +166,8 @@ def encode(spec: Tiled2D, encoder=None):
     element_strides = (ctypes.c_uint32 * rank)(*([1] * rank))
     status = (encoder or _driver())(
         ctypes.c_void_p(record.ctypes.data), DATA_TYPES[spec.dtype], rank, ctypes.c_void_p(spec.address), dims, strides,
-        box, element_strides, INTERLEAVE_NONE, SWIZZLE[spec.swizzle_bytes], L2_PROMOTION_256B, OOB_FILL_ZEROS)
+        box, element_strides, INTERLEAVE_NONE, SWIZZLE[spec.swizzle_bytes], L2_PROMOTION[spec.l2_promotion],
+        OOB_FILL_ZEROS)
     if status != 0:
         raise RuntimeError(f"cuTensorMapEncodeTiled failed with CUresult {status} for {spec}")
     return record

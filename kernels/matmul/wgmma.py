@@ -84,20 +84,24 @@ def tile_coords(tile: int, tiles_m: int, tiles_n: int, group_m: int) -> tuple[in
     return first_m + in_group % rows_here, in_group // rows_here
 
 
-def tensor_maps(case, a, b, block_m: int):
-    """The TMA maps' specifications: A (M x K) in boxes of block_m x 64, B (K x N) in boxes of 64 x 64."""
-    return (_tma.Tiled2D(case.dtype, a.data_ptr(), case.m, case.k, block_m, BLOCK_K),
-            _tma.Tiled2D(case.dtype, b.data_ptr(), case.k, case.n, BLOCK_K, B_BOX_N))
+def tensor_maps(case, a, b, block_m: int, l2_promotion: int = 256):
+    """The TMA maps' specifications: A (M x K) in boxes of block_m x 64, B (K x N) in boxes of 64 x 64,
+    each read from DRAM into L2 in pieces of ``l2_promotion`` bytes (a box row is 128 bytes: where rows are
+    no multiple of 256 bytes apart, such as K = 7000, one box row can straddle two 256-byte pieces, and
+    both are read)."""
+    return (_tma.Tiled2D(case.dtype, a.data_ptr(), case.m, case.k, block_m, BLOCK_K, l2_promotion=l2_promotion),
+            _tma.Tiled2D(case.dtype, b.data_ptr(), case.k, case.n, BLOCK_K, B_BOX_N, l2_promotion=l2_promotion))
 
 
-def plan(case, a, b, out, block_m, block_n, stages, group_m, variant, sms=H200_SMS, smem_limit=None) -> dict:
+def plan(case, a, b, out, block_m, block_n, stages, group_m, variant, sms=H200_SMS, smem_limit=None,
+         l2_promotion=256) -> dict:
     """The launch for one case (raises Unsupported): kernel name, grid, block, shared memory, maps."""
     reason = check_config(block_m, block_n, stages, group_m, variant)
     if reason:
         raise Unsupported(reason)
     if case.dtype not in ("fp16", "bf16"):
         raise Unsupported(f"{case.dtype}: wgmma takes fp16 or bf16 inputs")
-    map_a, map_b = tensor_maps(case, a, b, block_m)
+    map_a, map_b = tensor_maps(case, a, b, block_m, l2_promotion)
     for name, spec in (("A", map_a), ("B", map_b)):
         problem = spec.problem()
         if problem:
@@ -123,7 +127,7 @@ def explain(case, params) -> dict:
     bm, bn, stages, variant = params["block_m"], params["block_n"], params["stages"], params["variant"]
     try:
         p = plan(case, _common.PLACEHOLDER, _common.PLACEHOLDER, _common.PLACEHOLDER, bm, bn, stages,
-                 params["group_m"], variant)
+                 params["group_m"], variant, l2_promotion=params["l2_promotion"])
     except Unsupported as exc:
         return {"configuration": f"not runnable: {exc}"}
     figures = _common.explain_launch(case, p, SOURCE, (bm, bn), p["smem"], arch=ARCH)
@@ -153,23 +157,23 @@ def explain(case, params) -> dict:
                         f"{consumers * BLOCK_K // 16 * k_steps:,} per tile ({k_steps} k-steps of {BLOCK_K})")
     figures["pipeline"] = (f"{stages} stages of {(a_bytes + b_bytes) // 1024} KiB (A {a_bytes // 1024} KiB in one "
                            f"TMA box, B {b_bytes // 1024} KiB in {bn // B_BOX_N} boxes of 64 x 64), 128-byte "
-                           f"swizzle; {p['smem']:,} bytes of shared memory with the barriers and 1 KiB of "
-                           f"alignment slack")
+                           f"swizzle, read into L2 {params['l2_promotion']} bytes at a time; {p['smem']:,} bytes "
+                           f"of shared memory with the barriers and 1 KiB of alignment slack")
     return figures
 
 
 @implementation(
     "matmul", "wgmma", backend="cupy", cuda=True, modules=("torch", "cupy"), min_cc=(9, 0),
     dtypes=("fp16", "bf16"),
-    params={"block_m": 128, "block_n": 256, "stages": 4, "group_m": 8, "variant": "ws"},
-    allowed={"variant": VARIANTS, "block_m": (64, 128), "block_n": (64, 128, 256),
+    params={"block_m": 128, "block_n": 256, "stages": 4, "group_m": 8, "variant": "ws", "l2_promotion": 256},
+    allowed={"variant": VARIANTS, "block_m": (64, 128), "block_n": (64, 128, 256), "l2_promotion": (0, 64, 128, 256),
              "stages": lambda s: None if s >= 2 else "is fewer than 2 stages",
              "group_m": lambda g: None if g >= 1 else "is below 1"},
     explain=explain,
     description="Hopper wgmma + TMA (CUDA C++, sm_90a): 128x256 tiles, warp-specialized, 4-stage mbarrier "
                 "pipeline, persistent grid",
 )
-def wgmma(case, inputs, out, block_m, block_n, stages, group_m, variant):
+def wgmma(case, inputs, out, block_m, block_n, stages, group_m, variant, l2_promotion):
     import numpy as np
     import torch
 
@@ -180,7 +184,7 @@ def wgmma(case, inputs, out, block_m, block_n, stages, group_m, variant):
                           f"sm_{capability[0]}{capability[1]}")
     sms = torch.cuda.get_device_properties(a.device).multi_processor_count
     p = plan(case, a, b, c, block_m, block_n, stages, group_m, variant, sms=sms,
-             smem_limit=_common.smem_optin_limit(a))
+             smem_limit=_common.smem_optin_limit(a), l2_promotion=l2_promotion)
     kernel = _common.compiled(str(SOURCE), p["name"], ARCH)
     kernel.max_dynamic_shared_size_bytes = p["smem"]
     map_a, map_b = (_tma.encode(spec) for spec in p["maps"])
@@ -189,7 +193,7 @@ def wgmma(case, inputs, out, block_m, block_n, stages, group_m, variant):
     run = _common.launcher(kernel, p["grid"], p["block"], args, smem=p["smem"])
     run.config = {
         "block_m": block_m, "block_n": block_n, "block_k": BLOCK_K, "stages": stages, "group_m": group_m,
-        "variant": variant, "tiles": list(p["tiles"]),
+        "variant": variant, "l2_promotion": l2_promotion, "tiles": list(p["tiles"]),
         **_common.kernel_config(kernel, p["grid"], p["block"], p["smem"]),
     }
     return run

@@ -134,7 +134,8 @@ def test_tile_order_visits_every_tile_once_in_groups(wg):
 def test_registration(registry):
     impl = registry.implementations("matmul")["wgmma"]
     assert impl.needs.min_cc == (9, 0) and impl.needs.dtypes == ("fp16", "bf16")
-    assert impl.params == {"block_m": 128, "block_n": 256, "stages": 4, "group_m": 8, "variant": "ws"}
+    assert impl.params == {"block_m": 128, "block_n": 256, "stages": 4, "group_m": 8, "variant": "ws",
+                           "l2_promotion": 256}
     from kbench.registry import _param_value
 
     assert _param_value(impl, "variant", "plain") == "plain"
@@ -153,6 +154,9 @@ def test_explain_describes_roles_instructions_and_schedule(registry):
     assert "4 per stage and warpgroup, 512 per tile (64 k-steps of 64)" in figures["wgmma"]
     assert figures["tile schedule"].startswith("32 x 16 = 512 tiles of 128 x 256 on 132 persistent blocks")
     assert figures["pipeline"].startswith("4 stages of 48 KiB (A 16 KiB in one TMA box, B 32 KiB in 4 boxes")
+    assert "read into L2 256 bytes at a time" in figures["pipeline"]
+    narrower = impl.explain(case(4096, 4096, 4096), dict(impl.params, l2_promotion=128))
+    assert "read into L2 128 bytes at a time" in narrower["pipeline"]
     plain = impl.explain(case(4096, 4096, 4096, "bf16"), dict(impl.params, variant="plain", block_n=128))
     assert plain["kernel"] == "matmul_wgmma_plain<128, 128, 4, true>"
     assert plain["tile schedule"].startswith("32 x 32 = 1,024 tiles of 128 x 128, one per block")
@@ -196,6 +200,11 @@ def test_tensor_map_encoding_passes_the_drivers_arguments(tma):
     # CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, rank 2, {K, M}, row stride in bytes, box {64, 128}, no interleave,
     # CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, zero fill
     assert calls == [(9, 2, 0x7F0000001000, [7000, 5000], [14000], [64, 128], [1, 1], 0, 3, 3, 0)]
+    # another L2 promotion: CU_TENSOR_MAP_L2_PROMOTION_L2_128B, NONE
+    tma.encode(tma.Tiled2D("bf16", 0x7F0000001000, 5000, 7000, 128, 64, l2_promotion=128), encoder=fake_encode)
+    tma.encode(tma.Tiled2D("bf16", 0x7F0000001000, 5000, 7000, 128, 64, l2_promotion=0), encoder=fake_encode)
+    assert [call[9] for call in calls[1:]] == [2, 0]
+    assert "an L2 promotion of 96 bytes" in tma.Tiled2D("bf16", 4096, 64, 64, 64, 64, l2_promotion=96).problem()
     # the kernel argument: one 128-byte record (CuPy passes a size-1 numpy array by value), 64-byte aligned
     assert record.shape == (1,) and record.size == 1 and record.dtype.itemsize == 128
     assert record.ctypes.data % 64 == 0
