@@ -1,5 +1,6 @@
 """FlashAttention forward for Hopper (sm_90a), built as FlashAttention-3 is: TMA loads, wgmma.mma_async,
-a producer warpgroup and two consumer warpgroups (setmaxnreg), ping-pong between the consumers and
+a producer warpgroup and two consumer warpgroups (setmaxnreg; ``--param consumers=3`` at d = 64: three,
+for FlashAttention-3's 192-row tiles), ping-pong between the consumers and
 the next Q Kᵀ overlapped with the current softmax, on a persistent grid (one block per SM walking
 the (Q tile, head) units, taking the next from a counter, the next unit's loads under this one's last
 products and stores).
@@ -13,6 +14,7 @@ implementation is a SKIP. The TMA maps of Q, K and V are encoded on the host
     kbench run attention --n 4096 --d 128 --impl cuda-fa3,sdpa-cudnn --param block_n=128,176
     kbench run attention --impl cuda-fa3 --param overlap=0,1 --param pingpong=0,1
     kbench run attention --impl cuda-fa3 --param persistent=0,1 --param dynamic=0,1 --param narrow_tail=0,1
+    kbench run attention --d 64 --impl cuda-fa3 --param block_n=128 --param consumers=2,3
     kbench explain attention --impl cuda-fa3
 """
 
@@ -25,12 +27,13 @@ SOURCE = Path(__file__).with_suffix(".cu")
 ARCH = "sm_90a"
 LOG2_E = 1.4426950408889634
 HEAD_DIMS = (64, 128)
-BLOCK_M = 128  # query rows of a block: two consumer warpgroups of 64 (fixed in cuda_fa3.cu)
-CONSUMERS = 2
+# Consumer warpgroups of 64 query rows (Team in cuda_fa3.cu): 2, or 3 at d = 64 with K/V tiles of at most
+# 128 keys, the most whose S, P and O fit the 160 registers a consumer thread has beside two others.
+CONSUMERS = (2, 3)
 BLOCK_NS = (64, 128, 176, 192)  # K/V tile rows: the wgmma n instantiated in kbench_sm90.cuh
 BOX_COLS = 64  # a TMA box row: 64 16-bit elements, the 128-byte swizzle's width
 SWIZZLE_ATOM = 1024  # the buffers start at a multiple of this; the host adds it as slack
-PRODUCER_REGISTERS, CONSUMER_REGISTERS = 24, 240  # setmaxnreg in cuda_fa3.cu
+REGISTERS = {2: (24, 240), 3: (32, 160)}  # consumers -> setmaxnreg of the producer and of a consumer (Team)
 H200_SMS = 132  # for `kbench explain` without a GPU
 MAX_UNITS = 2**30 - 1  # Q tiles x batch x heads: a unit number plus the grid size stays within an int
 
@@ -38,76 +41,84 @@ _cupy = load_helper(Path(__file__).parent.parent / "_cupy_common.py")
 _tma = load_helper(Path(__file__).parent.parent / "_tensor_map.py")
 
 
-def smem_bytes(d: int, block_n: int, stages: int) -> int:
+def block_m(consumers: int = 2) -> int:
+    """Query rows of a unit: 64 per consumer warpgroup."""
+    return 64 * consumers
+
+
+def smem_bytes(d: int, block_n: int, stages: int, consumers: int = 2) -> int:
     """Dynamic shared memory: the Q tile, `stages` K and V tiles, 2 + 4 x stages mbarriers, the 8-byte
     unit slot, and the slack that lets the kernel round the buffers' start up to the 1024-byte swizzle
     atom."""
-    return BLOCK_M * d * 2 + 2 * stages * block_n * d * 2 + 8 * (2 + 4 * stages) + 8 + SWIZZLE_ATOM
+    return block_m(consumers) * d * 2 + 2 * stages * block_n * d * 2 + 8 * (2 + 4 * stages) + 8 + SWIZZLE_ATOM
 
 
-def check_config(block_n: int, stages: int) -> str | None:
+def check_config(block_n: int, stages: int, d: int = 128, consumers: int = 2) -> str | None:
     if block_n not in BLOCK_NS:
         return f"block_n={block_n}: {', '.join(map(str, BLOCK_NS))} (the n of the S = Q Kᵀ wgmma)"
     if stages < 1:
         return f"stages={stages}: at least 1"
+    if consumers == 3 and (d != 64 or block_n > 128):
+        return (f"consumers=3 with d={d}, block_n={block_n}: three consumers have 160 registers a thread, "
+                "enough for S, P and O at d = 64 with K/V tiles of at most 128 keys")
     return None
 
 
 def name_expression(d: int, block_n: int, stages: int, bf16: bool, causal: bool, overlap: bool,
-                    pingpong: bool, chains: int = 1) -> str:
+                    pingpong: bool, chains: int = 1, consumers: int = 2) -> str:
     """The template instantiation NVRTC compiles (and `kbench explain` hands to ptxas)."""
     flags = ", ".join("true" if f else "false" for f in (bf16, causal, overlap, pingpong))
-    return f"fa3_forward<{d}, {block_n}, {stages}, {flags}, {chains}>"
+    return f"fa3_forward<{d}, {block_n}, {stages}, {flags}, {chains}, {consumers}>"
 
 
-def units(case) -> int:
-    """The work units: one per 128 query rows of each (batch, head)."""
-    return -(-case.n // BLOCK_M) * case.batch * case.heads
+def units(case, consumers: int = 2) -> int:
+    """The work units: one per block_m(consumers) query rows of each (batch, head)."""
+    return -(-case.n // block_m(consumers)) * case.batch * case.heads
 
 
-def grid(case, persistent: bool, sms: int) -> tuple[int]:
+def grid(case, persistent: bool, sms: int, consumers: int = 2) -> tuple[int]:
     """One block per SM (persistent: each takes several units), at most one per unit; or one block per
     unit."""
-    count = units(case)
+    count = units(case, consumers)
     return (min(count, sms) if persistent else count,)
 
 
-def tensor_maps(case, q, k, v, block_n: int):
-    """Q in boxes of 128 rows, K and V in boxes of block_n rows, 64 columns each, of each head's N x d."""
+def tensor_maps(case, q, k, v, block_n: int, consumers: int = 2):
+    """Q in boxes of block_m rows, K and V in boxes of block_n rows, 64 columns each, of each head's N x d."""
     heads = case.batch * case.heads
 
     def spec(t, rows):
         return _tma.Batched3D(case.dtype, t.data_ptr(), case.n, case.d, rows, BOX_COLS, batches=heads)
 
-    return spec(q, BLOCK_M), spec(k, block_n), spec(v, block_n)
+    return spec(q, block_m(consumers)), spec(k, block_n), spec(v, block_n)
 
 
 def plan(case, q, k, v, out, block_n, stages, overlap, pingpong, persistent=True, sms=H200_SMS,
-         smem_limit=None, chains=1) -> dict:
+         smem_limit=None, chains=1, consumers=2) -> dict:
     """The launch for one case (raises Unsupported): kernel name, grid, block, shared memory, maps."""
-    reason = check_config(block_n, stages)
-    if reason:
-        raise Unsupported(reason)
     if case.d not in HEAD_DIMS:
         raise Unsupported(f"head dim {case.d}: cuda-fa3 is built for d = 64 and 128")
-    maps = tensor_maps(case, q, k, v, block_n)
+    reason = check_config(block_n, stages, case.d, consumers)
+    if reason:
+        raise Unsupported(reason)
+    maps = tensor_maps(case, q, k, v, block_n, consumers)
     for name, m in zip("QKV", maps):
         problem = m.problem()
         if problem:
             raise Unsupported(f"TMA cannot read {name}: {problem}")
     if out.data_ptr() % 4:
         raise Unsupported("O must be 4-byte aligned (pairs of elements are stored as one 32-bit word)")
-    smem = smem_bytes(case.d, block_n, stages)
+    smem = smem_bytes(case.d, block_n, stages, consumers)
     if smem_limit is not None and smem > smem_limit:
         raise Unsupported(f"needs {smem / 1024:.1f} KiB of shared memory per block (block_n={block_n}, "
                           f"stages={stages}, d={case.d}); this GPU allows {smem_limit / 1024:.1f} KiB")
-    if units(case) > MAX_UNITS:
-        raise Unsupported(f"{units(case):,} units of 128 query rows (Q tiles x batch x heads): more than "
-                          f"{MAX_UNITS:,}")
-    g = grid(case, persistent, sms)
+    if units(case, consumers) > MAX_UNITS:
+        raise Unsupported(f"{units(case, consumers):,} units of {block_m(consumers)} query rows (Q tiles x batch "
+                          f"x heads): more than {MAX_UNITS:,}")
+    g = grid(case, persistent, sms, consumers)
     name = name_expression(case.d, block_n, stages, case.dtype == "bf16", bool(case.causal), bool(overlap),
-                           bool(pingpong), chains)
-    return {"name": name, "grid": g, "block": ((CONSUMERS + 1) * 128,), "smem": smem, "maps": maps}
+                           bool(pingpong), chains, consumers)
+    return {"name": name, "grid": g, "block": ((consumers + 1) * 128,), "smem": smem, "maps": maps}
 
 
 NARROW = 64  # the narrowest wgmma n: a last K/V tile of at most this many keys is multiplied at this width
@@ -131,19 +142,20 @@ def kv_tiles_per_block(case, block_n: int) -> str:
     return f"1 to {tiles} of {block_n} keys (causal: up to the diagonal of the block's last row)"
 
 
-def wgmma_per_call(case, block_n: int, narrow_tail: bool) -> int:
+def wgmma_per_call(case, block_n: int, narrow_tail: bool, consumers: int = 2) -> int:
     """Warp-level wgmma instructions one call issues, as ncu counts them (sm__inst_executed_pipe_tensor_op_gmma:
     each of a warpgroup's 4 warps issues every wgmma): per unit and consumer, d / 16 k-steps of S = Q Kᵀ per
     K/V tile and block_n / 16 of O += P V (NARROW / 16 on a narrow last tile)."""
-    q_tiles, all_tiles = -(-case.n // BLOCK_M), -(-case.n // block_n)
+    bm = block_m(consumers)
+    q_tiles, all_tiles = -(-case.n // bm), -(-case.n // block_n)
     per_unit_group = 0
     for q_tile in range(q_tiles):
         tiles = all_tiles
         if case.causal:  # up to the tile holding the Q tile's last row (kv_tiles in cuda_fa3.cu)
-            tiles = min(all_tiles, (min((q_tile + 1) * BLOCK_M, case.n) - 1) // block_n + 1)
+            tiles = min(all_tiles, (min((q_tile + 1) * bm, case.n) - 1) // block_n + 1)
         narrow = narrow_tail and block_n > NARROW and case.n - (tiles - 1) * block_n <= NARROW
         per_unit_group += tiles * case.d // 16 + (tiles - 1) * block_n // 16 + (NARROW if narrow else block_n) // 16
-    return per_unit_group * CONSUMERS * 4 * case.batch * case.heads
+    return per_unit_group * consumers * 4 * case.batch * case.heads
 
 
 L2_SECTION_BYTES = 32 * 2**20  # the K and V of a causal section's heads, kept within the H200's 60 MiB of L2
@@ -162,17 +174,18 @@ def explain(case, params) -> dict:
     per K/V tile, TMA boxes, shared memory per stage, blocks per SM."""
     bn, stages = params["block_n"], params["stages"]
     overlap, pingpong, persistent = bool(params["overlap"]), bool(params["pingpong"]), bool(params["persistent"])
-    dynamic = bool(params["dynamic"])
+    dynamic, consumers = bool(params["dynamic"]), params["consumers"]
     try:
         p = plan(case, _cupy.PLACEHOLDER, _cupy.PLACEHOLDER, _cupy.PLACEHOLDER, _cupy.PLACEHOLDER, bn, stages,
-                 overlap, pingpong, persistent, chains=params["chains"])
+                 overlap, pingpong, persistent, chains=params["chains"], consumers=consumers)
     except Unsupported as exc:
         return {"configuration": f"not runnable: {exc}"}
-    d = case.d
+    d, bm = case.d, block_m(consumers)
+    producer_registers, consumer_registers = REGISTERS[consumers]
     ty = "bf16" if case.dtype == "bf16" else "f16"
-    blocks, count = p["grid"][0], units(case)
+    blocks, count = p["grid"][0], units(case, consumers)
     kv_tile = bn * d * 2
-    work = (f"{-(-case.n // BLOCK_M)} Q tiles of {BLOCK_M} rows x {case.batch * case.heads} (batch x heads) = "
+    work = (f"{-(-case.n // bm)} Q tiles of {bm} rows x {case.batch * case.heads} (batch x heads) = "
             f"{count:,} units" + (f", the longest (last) Q tiles first in sections of {section_heads(case)} "
                                   f"heads" if case.causal else ""))
     figures = {
@@ -182,27 +195,29 @@ def explain(case, params) -> dict:
                else "block b taking units b, b + blocks, ...")
             + f" ({H200_SMS} SMs on an H200, {count / blocks:.2f} units a block), the next unit's Q and K/V "
               f"loaded under this one's last products"),
-        "warpgroups": f"1 producer (one thread issues every TMA load; setmaxnreg {PRODUCER_REGISTERS}) + "
-                      f"{CONSUMERS} consumers of 64 query rows each (wgmma and softmax; setmaxnreg "
-                      f"{CONSUMER_REGISTERS})",
+        "warpgroups": f"1 producer (one thread issues every TMA load; setmaxnreg {producer_registers}) + "
+                      f"{consumers} consumers of 64 query rows each (wgmma and softmax; setmaxnreg "
+                      f"{consumer_registers})",
         "registers per consumer thread": f"O {d // 2} + S {bn // 2} fp32 accumulators, P {bn // 4} x 32-bit "
                                          f"(16-bit pairs); ptxas reports the count at entry, before setmaxnreg",
         "wgmma per K/V tile and consumer": f"S = Q Kᵀ: {d // 16} x m64n{bn}k16.f32.{ty} (A and B from shared "
                                            f"memory, both K-major); O += P V: {bn // 16} x m64n{d}k16.f32.{ty} "
                                            f"(A = P from registers, B = V MN-major)",
-        "wgmma per call": f"{wgmma_per_call(case, bn, bool(params['narrow_tail'])):,} warp-level instructions "
+        "wgmma per call": f"{wgmma_per_call(case, bn, bool(params['narrow_tail']), consumers):,} warp-level "
+                          f"instructions "
                           f"(each of a warpgroup's 4 warps issues every wgmma, as ncu's "
                           f"sm__inst_executed_pipe_tensor_op_gmma.sum counts them)",
         "K/V tiles per block": kv_tiles_per_block(case, bn),
         "last K/V tile": last_tile(case, bn, bool(params["narrow_tail"])),
-        "TMA boxes": f"Q {d // BOX_COLS} x {{64, {BLOCK_M}, 1}} once; K and V {d // BOX_COLS} x {{64, {bn}, 1}} "
+        "TMA boxes": f"Q {d // BOX_COLS} x {{64, {bm}, 1}} once; K and V {d // BOX_COLS} x {{64, {bn}, 1}} "
                      f"each per tile ({kv_tile // 1024} KiB a tile), 128-byte swizzle, rows past N zero-filled",
         "pipeline": f"{stages} stage{'s' if stages > 1 else ''} of K + V = {2 * kv_tile // 1024} KiB each, "
-                    f"full/empty mbarriers per tile; Q {BLOCK_M * d * 2 // 1024} KiB; {p['smem']:,} bytes of "
+                    f"full/empty mbarriers per tile; Q {bm * d * 2 // 1024} KiB; {p['smem']:,} bytes of "
                     f"shared memory with the barriers and 1 KiB of alignment slack",
         "schedule": ("next S = Q Kᵀ issued with the previous O += P V, softmax under the second"
                      if overlap else "S, softmax, O += P V in sequence")
-                    + ("; the two consumers take turns at the tensor cores (ping-pong)" if pingpong else ""),
+                    + (f"; the {consumers} consumers take turns at the tensor cores (ping-pong"
+                       + (", in a ring)" if consumers > 2 else ")") if pingpong else ""),
         "softmax": f"a thread's {bn // 4} scores of each of its two rows reduced (max, then sum) in "
                    f"{params['chains']} independent chain{'s' if params['chains'] > 1 else ''} of "
                    f"{bn // 4 // params['chains']}, then 2 shuffles for the quad's max; exp2 by ex2.approx",
@@ -221,15 +236,16 @@ def _supports(case):
     "attention", "cuda-fa3", backend="cupy", cuda=True, modules=("torch", "cupy"), min_cc=(9, 0),
     dtypes=("fp16", "bf16"), supports=_supports,
     params={"block_n": 176, "stages": 2, "overlap": 1, "pingpong": 1, "persistent": 1, "dynamic": 1,
-            "narrow_tail": 1, "chains": 1},
+            "narrow_tail": 1, "chains": 1, "consumers": 2},
     allowed={"block_n": BLOCK_NS, "stages": lambda s: None if s >= 1 else "is fewer than 1 stage",
              "overlap": (0, 1), "pingpong": (0, 1), "persistent": (0, 1), "dynamic": (0, 1), "narrow_tail": (0, 1),
-             "chains": (1, 2, 4)},
+             "chains": (1, 2, 4), "consumers": CONSUMERS},
     explain=explain,
-    description="FlashAttention-3 style in CUDA C++ (sm_90a): TMA, wgmma, producer + 2 consumer warpgroups, "
+    description="FlashAttention-3 style in CUDA C++ (sm_90a): TMA, wgmma, producer + 2 (or 3) consumer warpgroups, "
                 "ping-pong and softmax overlapped with the next Q Kᵀ",
 )
-def cuda_fa3(case, inputs, out, block_n, stages, overlap, pingpong, persistent, dynamic, narrow_tail, chains):
+def cuda_fa3(case, inputs, out, block_n, stages, overlap, pingpong, persistent, dynamic, narrow_tail, chains,
+             consumers):
     import numpy as np
     import torch
 
@@ -243,7 +259,7 @@ def cuda_fa3(case, inputs, out, block_n, stages, overlap, pingpong, persistent, 
             raise Unsupported(f"cuda-fa3 reads {name} through a TMA map of a contiguous B x H x N x d tensor")
     sms = torch.cuda.get_device_properties(q.device).multi_processor_count
     p = plan(case, q, k, v, out, block_n, stages, overlap, pingpong, persistent, sms=sms,
-             smem_limit=_cupy.smem_optin_limit(q), chains=chains)
+             smem_limit=_cupy.smem_optin_limit(q), chains=chains, consumers=consumers)
     kernel = _cupy.compiled(str(SOURCE), p["name"], ARCH)
     kernel.max_dynamic_shared_size_bytes = p["smem"]
     maps = [_tma.encode(spec) for spec in p["maps"]]
@@ -256,8 +272,9 @@ def cuda_fa3(case, inputs, out, block_n, stages, overlap, pingpong, persistent, 
     run = _cupy.launcher(kernel, p["grid"], p["block"], args, smem=p["smem"])
     run.scheduler = scheduler  # the kernel holds only its address: kept alive with the closure
     run.config = {
-        "block_m": BLOCK_M, "block_n": block_n, "stages": stages, "overlap": bool(overlap),
+        "block_m": block_m(consumers), "block_n": block_n, "stages": stages, "overlap": bool(overlap),
         "pingpong": bool(pingpong), "persistent": bool(persistent), "dynamic": bool(persistent and dynamic),
-        "narrow_tail": bool(narrow_tail), "chains": chains, **_cupy.kernel_config(kernel, p["grid"], p["block"], p["smem"]),
+        "narrow_tail": bool(narrow_tail), "chains": chains, "consumers": consumers,
+        **_cupy.kernel_config(kernel, p["grid"], p["block"], p["smem"]),
     }
     return run

@@ -67,7 +67,8 @@ def fa2(registry) -> tuple[int, list[str]]:
 def fa3(registry) -> tuple[int, list[str]]:
     """cuda-fa3 (Hopper only) on 200 queries: a full 128-row Q tile and a partial one, K/V tiles with a
     partial last one; causal and not; its default schedule and the plain one (no overlap, no ping-pong);
-    with 80 heads, 160 units of work for one block per SM, so some persistent blocks take two."""
+    with 80 heads, 160 units of work for one block per SM, so some persistent blocks take two; and three
+    consumer warpgroups at d = 64 (192-row Q tiles: one, and a partial one for a few rows)."""
     import torch
 
     if tuple(torch.cuda.get_device_capability()) != (9, 0):
@@ -79,6 +80,10 @@ def fa3(registry) -> tuple[int, list[str]]:
             case = Case({"n": 200, "d": 128, "batch": 1, "heads": 80, "dtype": "fp16", "causal": causal})
             checked(suite, impl, case, {**impl.params, **schedule}, f"cuda-fa3 causal={causal} {schedule}", problems)
             count += 1
+        case = Case({"n": 200, "d": 64, "batch": 1, "heads": 80, "dtype": "fp16", "causal": causal})
+        checked(suite, impl, case, {**impl.params, "block_n": 128, "consumers": 3}, f"cuda-fa3 causal={causal} "
+                "consumers=3", problems)
+        count += 1
     return count, problems
 
 

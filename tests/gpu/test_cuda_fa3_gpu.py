@@ -83,3 +83,20 @@ def test_persistent_blocks_walk_many_units(registry, config):
     assert all(-(-c.n // 128) * c.batch * c.heads > 2 * sms for c in cases)
     problems = failures(registry, cases, {**impl.params, **config, "persistent": 1})
     assert not problems, f"cuda-fa3 persistent {config} is wrong at:\n" + "\n".join(problems)
+
+
+@pytest.mark.usefixtures("needs_hopper")
+@pytest.mark.parametrize("config", ({}, {"block_n": 64}, {"pingpong": 0}, {"overlap": 0, "pingpong": 0},
+                                    {"persistent": 0}, {"dynamic": 0}, {"chains": 4}, {"stages": 3}),
+                         ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()) or "default")
+def test_three_consumers_match_float64(registry, config):
+    """consumers=3 (d = 64): 192-row units in three consumer warpgroups taking turns in a ring, at every size
+    of the default test in both types, and with many more units than SMs (each persistent block takes
+    several: the ring of turns carries over from one unit to the next)."""
+    impl = registry.implementations("attention")["cuda-fa3"]
+    cases = [Case({"n": n, "d": 64, "batch": 2, "heads": 3, "dtype": dtype, "causal": causal})
+             for n, causal in SIZES for dtype in ("fp16", "bf16")]
+    cases += [Case({"n": 2000, "d": 64, "batch": 2, "heads": 40, "dtype": "fp16", "causal": causal})
+              for causal in (False, True)]  # 11 Q tiles x 80 = 880 units
+    problems = failures(registry, cases, {**impl.params, "block_n": 128, "consumers": 3, **config})
+    assert not problems, f"cuda-fa3 consumers=3 {config} is wrong at:\n" + "\n".join(problems)

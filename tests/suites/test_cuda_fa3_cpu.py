@@ -45,7 +45,7 @@ def plan(fa3, c, block_n=128, stages=2, overlap=1, pingpong=1, persistent=1, **k
 
 def test_default_plan(fa3):
     p = plan(fa3, case())
-    assert p["name"] == "fa3_forward<128, 128, 2, false, false, true, true, 1>"
+    assert p["name"] == "fa3_forward<128, 128, 2, false, false, true, true, 1, 2>"
     assert p["grid"] == (132,) and p["block"] == (384,)  # one block per SM of an H200; 3 warpgroups
     # Q 32 KiB + 2 stages x (K + V) 64 KiB + 10 mbarriers + the unit slot + 1 KiB alignment slack
     assert p["smem"] == 32768 + 2 * 65536 + 80 + 8 + 1024
@@ -63,15 +63,33 @@ def test_default_plan(fa3):
 def test_names_carry_every_template_argument(fa3):
     p = plan(fa3, case(n=1000, d=64, dtype="bf16", causal=True), block_n=64, stages=3, overlap=0, pingpong=0,
              persistent=0)
-    assert p["name"] == "fa3_forward<64, 64, 3, true, true, false, false, 1>"
-    assert plan(fa3, case(), block_n=176, chains=4)["name"] == "fa3_forward<128, 176, 2, false, false, true, true, 4>"
+    assert p["name"] == "fa3_forward<64, 64, 3, true, true, false, false, 1, 2>"
+    assert plan(fa3, case(), block_n=176, chains=4)["name"] == "fa3_forward<128, 176, 2, false, false, true, true, 4, 2>"
     assert p["grid"] == (8 * 32,)  # 1000 rows: 7 full Q tiles and a partial one, for each of 32 heads
+
+
+def test_three_consumers_take_192_row_units_at_d64(fa3):
+    c = case(n=1000, d=64, batch=1, heads=32)
+    p = plan(fa3, c, block_n=128, consumers=3, persistent=0)
+    assert p["name"] == "fa3_forward<64, 128, 2, false, false, true, true, 1, 3>"
+    assert p["block"] == (512,)  # the producer and three consumer warpgroups
+    assert p["grid"] == (6 * 32,)  # 1000 rows: five 192-row Q tiles and a partial one, for each of 32 heads
+    q_map, k_map, _ = p["maps"]
+    assert q_map.box == (64, 192, 1) and k_map.box == (64, 128, 1)
+    # Q 192 x 64 x 2 + 2 stages x (K + V) 128 x 64 x 2 each + 10 mbarriers + the unit slot + 1 KiB of slack
+    assert p["smem"] == 24576 + 2 * 2 * 16384 + 80 + 8 + 1024
+    # 4096 rows at B2 H16: 22 Q tiles of 192 rows a head (the last of 64), each against 32 K/V tiles of 128
+    # keys, 4 + 8 k-steps each, in 3 consumers of 4 warps, for 32 heads
+    assert fa3.wgmma_per_call(case(d=64), 128, True, consumers=3) == 22 * 32 * (4 + 8) * 3 * 4 * 32
+    for d, block_n in ((128, 128), (64, 176), (64, 192)):
+        with pytest.raises(Unsupported, match="consumers=3 .*160 registers"):
+            plan(fa3, case(d=d), block_n=block_n, consumers=3)
 
 
 def test_refusals_say_why(fa3):
     with pytest.raises(Unsupported, match="block_n=96: 64, 128, 176, 192"):
         plan(fa3, case(), block_n=96)
-    assert plan(fa3, case(), block_n=176)["name"] == "fa3_forward<128, 176, 2, false, false, true, true, 1>"
+    assert plan(fa3, case(), block_n=176)["name"] == "fa3_forward<128, 176, 2, false, false, true, true, 1, 2>"
     with pytest.raises(Unsupported, match="shared memory per block"):
         plan(fa3, case(), block_n=192, stages=3, smem_limit=227 * 1024)
     with pytest.raises(Unsupported, match="stages=0"):
@@ -120,7 +138,7 @@ def test_registration(registry):
     impl = registry.implementations("attention")["cuda-fa3"]
     assert impl.needs.min_cc == (9, 0) and impl.needs.dtypes == ("fp16", "bf16")
     assert impl.params == {"block_n": 176, "stages": 2, "overlap": 1, "pingpong": 1, "persistent": 1,
-                           "dynamic": 1, "narrow_tail": 1, "chains": 1}
+                           "dynamic": 1, "narrow_tail": 1, "chains": 1, "consumers": 2}
     from kbench.registry import _param_value
 
     with pytest.raises(UserError, match="chains"):
@@ -170,6 +188,12 @@ def test_explain_describes_roles_instructions_and_pipeline(registry):
     assert causal["K/V tiles per block"] == "1 to 64 of 64 keys (causal: up to the diagonal of the block's last row)"
     assert causal["schedule"] == "S, softmax, O += P V in sequence"
     assert impl.explain(case(d=96), impl.params)["configuration"].startswith("not runnable: head dim 96")
+    three = impl.explain(case(d=64), dict(impl.params, block_n=128, consumers=3))
+    assert three["warpgroups"].startswith("1 producer (one thread issues every TMA load; setmaxnreg 32) + 3 consumers")
+    assert three["warpgroups"].endswith("setmaxnreg 160)")
+    assert three["grid"].startswith("22 Q tiles of 192 rows x 32 (batch x heads) = 704 units")
+    assert three["schedule"].endswith("the 3 consumers take turns at the tensor cores (ping-pong, in a ring)")
+    assert three["TMA boxes"].startswith("Q 1 x {64, 192, 1} once")
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not installed: no ptxas figures")
