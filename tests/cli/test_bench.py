@@ -262,6 +262,14 @@ def test_the_h200_plans_are_valid_and_cover_the_suites():
     bench_cmd.prepare_plan(double)
 
 
+@pytest.mark.parametrize("path", sorted(PLANS.glob("*.toml")), ids=lambda p: p.name)
+def test_every_plan_in_the_repository_is_ready_to_run(path):
+    """Every option parses, every implementation and --param value exists, no job is measured twice."""
+    from kbench.cli import bench_cmd
+
+    assert bench_cmd.prepare_plan(bench_plan.read(path))
+
+
 def test_ctrl_c_keeps_the_records_and_says_how_to_continue(cli, tmp_path, monkeypatch, flat_text):
     def run(registry, request, out, on_start, on_record, done=None):
         if request.suite == "matmul":
