@@ -24,9 +24,10 @@ from kernel_modules import load_kernel_module  # noqa: E402
 
 def matmul_builds():
     m = load_kernel_module(BUILTIN_KERNELS / "matmul" / "triton_matmul.py")
-    # 5000 x 3000 x 7000 fp16: N, K and the strides in 8-element units (ALIGN 8), and 4096³ as it comes
-    # (every number divisible by 16).
-    for name, (n, k, align) in {"aligned 5000x3000x7000": (3000, 7000, 8), "4096^3": (4096, 4096, 1)}.items():
+    # As the wrapper passes them: N, K and the strides in 8-element units (ALIGN 8) at 5000 x 3000 x 7000 and
+    # 4096³, element by element where rows are not 16-byte aligned (5000 x 777 x 333).
+    shapes = {"aligned 5000x3000x7000": (3000, 7000, 8), "4096^3": (4096, 4096, 8), "unaligned 5000x777x333": (777, 333, 1)}
+    for name, (n, k, align) in shapes.items():
         args = {"A": "*fp16", "B": "*fp16", "C": "*fp16", "M": 5000, "n_units": n // align, "k_units": k // align,
                 "am_units": k // align, "stride_ak": 1, "bk_units": n // align, "stride_bn": 1,
                 "cm_units": n // align, "stride_cn": 1}
