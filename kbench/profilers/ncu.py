@@ -270,6 +270,10 @@ def short_name(name: str) -> str:
     return "".join(out).strip() or name
 
 
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
 def by_name(rows: list[dict]) -> list[dict]:
     """Kernel figures grouped by name, in first-launch order: launches, mean duration and means of the rest."""
     groups: dict[str, list[dict]] = {}
@@ -280,8 +284,7 @@ def by_name(rows: list[dict]) -> list[dict]:
         merged = {"name": name, "launches": len(group)}
         for key in ("duration", "sm_pct", "dram_pct", "occupancy", "registers", "smem", "tensor_pct", "l2_hit",
                     "dram_read", "dram_write", "dram_bytes"):
-            values = [g[key] for g in group if g.get(key) is not None]
-            merged[key] = sum(values) / len(values) if values else None
+            merged[key] = _mean([g[key] for g in group if g.get(key) is not None])
         merged["stalls"] = group[0].get("stalls") or []  # the first launch's: launches of one kernel stall alike
         merged["grid"], merged["block"] = group[0].get("grid", ""), group[0].get("block", "")
         asked = group[0].get("asked") or {}
@@ -321,10 +324,6 @@ def per_call(rows: list[dict], calls: int, min_bytes: float | None) -> dict:
         "registers": max(regs) if regs else None,
         "smem": max(smem) if smem else None,
     }
-
-
-def _mean(values: list[float]) -> float | None:
-    return sum(values) / len(values) if values else None
 
 
 def summarize(csv_text: str, calls: int, min_bytes: float | None, asked: tuple[str, ...] = ()) -> dict:

@@ -7,8 +7,8 @@
 // Q, K, V and O are contiguous B x H x N x D tensors of 16-bit elements (fp16 or bf16); D is 64 or
 // 128. A unit of work is BM = 64 x CONS query rows of one (batch, head) (see "Work units" below), CONS
 // the consumer warpgroups (2; or 3, FlashAttention-3's 192-row tiles for D = 64); consumer warpgroup g
-// owns rows g*64 .. g*64+63 of it. K/V tiles of BN keys (64, 128, 176 or 192)
-// stream through STAGES buffers.
+// owns rows g*64 .. g*64+63 of it. K/V tiles of BN keys (64, 128, 176 or 192) stream through STAGES
+// buffers.
 //
 // Tensor maps (3-D, encoded on the host: dims {D, N, B*H}): boxes of {64, rows, 1}, 64 elements =
 // 128 bytes a row, the width of the 128-byte swizzle; a D = 128 tile is two boxes (d 0..63, 64..127),
@@ -49,9 +49,9 @@
 //                      softmax(S_j) -> P' while the tensor cores still run P V_{j-1};
 //                      wait for O (release V_{j-1}); O *= the rescale of S_j; P = P'
 //   O += P V_{T-1}
-// Without OVERLAP each tile is S, wait, softmax, O += P V, wait. With PINGPONG the two consumer
-// warpgroups take turns issuing their products (named barriers 1 and 2), so that one's softmax runs
-// while the other's wgmma occupy the tensor cores.
+// Without OVERLAP each tile is S, wait, softmax, O += P V, wait. With PINGPONG the consumer
+// warpgroups take turns issuing their products, in a ring (named barriers 1 .. CONS), so that one's
+// softmax runs while another's wgmma occupy the tensor cores.
 //
 // Causal (query i sees keys j <= i): a block visits only the tiles up to its last row's diagonal;
 // tiles that cross a row's diagonal (and the tail tile past N) are masked element by element.

@@ -1,7 +1,7 @@
 """FlashAttention forward for Hopper (sm_90a), built as FlashAttention-3 is: TMA loads, wgmma.mma_async,
 a producer warpgroup and two consumer warpgroups (setmaxnreg; ``--param consumers=3`` at d = 64: three,
-for FlashAttention-3's 192-row tiles), ping-pong between the consumers and
-the next Q Kᵀ overlapped with the current softmax, on a persistent grid (one block per SM walking
+for FlashAttention-3's 192-row tiles), ping-pong between the consumers and the next Q Kᵀ overlapped
+with the current softmax, on a persistent grid (one block per SM walking
 the (Q tile, head) units, taking the next from a counter, the next unit's loads under this one's last
 products and stores).
 
@@ -124,12 +124,19 @@ def plan(case, q, k, v, out, block_n, stages, overlap, pingpong, persistent=True
 NARROW = 64  # the narrowest wgmma n: a last K/V tile of at most this many keys is multiplied at this width
 
 
+def narrow(case, tile: int, block_n: int, narrow_tail: bool) -> bool:
+    """Whether K/V tile number ``tile``, a unit's last, is multiplied NARROW keys wide (narrow_tile in
+    cuda_fa3.cu): it holds at most NARROW keys before N."""
+    return bool(narrow_tail) and block_n > NARROW and case.n - tile * block_n <= NARROW
+
+
 def last_tile(case, block_n: int, narrow_tail: bool) -> str:
     """How the last K/V tile of a row of tiles is multiplied (`NARROW` in cuda_fa3.cu)."""
-    keys = case.n - (-(-case.n // block_n) - 1) * block_n
+    last = -(-case.n // block_n) - 1
+    keys = case.n - last * block_n
     if keys == block_n:
         return f"full ({block_n} keys)"
-    if narrow_tail and block_n > NARROW and keys <= NARROW:
+    if narrow(case, last, block_n, narrow_tail):
         return (f"{keys} of {block_n} keys: narrow, S by m64n{NARROW}k16 and P V by {NARROW // 16} k-steps, the "
                 f"keys past N not multiplied")
     return f"{keys} of {block_n} keys, multiplied at full width (the keys past N masked)"
@@ -153,8 +160,8 @@ def wgmma_per_call(case, block_n: int, narrow_tail: bool, consumers: int = 2) ->
         tiles = all_tiles
         if case.causal:  # up to the tile holding the Q tile's last row (kv_tiles in cuda_fa3.cu)
             tiles = min(all_tiles, (min((q_tile + 1) * bm, case.n) - 1) // block_n + 1)
-        narrow = narrow_tail and block_n > NARROW and case.n - (tiles - 1) * block_n <= NARROW
-        per_unit_group += tiles * case.d // 16 + (tiles - 1) * block_n // 16 + (NARROW if narrow else block_n) // 16
+        last_width = NARROW if narrow(case, tiles - 1, block_n, narrow_tail) else block_n
+        per_unit_group += tiles * case.d // 16 + (tiles - 1) * block_n // 16 + last_width // 16
     return per_unit_group * consumers * 4 * case.batch * case.heads
 
 
@@ -204,8 +211,7 @@ def explain(case, params) -> dict:
                                            f"memory, both K-major); O += P V: {bn // 16} x m64n{d}k16.f32.{ty} "
                                            f"(A = P from registers, B = V MN-major)",
         "wgmma per call": f"{wgmma_per_call(case, bn, bool(params['narrow_tail']), consumers):,} warp-level "
-                          f"instructions "
-                          f"(each of a warpgroup's 4 warps issues every wgmma, as ncu's "
+                          f"instructions (each of a warpgroup's 4 warps issues every wgmma, as ncu's "
                           f"sm__inst_executed_pipe_tensor_op_gmma.sum counts them)",
         "K/V tiles per block": kv_tiles_per_block(case, bn),
         "last K/V tile": last_tile(case, bn, bool(params["narrow_tail"])),
