@@ -151,13 +151,20 @@ if triton is not None:
                                             **utils.autotune_cache_option())(_matmul_persistent)
 
 
+def unaligned_rows(tensors) -> str | None:
+    """The first of A, B and C (with contiguous rows) whose rows do not all start at a multiple of 16
+    bytes, and its row stride; None when every row does."""
+    for name, t in zip("ABC", tensors):
+        if t.data_ptr() % 16 or (t.stride(0) * t.element_size()) % 16:
+            return f"{name}'s row stride is {t.stride(0)} elements"
+    return None
+
 
 def row_alignment(a, b, c) -> int:
-    """The elements in 16 bytes when every row of A, B and C starts 16-byte aligned and K and N are
-    multiples of them (rows contiguous), else 1: what the grouped kernel may assume (ALIGN)."""
+    """The elements in 16 bytes when every row of A, B and C is contiguous and starts 16-byte aligned
+    and K and N are multiples of them, else 1: what the grouped kernel may assume (ALIGN)."""
     align = 16 // a.element_size()
-    tensors = (a, b, c)
-    if any(t.stride(-1) != 1 or t.data_ptr() % 16 or t.stride(0) % align for t in tensors):
+    if any(t.stride(-1) != 1 for t in (a, b, c)) or unaligned_rows((a, b, c)):
         return 1
     return align if a.shape[1] % align == 0 and b.shape[1] % align == 0 else 1
 
@@ -172,10 +179,8 @@ def tma_reason(case, tensors) -> str | None:
     for name, t in zip("ABC", tensors):
         if t.stride(-1) != 1:
             return f"{name} must have a contiguous last dimension"
-        if t.data_ptr() % 16 or (t.stride(0) * t.element_size()) % 16:
-            return (f"TMA needs 16-byte aligned rows: {name}'s row stride is {t.stride(0)} elements (K and N "
-                    "must be multiples of 8)")
-    return None
+    unaligned = unaligned_rows(tensors)
+    return f"TMA needs 16-byte aligned rows: {unaligned} (K and N must be multiples of 8)" if unaligned else None
 
 
 @implementation("matmul", "triton", backend="triton", modules=("torch", "triton"), params={"persistent": 0},

@@ -166,7 +166,7 @@ def explain(case, params) -> dict:
     "matmul", "wgmma", backend="cupy", cuda=True, modules=("torch", "cupy"), min_cc=(9, 0),
     dtypes=("fp16", "bf16"),
     params={"block_m": 128, "block_n": 256, "stages": 4, "group_m": 8, "variant": "ws", "l2_promotion": 256},
-    allowed={"variant": VARIANTS, "block_m": (64, 128), "block_n": (64, 128, 256), "l2_promotion": (0, 64, 128, 256),
+    allowed={"variant": VARIANTS, "block_m": (64, 128), "block_n": (64, 128, 256), "l2_promotion": tuple(_tma.L2_PROMOTION),
              "stages": lambda s: None if s >= 2 else "is fewer than 2 stages",
              "group_m": lambda g: None if g >= 1 else "is below 1"},
     explain=explain,
