@@ -2,9 +2,9 @@
 once and checked, with memcheck (out-of-bounds and misaligned accesses) for every kernel and racecheck
 (shared-memory hazards) for those whose blocks share tiles through shared memory: cupy-fa2, cuda-fa3
 (on Hopper), cupy-bitdecode and the reduction and scan kernels. Each family of kernels runs under each
-tool in a process of its own, so that one's verdict stands whatever another's run does. A run passes when the tool reports zero errors and
-every check was right; it is an expected failure (xfail), with what the tool said, when the tool itself
-stops on an internal error: it then has no verdict. compute-sanitizer 2025.3's racecheck does so on the
+tool in a process of its own, so that one's verdict stands whatever another's run does. A run passes
+when the tool reports zero errors and every check was right; it is an expected failure (xfail), with
+what the tool said, when the tool itself stops on an internal error: it then has no verdict. compute-sanitizer 2025.3's racecheck does so on the
 H200 for cupy-fa2, cupy-bitdecode and cuda-fa3 ("failed to handle a hardware exception", with the
 instrumentation limited to each kernel alone; memcheck passes them), and it does not model an mbarrier's
 arrival and wait as ordering two threads' shared-memory accesses (cuda-fa3's unit slot)."""
