@@ -71,7 +71,7 @@ WGMMA_SHAPES = ((1, 8, 8), (33, 40, 24), (64, 136, 72), (130, 264, 200), (256, 5
 # TMA reads; bf16 differs in its conversions and its wgmma type: the default of each kernel covers them.
 WGMMA_CONFIGS = ([("fp16", {}), ("bf16", {}), ("fp16", {"block_n": 128, "stages": 6}), ("fp16", {"block_n": 64}),
                   ("fp16", {"block_m": 64}), ("fp16", {"stages": 2}), ("fp16", {"l2_promotion": 0}),
-                  ("bf16", {"l2_promotion": 128})]
+                  ("bf16", {"l2_promotion": 256})]
                  + [(dtype, {"variant": "plain", **config}) for dtype, config in
                     (("fp16", {}), ("bf16", {}), ("fp16", {"block_n": 128}), ("fp16", {"block_m": 64, "stages": 2}))])
 

@@ -135,7 +135,7 @@ def test_registration(registry):
     impl = registry.implementations("matmul")["wgmma"]
     assert impl.needs.min_cc == (9, 0) and impl.needs.dtypes == ("fp16", "bf16")
     assert impl.params == {"block_m": 128, "block_n": 256, "stages": 4, "group_m": 8, "variant": "ws",
-                           "l2_promotion": 256}
+                           "l2_promotion": 128}
     from kbench.registry import _param_value
 
     assert _param_value(impl, "variant", "plain") == "plain"
@@ -154,9 +154,9 @@ def test_explain_describes_roles_instructions_and_schedule(registry):
     assert "4 per stage and warpgroup, 512 per tile (64 k-steps of 64)" in figures["wgmma"]
     assert figures["tile schedule"].startswith("32 x 16 = 512 tiles of 128 x 256 on 132 persistent blocks")
     assert figures["pipeline"].startswith("4 stages of 48 KiB (A 16 KiB in one TMA box, B 32 KiB in 4 boxes")
-    assert "read into L2 256 bytes at a time" in figures["pipeline"]
-    narrower = impl.explain(case(4096, 4096, 4096), dict(impl.params, l2_promotion=128))
-    assert "read into L2 128 bytes at a time" in narrower["pipeline"]
+    assert "read into L2 128 bytes at a time" in figures["pipeline"]
+    wider = impl.explain(case(4096, 4096, 4096), dict(impl.params, l2_promotion=256))
+    assert "read into L2 256 bytes at a time" in wider["pipeline"]
     plain = impl.explain(case(4096, 4096, 4096, "bf16"), dict(impl.params, variant="plain", block_n=128))
     assert plain["kernel"] == "matmul_wgmma_plain<128, 128, 4, true>"
     assert plain["tile schedule"].startswith("32 x 32 = 1,024 tiles of 128 x 128, one per block")
