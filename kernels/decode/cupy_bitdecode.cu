@@ -132,6 +132,46 @@ __device__ __forceinline__ void load_cached(unsigned (&w)[WORDS], const unsigned
                      : "l"(p + 2 * i));
 }
 
+// Copies WORDS (1, 2 or a multiple of 4) 32-bit words of a lane's codes from global memory into the
+// lane's words i0 .. i0 + WORDS - 1 of a ring slot: word i at byte (i / 4) 512 + lane 16 + (i % 4) 4 of
+// the slot (`lane_base` = slot + lane 16), so that a warp's 16-byte reads of one chunk are 512
+// consecutive bytes (no bank conflicts). 16-byte pieces bypass L1 (.cg); smaller ones cannot (.ca).
+template <int WORDS>
+__device__ __forceinline__ void copy_words(unsigned lane_base, int i0, const unsigned char* src) {
+    constexpr int PIECE = WORDS < 4 ? WORDS : 4;
+#pragma unroll
+    for (int c = 0; c < WORDS; c += PIECE) {
+        const int i = i0 + c;
+        const unsigned dst = lane_base + (i / 4) * 512 + (i % 4) * 4;
+        if constexpr (PIECE == 4)
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src + 4 * c) : "memory");
+        else
+            asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(dst), "l"(src + 4 * c), "n"(PIECE * 4)
+                         : "memory");
+    }
+}
+
+// The words copy_words put there, read back by the same lane (plain loads: ordered after the
+// cp.async.wait_group that precedes them). `lane_words` = the slot + lane 16, as a word pointer.
+template <int WORDS>
+__device__ __forceinline__ void read_words(unsigned (&w)[WORDS], const unsigned* lane_words, int i0) {
+    constexpr int PIECE = WORDS < 4 ? WORDS : 4;
+#pragma unroll
+    for (int c = 0; c < WORDS; c += PIECE) {
+        const int i = i0 + c;
+        const unsigned* at = lane_words + (i / 4) * 128 + (i % 4);
+        if constexpr (PIECE == 4) {
+            const uint4 x = *reinterpret_cast<const uint4*>(at);
+            w[c] = x.x, w[c + 1] = x.y, w[c + 2] = x.z, w[c + 3] = x.w;
+        } else if constexpr (PIECE == 2) {
+            const uint2 x = *reinterpret_cast<const uint2*>(at);
+            w[c] = x.x, w[c + 1] = x.y;
+        } else {
+            w[c] = *at;
+        }
+    }
+}
+
 // ---- fragments ----------------------------------------------------------------------------------------
 
 template <int BITS, int D>
@@ -212,21 +252,35 @@ using namespace bitdecode;
 
 // Bytes of dynamic shared memory of bitdecode_partial: the Q fragments during the loop, then the
 // warps' states for the merge (the same bytes, reused after a barrier).
-template <int D, int WARPS>
+// During the loop (STAGES > 0) the ring of code tiles follows the Q fragments: STAGES slots of
+// WARPS x CHUNKS x 512 bytes, each warp's part of a slot holding one of its tiles, CHUNKS 16-byte
+// chunks a lane. The merge reuses the bytes of both.
+template <int BITS, int D, int TN, int WARPS, int STAGES>
 struct PartialSmem {
     static constexpr int OSTRIDE = D + 8;  // floats a row of a warp's O (padded: see the merge)
     static constexpr int Q_BYTES = (D / 16) * 32 * 16;
     static constexpr int MERGE_BYTES = WARPS * 16 * (2 + OSTRIDE) * 4;
-    static constexpr int BYTES = Q_BYTES > MERGE_BYTES ? Q_BYTES : MERGE_BYTES;
+    static constexpr int K_WORDS = (TN / 8) * (D / 4) * BITS / 32;     // a lane's K words of a tile
+    static constexpr int LANE_WORDS = K_WORDS + (TN / 16) * 4 * (D / 8) * BITS / 32;  // then its V words
+    static constexpr int CHUNKS = (LANE_WORDS + 3) / 4;
+    static constexpr int WARP_BYTES = CHUNKS * 512;
+    static constexpr int SLOT_BYTES = WARPS * WARP_BYTES;
+    static constexpr int LOOP_BYTES = Q_BYTES + STAGES * SLOT_BYTES;
+    static constexpr int BYTES = LOOP_BYTES > MERGE_BYTES ? LOOP_BYTES : MERGE_BYTES;
 };
 
 // BITS: 4 or 8 (codes, with scales and minimums) or 16 (an fp16 / bf16 cache, BF16 picks).
 // TN keys a warp's tile. VSPAN: 1 when a lane's V strip lies in one channel group
 // (group % (D/8) == 0), 2 when it may cross one group boundary (group > D/8).
+// KG1: every tile's keys lie in one group of K's scales (group a multiple of TN), so a k16 step's
+// scales and minimums are loaded and paired once for all n8 tiles. STAGES 0: each warp loads its
+// tile's codes into registers when it starts the tile; STAGES >= 2: a ring of STAGES tiles a warp in
+// shared memory, filled by cp.async STAGES - 1 tiles ahead (each lane copies and reads back only its
+// own bytes, so no barrier is needed, only cp.async.wait_group).
 // Strides are in elements, the codes' (K, V) in bytes. part_o null: one piece, O written here.
 // The launch bounds ask for 12 warps an SM (168 registers a thread): each warp keeps one tile's
 // loads in flight, and fewer warps leave the memory system short of requests.
-template <int BITS, bool BF16, int D, int TN, int WARPS, int VSPAN>
+template <int BITS, bool BF16, int D, int TN, int WARPS, int VSPAN, bool KG1, int STAGES>
 __global__ void __launch_bounds__(WARPS * 32, WARPS <= 12 ? 12 / WARPS : 1)
 bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __restrict__ K,
                   const unsigned char* __restrict__ V, const unsigned short* __restrict__ KS,
@@ -241,7 +295,7 @@ bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __r
                   long long vs_sb, long long vs_sh, long long vs_sl,
                   long long o_sb, long long o_sh, long long o_sq, float scale_log2) {
     using LN = Lanes<BITS, D>;
-    using SM = PartialSmem<D, WARPS>;
+    using SM = PartialSmem<BITS, D, TN, WARPS, STAGES>;
     constexpr bool QUANT = BITS < 16;
     constexpr int NT = TN / 8;   // n8 tiles of S a tile
     constexpr int KT = TN / 16;  // k16 steps of P V a tile
@@ -251,6 +305,7 @@ bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __r
     static_assert(TN % 16 == 0 && D % 64 == 0, "tiles of 16 keys, d a multiple of 64");
     static_assert(BITS == 4 || BITS == 8 || BITS == 16, "4- or 8-bit codes, or 16-bit values");
     static_assert(!QUANT || !BF16, "a quantized cache's queries and output are fp16");
+    static_assert(STAGES == 0 || STAGES >= 2, "no ring, or a ring of at least two tiles");
 
     extern __shared__ __align__(16) float smem[];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -320,20 +375,58 @@ bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __r
     const int mask_from = min(end, L - nq + 1);  // the first key hidden from some row
     const int n_tiles = (end - start + TN - 1) / TN;
 
-    for (int tile = warp; tile < n_tiles; tile += WARPS) {
+    // The ring (STAGES > 0): this warp's part of slot s starts at ring + s SLOT_BYTES, this lane's at
+    // + lane 16. Keys past the cache are read at its last key (finite values; their scores are masked).
+    const unsigned ring = kbench_ptx::smem_addr(smem) + SM::Q_BYTES + warp * SM::WARP_BYTES + lane * 16;
+    const unsigned* ring_words = reinterpret_cast<const unsigned*>(reinterpret_cast<const unsigned char*>(smem) +
+                                                                   SM::Q_BYTES + warp * SM::WARP_BYTES) + lane * 4;
+    auto fill = [&](int tile, int slot) {  // one commit group a call, empty past the last tile
+        if (tile < n_tiles) {
+            const int key0 = start + tile * TN;
+            const unsigned base = ring + slot * SM::SLOT_BYTES;
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt)
+                copy_words<LN::KWORDS>(base, nt * LN::KWORDS, k_lane + min(key0 + 8 * nt + g, L - 1) * ksl);
+#pragma unroll
+            for (int j = 0; j < KT; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    copy_words<LN::VWORDS>(base, SM::K_WORDS + (4 * j + e) * LN::VWORDS,
+                                           v_lane + min(key0 + 16 * j + 2 * t + (e & 1) + 8 * (e >> 1), L - 1) * vsl);
+        }
+        kbench_ptx::cp_async_commit();
+    };
+    if constexpr (STAGES > 0) {
+#pragma unroll
+        for (int s = 0; s < STAGES - 1; ++s) fill(warp + s * WARPS, s);
+    }
+
+    for (int tile = warp, it = 0; tile < n_tiles; tile += WARPS, ++it) {
         const int key0 = start + tile * TN;
-        // Keys past the cache are read at its last key (finite values; their scores are masked).
         unsigned kc[NT][LN::KWORDS];
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-            load_stream<LN::KWORDS>(kc[nt], k_lane + min(key0 + 8 * nt + g, L - 1) * ksl);
         unsigned vc[KT][4][LN::VWORDS];  // keys 16j + 2t, 2t+1, 2t+8, 2t+9
+        if constexpr (STAGES > 0) {
+            fill(tile + (STAGES - 1) * WARPS, (it + STAGES - 1) % STAGES);
+            kbench_ptx::cp_async_wait<STAGES - 1>();  // this tile's group is in
+            const unsigned* words = ring_words + (it % STAGES) * (SM::SLOT_BYTES / 4);
 #pragma unroll
-        for (int j = 0; j < KT; ++j)
+            for (int nt = 0; nt < NT; ++nt) read_words<LN::KWORDS>(kc[nt], words, nt * LN::KWORDS);
 #pragma unroll
-            for (int e = 0; e < 4; ++e)
-                load_stream<LN::VWORDS>(vc[j][e],
-                                        v_lane + min(key0 + 16 * j + 2 * t + (e & 1) + 8 * (e >> 1), L - 1) * vsl);
+            for (int j = 0; j < KT; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    read_words<LN::VWORDS>(vc[j][e], words, SM::K_WORDS + (4 * j + e) * LN::VWORDS);
+        } else {
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt)
+                load_stream<LN::KWORDS>(kc[nt], k_lane + min(key0 + 8 * nt + g, L - 1) * ksl);
+#pragma unroll
+            for (int j = 0; j < KT; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    load_stream<LN::VWORDS>(vc[j][e],
+                                            v_lane + min(key0 + 16 * j + 2 * t + (e & 1) + 8 * (e >> 1), L - 1) * vsl);
+        }
 
         // ---- S = Q K^T, two k16 steps at a time: they share one 16-byte load of a key's 8 scales
         // (and of its 8 minimums), channels 8w .. 8w + 7 of the lane's chunk. (Loading them once per
@@ -347,18 +440,23 @@ bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __r
         int k_group[NT];  // each n8 tile's key's group of tokens, as an offset into ks_row / km_row
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt)  // (unsigned: keys are never negative, and the division is shorter)
-            k_group[nt] = QUANT ? static_cast<int>(static_cast<unsigned>(min(key0 + 8 * nt + g, L - 1)) /
-                                                   static_cast<unsigned>(group)) * ksg
-                                : 0;
+            k_group[nt] = !QUANT ? 0
+                          : (KG1 && nt > 0) ? k_group[0]
+                                            : static_cast<int>(static_cast<unsigned>(min(key0 + 8 * nt + g, L - 1)) /
+                                                               static_cast<unsigned>(group)) * ksg;
 #pragma unroll
         for (int w = 0; w < DS / 2; ++w) {
             uint4 a[2];
 #pragma unroll
             for (int x = 0; x < 2; ++x) a[x] = sq[(2 * w + x) * 32 + lane];
+            unsigned sc[4], mn[4];  // KG1: the tile's one group, loaded once for every n8 tile
+            if constexpr (QUANT && KG1) {
+                load_cached<4>(sc, ks_row + k_group[0] + 8 * w);
+                load_cached<4>(mn, km_row + k_group[0] + 8 * w);
+            }
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt) {
-                unsigned sc[4], mn[4];
-                if constexpr (QUANT) {
+                if constexpr (QUANT && !KG1) {
                     load_cached<4>(sc, ks_row + k_group[nt] + 8 * w);
                     load_cached<4>(mn, km_row + k_group[nt] + 8 * w);
                 }
@@ -388,7 +486,11 @@ bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __r
             }
 
         // ---- online softmax (rows g and g + 8; a row's 4 lanes form a quad) -------------------------
+        // O is rescaled only when some row of the warp has a new maximum: otherwise alpha is exactly 1
+        // for every row (exp2 of 0), and in a long cache most tiles raise no row's maximum.
         unsigned p[NT][2];
+        float alpha[2];
+        bool grew = false;
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             float mx = row_max[h];
@@ -396,8 +498,9 @@ bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __r
             for (int nt = 0; nt < NT; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * h], s[nt][2 * h + 1]));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            grew |= mx > row_max[h];
             const float shift = (mx == neg_inf()) ? 0.f : mx;  // a row that has seen no key yet
-            const float alpha = fast_exp2(row_max[h] - shift);
+            alpha[h] = fast_exp2(row_max[h] - shift);
             float sum = 0.f;
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt) {
@@ -406,13 +509,14 @@ bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __r
                 sum += p0 + p1;
                 p[nt][h] = pack2<BF16>(p0, p1);
             }
-            row_sum[h] = row_sum[h] * alpha + sum;
+            row_sum[h] = row_sum[h] * alpha[h] + sum;
             row_max[h] = mx;
+        }
+        if (__any_sync(0xffffffffu, grew)) {
 #pragma unroll
-            for (int dt = 0; dt < DT; ++dt) {
-                o[dt][2 * h] *= alpha;
-                o[dt][2 * h + 1] *= alpha;
-            }
+            for (int dt = 0; dt < DT; ++dt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) o[dt][e] *= alpha[e >> 1];
         }
 
         // ---- O += P V ------------------------------------------------------------------------------
@@ -451,11 +555,13 @@ bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __r
         }
     }
 
+    if constexpr (STAGES > 0) kbench_ptx::cp_async_wait<0>();  // only empty groups can be left
+
     // ---- the warps' states merged through shared memory ----------------------------------------------
     // Per warp: 16 maxima, 16 sums, 16 rows of OSTRIDE floats of O. O is stored in fragment order
     // (column 8 jn + c for C column c of n8 tile jn, whose channel is c D/8 + jn), so that a warp's
     // float2 stores hit 32 different banks (rows 8 banks apart); the merge reads it in that order.
-    __syncthreads();  // every warp is done with the Q fragments, whose bytes are reused
+    __syncthreads();  // every warp is done with the Q fragments and the ring, whose bytes are reused
     float* sm_m = smem;
     float* sm_l = sm_m + WARPS * 16;
     float* sm_o = sm_l + WARPS * 16;
@@ -540,8 +646,8 @@ bitdecode_combine(const float* __restrict__ part_o, const float* __restrict__ pa
 
 #ifdef KBENCH_INSTANTIATE
 // nvcc build check (tests/): the instances kbench launches (cupy_bitdecode.py's INSTANCES).
-#define KBENCH_BD_PARTIAL(BITS, BF16, D, TN, W, VSPAN)                                                          \
-    template __global__ void bitdecode_partial<BITS, BF16, D, TN, W, VSPAN>(                                     \
+#define KBENCH_BD_PARTIAL(BITS, BF16, D, TN, W, VSPAN, KG1, STAGES)                                             \
+    template __global__ void bitdecode_partial<BITS, BF16, D, TN, W, VSPAN, KG1, STAGES>(                        \
         const unsigned short*, const unsigned char*, const unsigned char*, const unsigned short*,                \
         const unsigned short*, const unsigned short*, const unsigned short*, unsigned short*, float*, float*,    \
         float*, int, int, int, int, int, int, int, int, long long, long long, long long, long long, long long,   \
@@ -551,18 +657,22 @@ bitdecode_combine(const float* __restrict__ part_o, const float* __restrict__ pa
     template __global__ void bitdecode_combine<D, BF16>(const float*, const float*, const float*,    \
                                                                    unsigned short*, int, int, int, int, int,    \
                                                                    long long, long long, long long);
-KBENCH_BD_PARTIAL(4, false, 64, 32, 4, 1)
-KBENCH_BD_PARTIAL(4, false, 64, 32, 4, 2)
-KBENCH_BD_PARTIAL(4, false, 128, 32, 4, 1)
-KBENCH_BD_PARTIAL(4, false, 128, 32, 4, 2)
-KBENCH_BD_PARTIAL(8, false, 64, 32, 4, 1)
-KBENCH_BD_PARTIAL(8, false, 64, 32, 4, 2)
-KBENCH_BD_PARTIAL(8, false, 128, 32, 4, 1)
-KBENCH_BD_PARTIAL(8, false, 128, 32, 4, 2)
-KBENCH_BD_PARTIAL(16, false, 64, 32, 4, 1)
-KBENCH_BD_PARTIAL(16, false, 128, 32, 4, 1)
-KBENCH_BD_PARTIAL(16, true, 64, 32, 4, 1)
-KBENCH_BD_PARTIAL(16, true, 128, 32, 4, 1)
+KBENCH_BD_PARTIAL(4, false, 64, 32, 4, 1, true, 0)
+KBENCH_BD_PARTIAL(4, false, 64, 32, 4, 1, false, 0)
+KBENCH_BD_PARTIAL(4, false, 64, 32, 4, 2, false, 0)
+KBENCH_BD_PARTIAL(4, false, 128, 32, 4, 1, true, 0)
+KBENCH_BD_PARTIAL(4, false, 128, 32, 4, 1, false, 0)
+KBENCH_BD_PARTIAL(4, false, 128, 32, 4, 2, false, 0)
+KBENCH_BD_PARTIAL(8, false, 64, 32, 4, 1, true, 0)
+KBENCH_BD_PARTIAL(8, false, 64, 32, 4, 1, false, 0)
+KBENCH_BD_PARTIAL(8, false, 64, 32, 4, 2, false, 0)
+KBENCH_BD_PARTIAL(8, false, 128, 32, 4, 1, true, 0)
+KBENCH_BD_PARTIAL(8, false, 128, 32, 4, 1, false, 0)
+KBENCH_BD_PARTIAL(8, false, 128, 32, 4, 2, false, 0)
+KBENCH_BD_PARTIAL(16, false, 64, 32, 4, 1, false, 0)
+KBENCH_BD_PARTIAL(16, false, 128, 32, 4, 1, false, 0)
+KBENCH_BD_PARTIAL(16, true, 64, 32, 4, 1, false, 0)
+KBENCH_BD_PARTIAL(16, true, 128, 32, 4, 1, false, 0)
 KBENCH_BD_COMBINE(64, false)
 KBENCH_BD_COMBINE(64, true)
 KBENCH_BD_COMBINE(128, false)

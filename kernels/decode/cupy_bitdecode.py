@@ -21,7 +21,11 @@ states merged by log-sum-exp. What differs is the inner loop:
 
 ``--param splits=N`` fixes the number of pieces; 0 (the default) picks enough blocks for one wave at
 the kernel's occupancy (from its registers and shared memory), each piece at least one tile per warp.
-``--param tile=16|32|64`` and ``--param warps=2|4|8`` shape the block. fp16 and bf16 caches run the
+``--param tile=16|32|64`` and ``--param warps=2|4|8`` shape the block. ``--param stages=0`` (the
+default) loads each tile's codes into registers when the warp starts it; ``stages=2|3|4`` keeps a ring
+of that many tiles a warp in shared memory, filled by ``cp.async`` that many tiles minus one ahead.
+Where K's groups of tokens are whole tiles (the group a multiple of ``tile``, as the default 32 and
+32), a k16 step's scales are loaded once for the tile's keys instead of once per n8 tile. fp16 and bf16 caches run the
 same kernel with the 16-bit values as the fragments (no conversion). A quantized cache's V groups must
 be at least d / 8 channels (a lane's strip of V channels spans at most two groups).
 """
@@ -41,7 +45,8 @@ TILES = (16, 32, 64)
 WARPS = (2, 4, 8)
 ROWS = 16  # query rows of a block: one m16 tile
 CODE_BITS = {"int4": 4, "int8": 8, "fp16": 16, "bf16": 16}  # what a cache's elements are read as
-DEFAULT_PARAMS = {"splits": 0, "tile": 32, "warps": 4}
+STAGES = (0, 2, 3, 4)
+DEFAULT_PARAMS = {"splits": 0, "tile": 32, "warps": 4, "stages": 0}
 
 
 def v_span(d: int, group: int, bits: int) -> int | None:
@@ -54,19 +59,38 @@ def v_span(d: int, group: int, bits: int) -> int | None:
     return 2 if group > strip else None
 
 
-def name_expression(bits: int, bf16: bool, d: int, tile: int, warps: int, vspan: int) -> str:
+def one_group_a_tile(group: int, tile: int, bits: int) -> bool:
+    """Whether every tile's keys share one group of K's scales (KG1 in the .cu): a quantized cache whose
+    group of tokens is a multiple of the tile (pieces and tiles start at multiples of the tile)."""
+    return bits < 16 and group % tile == 0
+
+
+def name_expression(bits: int, bf16: bool, d: int, tile: int, warps: int, vspan: int, one_group: bool = False,
+                    stages: int = 0) -> str:
     """The template instance of the partial kernel that NVRTC compiles (and kbench explain hands to ptxas)."""
-    return f"bitdecode_partial<{bits}, {'true' if bf16 else 'false'}, {d}, {tile}, {warps}, {vspan}>"
+    def flag(b):
+        return "true" if b else "false"
+    return f"bitdecode_partial<{bits}, {flag(bf16)}, {d}, {tile}, {warps}, {vspan}, {flag(one_group)}, {stages}>"
+
+
+def instance(case, tile: int, warps: int, stages: int) -> str:
+    """The partial kernel's instance for a case."""
+    bits = CODE_BITS[case.kv_dtype]
+    return name_expression(bits, case.kv_dtype == "bf16", case.d, tile, warps, v_span(case.d, case.group, bits),
+                           one_group_a_tile(case.group, tile, bits), stages)
 
 
 def combine_name(d: int, bf16: bool) -> str:
     return f"bitdecode_combine<{d}, {'true' if bf16 else 'false'}>"
 
 
-def smem_bytes(d: int, warps: int) -> int:
-    """The partial kernel's dynamic shared memory (PartialSmem in the .cu): Q's fragments, then, in the
-    same bytes, each warp's 16 maxima, 16 sums and 16 rows of d + 8 floats of O."""
-    return max(d // 16 * 32 * 16, warps * ROWS * (2 + d + 8) * 4)
+def smem_bytes(d: int, warps: int, bits: int = 16, tile: int = 32, stages: int = 0) -> int:
+    """The partial kernel's dynamic shared memory (PartialSmem in the .cu): Q's fragments and the ring of
+    ``stages`` code tiles a warp (a lane's words of a tile rounded up to 16 bytes), then, in the same
+    bytes, each warp's 16 maxima, 16 sums and 16 rows of d + 8 floats of O."""
+    lane_words = (tile // 8) * (d // 4) * bits // 32 + (tile // 16) * 4 * (d // 8) * bits // 32
+    ring = stages * warps * math.ceil(lane_words / 4) * 512
+    return max(d // 16 * 32 * 16 + ring, warps * ROWS * (2 + d + 8) * 4)
 
 
 def row_blocks(rows: int) -> int:
@@ -113,10 +137,13 @@ def default_instances() -> list[str]:
     """The template instances kbench launches with the default tile and warps, over every case it
     runs: the .cu's KBENCH_INSTANTIATE list, which the nvcc build test compiles, must hold these."""
     names = []
+    tile, warps, stages = DEFAULT_PARAMS["tile"], DEFAULT_PARAMS["warps"], DEFAULT_PARAMS["stages"]
     for bits, bf16 in ((4, False), (8, False), (16, False), (16, True)):
         for d in HEAD_DIMS:
-            for vspan in ((1, 2) if bits < 16 else (1,)):
-                names.append(name_expression(bits, bf16, d, DEFAULT_PARAMS["tile"], DEFAULT_PARAMS["warps"], vspan))
+            # groups spanning two V groups a strip are never whole tiles (a strip of d/8 divides the tile)
+            shapes = ((1, True), (1, False), (2, False)) if bits < 16 else ((1, False),)
+            for vspan, one_group in shapes:
+                names.append(name_expression(bits, bf16, d, tile, warps, vspan, one_group, stages))
     names += [combine_name(d, bf16) for d in HEAD_DIMS for bf16 in (False, True)]
     return names
 
@@ -145,7 +172,7 @@ def lane_elements(bits: int, d: int, lane: int) -> dict:
     return {"k": k, "v": v, "o": o}
 
 
-def _plan(case, tile: int, warps: int, splits: int, sms: int, resident: int) -> dict:
+def _plan(case, tile: int, warps: int, splits: int, sms: int, resident: int, stages: int = 0) -> dict:
     bits = CODE_BITS[case.kv_dtype]
     rows = case.hq // case.hkv * case.q
     blocks = row_blocks(rows)
@@ -153,9 +180,7 @@ def _plan(case, tile: int, warps: int, splits: int, sms: int, resident: int) -> 
     n_splits, keys = split_plan(case.l, programs, sms, resident, tile, warps, splits)
     return {"bits": bits, "rows": rows, "row_blocks": blocks, "programs": programs, "splits": n_splits,
             "keys_per_split": keys, "grid": (blocks * n_splits, case.batch * case.hkv), "block": (32 * warps,),
-            "name": name_expression(bits, case.kv_dtype == "bf16", case.d, tile, warps,
-                                    v_span(case.d, case.group, bits)),
-            "smem": smem_bytes(case.d, warps)}
+            "name": instance(case, tile, warps, stages), "smem": smem_bytes(case.d, warps, bits, tile, stages)}
 
 
 def explain(case, params) -> dict:
@@ -165,20 +190,20 @@ def explain(case, params) -> dict:
     from kbench.kernel_resources import from_nvcc, launch_figures
     from kbench.occupancy import blocks_per_sm
 
-    tile, warps = params["tile"], params["warps"]
+    tile, warps, stages = params["tile"], params["warps"], params["stages"]
     reason = check_config(case, tile, warps)
     if reason:
         return {"configuration": f"not runnable: {reason}"}
     bits = CODE_BITS[case.kv_dtype]
-    name = name_expression(bits, case.kv_dtype == "bf16", case.d, tile, warps, v_span(case.d, case.group, bits))
-    smem = smem_bytes(case.d, warps)
+    name = instance(case, tile, warps, stages)
+    smem = smem_bytes(case.d, warps, bits, tile, stages)
     try:
         resources, failure = from_nvcc(SOURCE, name), None
     except RuntimeError as exc:
         resources, failure = None, f"could not compile: {exc}"
     resident = blocks_per_sm(32 * warps, resources["registers"], smem)["blocks_per_sm"] if resources else 1
     h200 = by_key("h200")
-    plan = _plan(case, tile, warps, params["splits"], h200.sms, resident)
+    plan = _plan(case, tile, warps, params["splits"], h200.sms, resident, stages)
     blocks = plan["grid"][0] * plan["grid"][1]
     figures = {
         "rows of a block": f"{plan['rows']} of the GQA group (query heads x {case.q} queries) in "
@@ -191,6 +216,10 @@ def explain(case, params) -> dict:
                 "blocks, then " + ("no second kernel (one piece)" if plan["splits"] == 1 else
                                    f"the log-sum-exp merge: {plan['programs'] * ROWS} blocks of {case.d} threads"),
         "block": f"{warps} warps, each its own tiles of {tile} keys",
+        "loads": ("codes into registers as a warp starts a tile" if stages == 0 else
+                  f"a ring of {stages} tiles a warp in shared memory, cp.async {stages - 1} tiles ahead")
+                 + ("; K's scales once a k16 step for the tile's one group" if one_group_a_tile(case.group, tile, bits)
+                    else ("; K's scales once a k16 step and n8 tile" if bits < 16 else "")),
         "mma.sync m16n8k16 per warp and tile": f"S=QKᵀ {tile // 8} x {case.d // 16}, O+=PV {tile // 16} x {case.d // 8}",
         "K fragment of lane 4g+t": "key 8nt+g (n8 tile nt); channels t·d/4 + "
                                    + ("8(s/2) + 2(s%2) + r + {0, 4}" if bits == 4 else "4s + 2r + {0, 1}")
@@ -216,11 +245,11 @@ def _supports(case):
     "decode", "cupy-bitdecode", backend="cupy", cuda=True, modules=("torch", "cupy"), min_cc=(8, 0),
     supports=_supports, params=dict(DEFAULT_PARAMS), explain=explain,
     allowed={"splits": lambda value: None if value >= 0 else "splits takes 0 (automatic) or a positive number",
-             "tile": TILES, "warps": WARPS},
+             "tile": TILES, "warps": WARPS, "stages": STAGES},
     description="BitDecoding-style decode in CUDA C++: mma.sync m16n8k16 with the GQA group as the rows, "
                 "int4/int8 codes dequantized into the B fragments by lop3/prmt, split-KV merged by log-sum-exp",
 )
-def cupy_bitdecode(case, inputs, out, splits, tile, warps):
+def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages):
     import numpy as np
     import torch
 
@@ -258,8 +287,8 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps):
 
     bf16 = q.dtype == torch.bfloat16
     vspan = v_span(case.d, case.group, bits)
-    kernel = _cupy.compiled(str(SOURCE), name_expression(bits, bf16, case.d, tile, warps, vspan))
-    smem = smem_bytes(case.d, warps)
+    kernel = _cupy.compiled(str(SOURCE), instance(case, tile, warps, stages))
+    smem = smem_bytes(case.d, warps, bits, tile, stages)
     if smem > 48 * 1024:  # above 48 KiB a block must opt in to its dynamic shared memory
         if smem > _cupy.smem_optin_limit(q):
             raise Unsupported(f"needs {smem // 1024} KiB of shared memory per block")
@@ -267,7 +296,7 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps):
     props = torch.cuda.get_device_properties(q.device)
     capability = (props.major, props.minor) if (props.major, props.minor) in LIMITS else (9, 0)
     resident = blocks_per_sm(32 * warps, kernel.num_regs, smem + kernel.shared_size_bytes, capability)["blocks_per_sm"]
-    plan = _plan(case, tile, warps, splits, props.multi_processor_count, resident)
+    plan = _plan(case, tile, warps, splits, props.multi_processor_count, resident, stages)
     n_splits, rbs = plan["splits"], plan["row_blocks"]
     group_heads = case.hq // case.hkv
 
@@ -317,6 +346,7 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps):
     # would go to the next tensors allocated, which the kernel would then overwrite).
     run.workspace = (part_o, part_m, part_l) if n_splits > 1 else ()
     run.config = {"splits": n_splits, "keys_per_split": plan["keys_per_split"], "tile": tile, "warps": warps,
+                  "stages": stages, "one_group_a_tile": one_group_a_tile(case.group, tile, bits),
                   "row_blocks": rbs, "resident_blocks_per_sm": resident, "v_span": vspan,
                   **_cupy.kernel_config(kernel, grid, block, smem)}
     return run

@@ -79,6 +79,18 @@ def test_cupy_bitdecode_params_are_right(cli, tmp_path):
     assert len(rows) == 24
 
 
+@pytest.mark.usefixtures("needs_cupy")
+def test_cupy_bitdecode_ring_is_right(cli, tmp_path):
+    """Codes through a ring of 2 and 3 tiles a warp in shared memory (cp.async), tiles of 16 and 32 keys,
+    K groups of 32 tokens (whole tiles) and 48 (a 32-key tile across two groups), every cache type."""
+    rows = _rows_of_params(cli, tmp_path, "cupy-bitdecode", "int4,int8,fp16", "--group", "32,48",
+                           "--param", "stages=2,3", "--param", "tile=16,32")
+    labels = {label for label, _ in rows}
+    assert labels == {f"cupy-bitdecode[stages={stages}{tile}]" for tile in (",tile=16", "")
+                      for stages in (2, 3)}, labels
+    assert {key.split("kv_dtype=")[1].split(",")[0] for _, key in rows} == {"int4", "int8", "fp16"}
+
+
 def test_triton_splitkv_params_are_right(cli, tmp_path, compiled_triton):
     """K/V tiles of 32 and 128 keys, 4 and 8 warps (four stages of 128 int4 keys need more shared memory
     than an H200 has: 315,392 bytes)."""

@@ -388,6 +388,10 @@ def test_groups_and_row_blocks(bd):
     assert bd.v_span(128, 7, 4) is None and bd.v_span(128, 7, 16) == 1  # a 16-bit cache has no groups
     assert [bd.row_blocks(r) for r in (1, 4, 16, 17, 32, 128)] == [1, 1, 1, 2, 2, 8]
     assert bd.smem_bytes(128, 4) == 4 * 16 * 138 * 4 and bd.smem_bytes(64, 2) == 2 * 16 * 74 * 4
+    # the ring: int4, d 128, 32-key tiles: a lane's 16 K and 16 V words are 8 chunks, 4 KiB a warp and tile
+    assert bd.smem_bytes(128, 4, 4, 32, 3) == 4096 + 3 * 4 * 4096
+    assert bd.smem_bytes(64, 4, 4, 32, 2) == 4 * 16 * 74 * 4  # 1 KiB + 2 x 8 KiB: under the merge's bytes
+    assert bd.smem_bytes(64, 4, 16, 32, 2) == 2048 + 2 * 4 * 8192  # fp16, d 64: 32 + 32 words a lane
 
 
 @pytest.mark.parametrize("values, message", [
@@ -405,7 +409,7 @@ def test_supported_cases(impl):
 
 
 def test_params_are_checked_before_anything_runs(impl):
-    assert impl.params == {"splits": 0, "tile": 32, "warps": 4}
+    assert impl.params == {"splits": 0, "tile": 32, "warps": 4, "stages": 0}
     for arg, message in (("tile=48", "is not one of 16, 32, 64"), ("warps=3", "is not one of 2, 4, 8"),
                          ("splits=-2", "splits takes 0"), ("splits=two", "is not an integer")):
         with pytest.raises(UserError, match=message):
