@@ -226,8 +226,12 @@ def compilable(kernel, configs, named_args, **kwargs):
     compiles. Triton 3.6's warp specialization on sm_90 fails in the compiler for some tile shapes
     (RuntimeError: PassManager::run failed), which the autotuner does not pass over as it does a
     configuration short of resources: each is compiled here first (kept in Triton's cache for the
-    timing that follows) and the refused ones left out. None compiling: all returned, so the error
-    reaches the user."""
+    timing that follows) and the refused ones left out. None compiling: Unsupported with the compiler's
+    reason, before anything is launched.
+
+    The autotuner hands this hook its own launch keywords too (fn[grid](...) calls run(grid=...,
+    warmup=False, ...)): they are not the kernel's, and warmup() takes its own grid, so they are dropped."""
+    kwargs = {name: value for name, value in kwargs.items() if name not in ("grid", "warmup")}
     if not kwargs.get("WS"):
         return configs
     args = [named_args[name] for name in kernel.arg_names if name in named_args]
@@ -241,7 +245,10 @@ def compilable(kernel, configs, named_args, **kwargs):
             name = str(CONFIGS.index(entry)) if entry in CONFIGS else str(config)
             refused[name] = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"
     _refused[tuple(sorted(kwargs.items()))] = refused
-    return kept or configs
+    if not kept:
+        name, why = next(iter(refused.items()))
+        raise Unsupported(f"ws=1: Triton {triton.__version__} cannot warp-specialize config {name}: {why}")
+    return kept
 
 
 def pinned_config(choice, device_type) -> dict | None:
@@ -461,6 +468,11 @@ def triton_fa2(case, inputs, out, config="auto", tma="auto", ws=0):
 
     if cfg is not None:
         grid = (triton.cdiv(case.n, cfg["BLOCK_M"]), case.batch * case.heads)
+        if ws and q.device.type == "cuda":  # a shape the compiler refuses: SKIP with its reason, before launch
+            compilable(_fa2_forward, [triton.Config({"BLOCK_M": cfg["BLOCK_M"], "BLOCK_N": cfg["BLOCK_N"]},
+                                                    **_launch_options(cfg))],
+                       dict(zip(_fa2_forward.arg_names, args)), HEAD_DIM=case.d, CAUSAL=case.causal,
+                       PRECISION=precision, TMA=use_tma, WS=True)
 
         def run():
             _fa2_forward[grid](*args, HEAD_DIM=case.d, CAUSAL=case.causal, PRECISION=precision, TMA=use_tma,

@@ -217,7 +217,9 @@ def test_triton_fa2_autotuning_passes_over_what_warp_specialization_cannot_compi
     launch = {"HEAD_DIM": 128, "CAUSAL": False, "PRECISION": "native", "TMA": True}
     assert module.compilable(kernel, configs, {"Q": "q", "n_ctx": 4096}, WS=False, **launch) == configs
     assert kernel.compiled == []
-    kept = module.compilable(kernel, configs, {"Q": "q", "n_ctx": 4096}, WS=True, **launch)
+    # As the autotuner calls the hook: with its own grid and warmup keywords among the launch's.
+    kept = module.compilable(kernel, configs, {"Q": "q", "n_ctx": 4096}, WS=True, grid=lambda meta: (1,),
+                             warmup=False, **launch)
     assert [module.CONFIGS.index(module._as_config(c)) for c in kept] == [0, 1, 2, 3, 5]  # 4, 6, 7: BLOCK_M 64
     refused = module._refused[tuple(sorted({**launch, "WS": True}.items()))]
     assert refused == {str(i): "RuntimeError: PassManager::run failed" for i in (4, 6, 7)}
