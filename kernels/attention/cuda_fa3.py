@@ -1,6 +1,6 @@
 """FlashAttention forward for Hopper (sm_90a), built as FlashAttention-3 is: TMA loads, wgmma.mma_async,
-a producer warpgroup and two consumer warpgroups (setmaxnreg; ``--param consumers=3`` at d = 64: three,
-for FlashAttention-3's 192-row tiles), ping-pong between the consumers and the next Q Kᵀ overlapped
+a producer warpgroup and two consumer warpgroups (setmaxnreg; at d = 64 three by default, for
+FlashAttention-3's 192-row tiles, with 128-key K/V tiles), ping-pong between the consumers and the next Q Kᵀ overlapped
 with the current softmax, on a persistent grid (one block per SM walking
 the (Q tile, head) units, taking the next from a counter, the next unit's loads under this one's last
 products and stores).
@@ -14,7 +14,7 @@ implementation is a SKIP. The TMA maps of Q, K and V are encoded on the host
     kbench run attention --n 4096 --d 128 --impl cuda-fa3,sdpa-cudnn --param block_n=128,176
     kbench run attention --impl cuda-fa3 --param overlap=0,1 --param pingpong=0,1
     kbench run attention --impl cuda-fa3 --param persistent=0,1 --param dynamic=0,1 --param narrow_tail=0,1
-    kbench run attention --d 64 --impl cuda-fa3 --param block_n=128 --param consumers=2,3
+    kbench run attention --d 64 --impl cuda-fa3 --param block_n=128,176 --param consumers=2,3
     kbench explain attention --impl cuda-fa3
 """
 
@@ -39,6 +39,19 @@ MAX_UNITS = 2**30 - 1  # Q tiles x batch x heads: a unit number plus the grid si
 
 _cupy = load_helper(Path(__file__).parent.parent / "_cupy_common.py")
 _tma = load_helper(Path(__file__).parent.parent / "_tensor_map.py")
+
+
+def resolved(d: int, block_n, consumers) -> tuple[int, int]:
+    """(block_n, consumers) with "auto" (the defaults) decided by the head dim: at d = 64 three consumers
+    with 128-key tiles, at d = 128 two with 176-key tiles, each the faster on the H200 (at d = 64 and
+    N = 16384, 1.16x against 1.03x cuDNN with two consumers; docs/performance.md). A block_n over 128
+    given at d = 64 keeps two consumers."""
+    if consumers == "auto":
+        consumers = 3 if d == 64 and (block_n == "auto" or int(block_n) <= 128) else 2
+    consumers = int(consumers)
+    if block_n == "auto":
+        block_n = 128 if consumers == 3 else 176
+    return int(block_n), consumers
 
 
 def block_m(consumers: int = 2) -> int:
@@ -179,9 +192,10 @@ def section_heads(case) -> int:
 def explain(case, params) -> dict:
     """`kbench explain attention --impl cuda-fa3`: warpgroup roles and registers, wgmma shapes and counts
     per K/V tile, TMA boxes, shared memory per stage, blocks per SM."""
-    bn, stages = params["block_n"], params["stages"]
+    bn, consumers = resolved(case.d, params["block_n"], params["consumers"])
+    stages = params["stages"]
     overlap, pingpong, persistent = bool(params["overlap"]), bool(params["pingpong"]), bool(params["persistent"])
-    dynamic, consumers = bool(params["dynamic"]), params["consumers"]
+    dynamic = bool(params["dynamic"])
     try:
         p = plan(case, _cupy.PLACEHOLDER, _cupy.PLACEHOLDER, _cupy.PLACEHOLDER, _cupy.PLACEHOLDER, bn, stages,
                  overlap, pingpong, persistent, chains=params["chains"], consumers=consumers)
@@ -241,11 +255,11 @@ def _supports(case):
 @implementation(
     "attention", "cuda-fa3", backend="cupy", cuda=True, modules=("torch", "cupy"), min_cc=(9, 0),
     dtypes=("fp16", "bf16"), supports=_supports,
-    params={"block_n": 176, "stages": 2, "overlap": 1, "pingpong": 1, "persistent": 1, "dynamic": 1,
-            "narrow_tail": 1, "chains": 1, "consumers": 2},
-    allowed={"block_n": BLOCK_NS, "stages": lambda s: None if s >= 1 else "is fewer than 1 stage",
+    params={"block_n": "auto", "stages": 2, "overlap": 1, "pingpong": 1, "persistent": 1, "dynamic": 1,
+            "narrow_tail": 1, "chains": 1, "consumers": "auto"},
+    allowed={"block_n": ("auto", *map(str, BLOCK_NS)), "stages": lambda s: None if s >= 1 else "is fewer than 1 stage",
              "overlap": (0, 1), "pingpong": (0, 1), "persistent": (0, 1), "dynamic": (0, 1), "narrow_tail": (0, 1),
-             "chains": (1, 2, 4), "consumers": CONSUMERS},
+             "chains": (1, 2, 4), "consumers": ("auto", *map(str, CONSUMERS))},
     explain=explain,
     description="FlashAttention-3 style in CUDA C++ (sm_90a): TMA, wgmma, producer + 2 (or 3) consumer warpgroups, "
                 "ping-pong and softmax overlapped with the next Q Kᵀ",
@@ -256,6 +270,7 @@ def cuda_fa3(case, inputs, out, block_n, stages, overlap, pingpong, persistent, 
     import torch
 
     q, k, v = inputs["q"], inputs["k"], inputs["v"]
+    block_n, consumers = resolved(case.d, block_n, consumers)
     capability = torch.cuda.get_device_capability(q.device)
     if tuple(capability) != (9, 0):
         raise Unsupported(f"wgmma and setmaxnreg exist only on sm_90 (Hopper, built for sm_90a); this GPU is "

@@ -137,18 +137,28 @@ def test_batched_map_requirements_and_encoding(tma):
 def test_registration(registry):
     impl = registry.implementations("attention")["cuda-fa3"]
     assert impl.needs.min_cc == (9, 0) and impl.needs.dtypes == ("fp16", "bf16")
-    assert impl.params == {"block_n": 176, "stages": 2, "overlap": 1, "pingpong": 1, "persistent": 1,
-                           "dynamic": 1, "narrow_tail": 1, "chains": 1, "consumers": 2}
+    assert impl.params == {"block_n": "auto", "stages": 2, "overlap": 1, "pingpong": 1, "persistent": 1,
+                           "dynamic": 1, "narrow_tail": 1, "chains": 1, "consumers": "auto"}
     from kbench.registry import _param_value
 
     with pytest.raises(UserError, match="chains"):
         _param_value(impl, "chains", "3")
 
-    assert _param_value(impl, "block_n", "64") == 64
+    assert _param_value(impl, "block_n", "64") == "64"
     with pytest.raises(UserError, match="block_n"):
         _param_value(impl, "block_n", "96")
+    with pytest.raises(UserError, match="consumers"):
+        _param_value(impl, "consumers", "4")
     with pytest.raises(UserError, match="fewer than 1"):
         _param_value(impl, "stages", "0")
+
+
+def test_auto_tiles_follow_the_head_dim(fa3):
+    assert fa3.resolved(128, "auto", "auto") == (176, 2)
+    assert fa3.resolved(64, "auto", "auto") == (128, 3)
+    assert fa3.resolved(64, "176", "auto") == (176, 2)  # three consumers take at most 128 keys
+    assert fa3.resolved(64, "auto", "2") == (176, 2)
+    assert fa3.resolved(128, "128", "auto") == (128, 2)
 
 
 def test_explain_describes_roles_instructions_and_pipeline(registry):
