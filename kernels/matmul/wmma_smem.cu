@@ -17,7 +17,8 @@
 //             (tile t is visible to all, and every warp is done with tile t-1);
 //             issue tile t+STAGES-1 into tile t-1's buffer; commit;
 //             for each k16 step: load FM A and FN B fragments from shared memory
-//             (ldmatrix underneath) and do FM x FN mma_sync
+//             (ldmatrix underneath; see kbench_wmma::load_shared for bf16, PTX_LOADS) and do
+//             FM x FN mma_sync
 //
 // Shared rows are padded by 8 elements (16 bytes): a row of A is BK + 8
 // elements, of B BN + 8, so the 8 rows an ldmatrix reads (and the 16-byte
@@ -137,7 +138,7 @@ struct AsyncCopies {
 
 }  // namespace kbench_wmma_smem
 
-template <int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES, bool BF16, bool ASYNC>
+template <int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES, bool BF16, bool ASYNC, bool PTX_LOADS>
 __global__ void __launch_bounds__(WARPS_M * WARPS_N * 32)
 matmul_wmma_smem(const unsigned short* __restrict__ A, const unsigned short* __restrict__ B,
                  unsigned short* __restrict__ C, int M, int N, int K, int group_m) {
@@ -221,10 +222,10 @@ matmul_wmma_smem(const unsigned short* __restrict__ A, const unsigned short* __r
             wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> b[FN];
 #pragma unroll
             for (int i = 0; i < FM; ++i)
-                wmma::load_matrix_sync(a[i], reinterpret_cast<const T*>(a_tile + (i * 16) * LDA + kk), LDA);
+                kbench_wmma::load_shared<PTX_LOADS, BF16>(a[i], a_tile + (i * 16) * LDA + kk, LDA);
 #pragma unroll
             for (int j = 0; j < FN; ++j)
-                wmma::load_matrix_sync(b[j], reinterpret_cast<const T*>(b_tile + kk * LDB + j * 16), LDB);
+                kbench_wmma::load_shared<PTX_LOADS, BF16>(b[j], b_tile + kk * LDB + j * 16, LDB);
 #pragma unroll
             for (int i = 0; i < FM; ++i)
 #pragma unroll
@@ -268,14 +269,16 @@ matmul_wmma_smem(const unsigned short* __restrict__ A, const unsigned short* __r
 
 #ifdef KBENCH_INSTANTIATE
 // nvcc build check (tests/): the configurations kbench launches.
-#define KBENCH_WMMA_SMEM_ONE(BM, BN, BK, WM, WN, S, BF16, ASYNC)                                           \
-    template __global__ void matmul_wmma_smem<BM, BN, BK, WM, WN, S, BF16, ASYNC>(                          \
+#define KBENCH_WMMA_SMEM_ONE(BM, BN, BK, WM, WN, S, BF16, ASYNC, PTX)                                      \
+    template __global__ void matmul_wmma_smem<BM, BN, BK, WM, WN, S, BF16, ASYNC, PTX>(                     \
         const unsigned short*, const unsigned short*, unsigned short*, int, int, int, int);
-#define KBENCH_WMMA_SMEM(BM, BN, BK, WM, WN, S)                   \
-    KBENCH_WMMA_SMEM_ONE(BM, BN, BK, WM, WN, S, false, true)      \
-    KBENCH_WMMA_SMEM_ONE(BM, BN, BK, WM, WN, S, true, true)       \
-    KBENCH_WMMA_SMEM_ONE(BM, BN, BK, WM, WN, S, false, false)     \
-    KBENCH_WMMA_SMEM_ONE(BM, BN, BK, WM, WN, S, true, false)
+#define KBENCH_WMMA_SMEM(BM, BN, BK, WM, WN, S)                          \
+    KBENCH_WMMA_SMEM_ONE(BM, BN, BK, WM, WN, S, false, true, false)      \
+    KBENCH_WMMA_SMEM_ONE(BM, BN, BK, WM, WN, S, true, true, false)       \
+    KBENCH_WMMA_SMEM_ONE(BM, BN, BK, WM, WN, S, false, false, false)     \
+    KBENCH_WMMA_SMEM_ONE(BM, BN, BK, WM, WN, S, true, false, false)      \
+    KBENCH_WMMA_SMEM_ONE(BM, BN, BK, WM, WN, S, false, true, true)       \
+    KBENCH_WMMA_SMEM_ONE(BM, BN, BK, WM, WN, S, true, true, true)
 KBENCH_WMMA_SMEM(128, 128, 32, 2, 4, 3)
 KBENCH_WMMA_SMEM(128, 128, 32, 2, 2, 3)
 KBENCH_WMMA_SMEM(128, 256, 32, 2, 4, 3)

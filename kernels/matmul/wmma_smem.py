@@ -10,6 +10,11 @@ multiple of 8 (or a tensor is not 16-byte aligned) the same kernel is built
 with element-by-element bounds-checked copies instead: slow, but any M, N, K
 works. Blocks are grouped ``group_m`` block rows at a time for L2 reuse.
 
+``--param loads=ptx`` loads the fragments with the PTX instruction ``wmma.load`` on the ``.shared``
+state space instead of the C++ API's ``load_matrix_sync``: the same instruction and fragments, but for
+bf16 nvcc 13.0 compiles the API's loads to generic loads (LD.E, 64 a k-tile of the default warp tile)
+where the PTX form gives ldmatrix (16 LDSM, as fp16 has either way).
+
     kbench run matmul --m 4096 --n 4096 --k 4096 --dtype fp16,bf16 --impl cublas,wmma-smem \\
         --param block_n=128,256 --param stages=3,4
 """
@@ -68,7 +73,7 @@ def async_copies(case, a, b, out) -> bool:
     return case.k % 8 == 0 and case.n % 8 == 0 and _common.aligned((a, b, out), 16)
 
 
-def plan(case, a, b, out, block_m, block_n, block_k, warps, stages, group_m, smem_limit=None) -> dict:
+def plan(case, a, b, out, block_m, block_n, block_k, warps, stages, group_m, smem_limit=None, loads="api") -> dict:
     """The launch for one case (raises Unsupported): kernel name, grid, block, shared memory, copy path."""
     reason = check_config(block_m, block_n, block_k, warps, stages, group_m)
     if reason:
@@ -84,7 +89,8 @@ def plan(case, a, b, out, block_m, block_n, block_k, warps, stages, group_m, sme
     grid = (_common.ceil_div(case.m, block_m) * _common.ceil_div(case.n, block_n),)
     _common.check_grid(grid)
     name = (f"matmul_wmma_smem<{block_m}, {block_n}, {block_k}, {warps_m}, {warps_n}, {stages}, "
-            f"{'true' if case.dtype == 'bf16' else 'false'}, {'true' if use_async else 'false'}>")
+            f"{'true' if case.dtype == 'bf16' else 'false'}, {'true' if use_async else 'false'}, "
+            f"{'true' if loads == 'ptx' else 'false'}>")
     return {"name": name, "grid": grid, "block": (32 * warps,), "smem": smem, "async": use_async,
             "warps_m": warps_m, "warps_n": warps_n}
 
@@ -93,12 +99,15 @@ def explain(case, params) -> dict:
     """`kbench explain matmul --impl wmma-smem`: the launch for this case, without running it."""
     try:
         p = plan(case, _common.PLACEHOLDER, _common.PLACEHOLDER, _common.PLACEHOLDER, params["block_m"],
-                 params["block_n"], params["block_k"], params["warps"], params["stages"], params["group_m"])
+                 params["block_n"], params["block_k"], params["warps"], params["stages"], params["group_m"],
+                 loads=params["loads"])
     except Unsupported as exc:
         return {"configuration": f"not runnable: {exc}"}
     figures = _common.explain_launch(case, p, SOURCE, (params["block_m"], params["block_n"]), p["smem"])
     figures["copies"] = ("16-byte cp.async, " if p["async"] else "element-wise (K or N not a multiple of 8), ") + \
         f"{params['stages']} stages; warp tile {params['block_m'] // p['warps_m']} x {params['block_n'] // p['warps_n']}"
+    figures["fragment loads"] = ("wmma.load.shared (PTX)" if params["loads"] == "ptx" else
+                                 "wmma::load_matrix_sync (C++ API; generic loads for bf16 under nvcc 13.0)")
     return figures
 
 
@@ -107,14 +116,16 @@ def explain(case, params) -> dict:
     dtypes=("fp16", "bf16"),
     # 4 warps of 64x64 (2 x 2): 8 ldmatrix.x4 per 32 mma.sync instead of 8 warps of 64x32's 6 per 16.
     # H200, fp16 (docs/performance.md): 0.48x cuBLAS at 4096^3 and 0.52x at 8192^3; 8 warps 0.42x, 0.43x.
-    params={"block_m": 128, "block_n": 128, "block_k": 32, "warps": 4, "stages": 4, "group_m": 8}, explain=explain,
+    params={"block_m": 128, "block_n": 128, "block_k": 32, "warps": 4, "stages": 4, "group_m": 8, "loads": "api"},
+    allowed={"loads": ("api", "ptx")}, explain=explain,
     description="block-tiled WMMA (CUDA C++): 128x128x32 tiles, 4 warps of 64x64, 4-stage cp.async pipeline",
 )
-def wmma_smem(case, inputs, out, block_m, block_n, block_k, warps, stages, group_m):
+def wmma_smem(case, inputs, out, block_m, block_n, block_k, warps, stages, group_m, loads):
     import numpy as np
 
     a, b, c = _common.operands(case, inputs, out)
-    p = plan(case, a, b, c, block_m, block_n, block_k, warps, stages, group_m, smem_limit=_common.smem_optin_limit(a))
+    p = plan(case, a, b, c, block_m, block_n, block_k, warps, stages, group_m, smem_limit=_common.smem_optin_limit(a),
+             loads=loads)
     kernel = _common.compiled(str(SOURCE), p["name"])
     if p["smem"] > _common.STATIC_SMEM_LIMIT:  # above 48 KiB a block must opt in to its dynamic shared memory
         kernel.max_dynamic_shared_size_bytes = p["smem"]
@@ -123,7 +134,7 @@ def wmma_smem(case, inputs, out, block_m, block_n, block_k, warps, stages, group
     run.config = {
         "block_m": block_m, "block_n": block_n, "block_k": block_k, "warps": warps, "stages": stages,
         "group_m": group_m, "warp_tile": [block_m // p["warps_m"], block_n // p["warps_n"]],
-        "cp_async": p["async"],
+        "cp_async": p["async"], "loads": loads,
         **_common.kernel_config(kernel, p["grid"], p["block"], p["smem"]),
     }
     return run
