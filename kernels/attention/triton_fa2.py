@@ -144,7 +144,7 @@ if triton is not None:
         stride_ob, stride_oh, stride_on,
         heads, n_ctx, qk_scale_log2,
         HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, PRECISION: tl.constexpr, TMA: tl.constexpr,
-        WS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+        WS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, EVEN_N: tl.constexpr,
     ):
         start_m = tl.program_id(0)
         bh = tl.program_id(1)
@@ -194,8 +194,12 @@ if triton is not None:
             whole = (n_ctx // BLOCK_N) * BLOCK_N
             acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_src, v_src, stride_kn, stride_vn, 0, whole,
                                     offs_m, offs_n, offs_d, n_ctx, qk_scale_log2, BLOCK_N, 0, PRECISION, TMA, WS)
-            acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_src, v_src, stride_kn, stride_vn, whole, n_ctx,
-                                    offs_m, offs_n, offs_d, n_ctx, qk_scale_log2, BLOCK_N, 1, PRECISION, TMA, False)
+            # EVEN_N (N a multiple of BLOCK_N): no masked tail, and no second loop in the kernel, which
+            # Triton 3.6's warp specialization on sm_90 cannot compile after a specialized one at 4 warps.
+            if not EVEN_N:
+                acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_src, v_src, stride_kn, stride_vn, whole, n_ctx,
+                                        offs_m, offs_n, offs_d, n_ctx, qk_scale_log2, BLOCK_N, 1, PRECISION, TMA,
+                                        False)
 
         acc = acc / l_i[:, None]
         if TMA:
@@ -213,12 +217,17 @@ if triton is not None:
         prune_configs_by={"early_config_prune": lambda configs, named_args, **kwargs: compilable(
             _fa2_forward, configs, named_args, **kwargs)},
         **utils.autotune_cache_option(),
-    )(_fa2_forward)
+    )(triton.heuristics({"EVEN_N": lambda args: even_n(args["n_ctx"], args["BLOCK_N"])})(_fa2_forward))
 
 
 # Configurations the compiler refused under warp specialization, per autotuner key, with its message:
 # the record's config names them, so a user sees what the tuning passed over and why.
 _refused: dict = {}
+
+
+def even_n(n: int, block_n: int) -> bool:
+    """Whether the K/V tiles cover N exactly (no masked tail tile): the kernel's EVEN_N."""
+    return n % block_n == 0
 
 
 def compilable(kernel, configs, named_args, **kwargs):
@@ -237,8 +246,11 @@ def compilable(kernel, configs, named_args, **kwargs):
     args = [named_args[name] for name in kernel.arg_names if name in named_args]
     kept, refused = [], {}
     for config in configs:
+        # EVEN_N as the autotuned kernel's heuristic sets it for this configuration
+        even = ({"EVEN_N": even_n(named_args["n_ctx"], config.kwargs["BLOCK_N"])}
+                if "EVEN_N" in kernel.arg_names and "EVEN_N" not in kwargs else {})
         try:
-            kernel.warmup(*args, grid=(1,), **kwargs, **config.all_kwargs())
+            kernel.warmup(*args, grid=(1,), **kwargs, **even, **config.all_kwargs())
             kept.append(config)
         except Exception as exc:  # noqa: BLE001 - a compiler's refusal comes as any of several types
             entry = _as_config(config)
@@ -325,7 +337,8 @@ def compiled_resources(case, cfg, tma: bool) -> dict | None:
                      f"stride_{t}n": case.d})
     args.update(heads=case.heads, n_ctx=case.n, qk_scale_log2=case.d**-0.5 * LOG2_E)
     constexprs = {"HEAD_DIM": case.d, "CAUSAL": case.causal, "PRECISION": utils.dot_precision(case.dtype),
-                  "TMA": tma, "WS": False, "BLOCK_M": cfg["BLOCK_M"], "BLOCK_N": cfg["BLOCK_N"]}
+                  "TMA": tma, "WS": False, "BLOCK_M": cfg["BLOCK_M"], "BLOCK_N": cfg["BLOCK_N"],
+                  "EVEN_N": even_n(case.n, cfg["BLOCK_N"])}
     return from_triton(_fa2_forward, args, constexprs, _launch_options(cfg))
 
 
@@ -472,11 +485,12 @@ def triton_fa2(case, inputs, out, config="auto", tma="auto", ws=0):
             compilable(_fa2_forward, [triton.Config({"BLOCK_M": cfg["BLOCK_M"], "BLOCK_N": cfg["BLOCK_N"]},
                                                     **_launch_options(cfg))],
                        dict(zip(_fa2_forward.arg_names, args)), HEAD_DIM=case.d, CAUSAL=case.causal,
-                       PRECISION=precision, TMA=use_tma, WS=True)
+                       PRECISION=precision, TMA=use_tma, WS=True, EVEN_N=even_n(case.n, cfg["BLOCK_N"]))
 
         def run():
             _fa2_forward[grid](*args, HEAD_DIM=case.d, CAUSAL=case.causal, PRECISION=precision, TMA=use_tma,
-                               WS=bool(ws), BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"], **_launch_options(cfg))
+                               WS=bool(ws), BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"],
+                               EVEN_N=even_n(case.n, cfg["BLOCK_N"]), **_launch_options(cfg))
 
         run.config = dict(cfg, config=config, tma=use_tma, ws=bool(ws), triton=triton.__version__)
         return run
