@@ -441,3 +441,18 @@ def test_kbench_explain_shows_its_launch(cli):
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())
     assert "4 of the GQA group" in text and "K fragment of lane 4g+t" in text and "lop3" in text
+
+
+def test_kbench_explain_says_how_codes_and_scales_come_in(cli):
+    """The loads line: codes into registers (the default) or a cp.async ring; K's scales once a tile where its
+    keys share a group (groups of 32 tokens, tiles of 32 keys), once an n8 tile where they may not (48)."""
+    def loads(*extra):
+        result = cli("explain", "decode", "--impl", "cupy-bitdecode", "--l", "4099", "--hq", "32", "--hkv", "8",
+                     "--d", "128", "--kv-dtype", "int4", *extra)
+        assert result.exit_code == 0, result.output
+        return " ".join(result.output.replace("│", " ").split())  # a wrapped cell's lines joined
+    text = loads()
+    assert "codes into registers as a warp starts a tile" in text and "for the tile's one group" in text
+    text = loads("--group", "48", "--param", "stages=3")
+    assert "a ring of 3 tiles a warp in shared memory, cp.async 2 tiles ahead" in text
+    assert "once a k16 step and n8 tile" in text
