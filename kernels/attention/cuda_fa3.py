@@ -1,8 +1,8 @@
 """FlashAttention forward for Hopper (sm_90a), built as FlashAttention-3 is: TMA loads, wgmma.mma_async,
 a producer warpgroup and two consumer warpgroups (setmaxnreg; at d = 64 three by default, for
-FlashAttention-3's 192-row tiles, with 128-key K/V tiles), ping-pong between the consumers and the next Q Kᵀ overlapped
-with the current softmax, on a persistent grid (one block per SM walking
-the (Q tile, head) units, taking the next from a counter, the next unit's loads under this one's last
+FlashAttention-3's 192-row tiles, with 128-key K/V tiles), ping-pong between the consumers and the
+next Q Kᵀ overlapped with the current softmax, on a persistent grid (one block per SM walking the
+(Q tile, head) units, taking the next from a counter, the next unit's loads under this one's last
 products and stores).
 
 The CUDA source is ``cuda_fa3.cu`` beside this file (its header comment has the shared-memory layout,

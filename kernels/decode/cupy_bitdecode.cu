@@ -429,9 +429,9 @@ bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __r
         }
 
         // ---- S = Q K^T, two k16 steps at a time: they share one 16-byte load of a key's 8 scales
-        // (and of its 8 minimums), channels 8w .. 8w + 7 of the lane's chunk. (Loading them once per
-        // tile where its keys share a group saves loads and permutes, but the longer-lived registers
-        // spill more at this occupancy.)
+        // (and of its 8 minimums), channels 8w .. 8w + 7 of the lane's chunk; with KG1 one load for
+        // all the tile's n8 tiles. (All of a tile's scales loaded at its start would stay live through
+        // the loop, and those registers spill at this occupancy.)
         float s[NT][4];
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt)
