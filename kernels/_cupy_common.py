@@ -153,6 +153,33 @@ def launcher(kernel, grid: tuple, block: tuple, args: tuple, smem: int = 0):
     return on_torch_stream(lambda: kernel(grid, block, args, shared_mem=smem))
 
 
+def max_active_clusters(kernel, cluster: int, threads: int, smem: int = 0) -> int:
+    """How many clusters of ``cluster`` blocks of ``kernel`` (compiled with ``__cluster_dims__``) the GPU
+    holds at once, by the driver's cuOccupancyMaxActiveClusters. A cluster's blocks must share one GPC,
+    and SMs of a GPC that make no whole cluster stay idle, so this can be fewer than SMs / ``cluster``:
+    a persistent grid sized by the SM count would leave its last clusters waiting for a second wave."""
+    import ctypes
+
+    class LaunchConfig(ctypes.Structure):  # CUlaunchConfig
+        _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("shared_mem_bytes", ctypes.c_uint),
+                    ("stream", ctypes.c_void_p), ("attrs", ctypes.c_void_p), ("num_attrs", ctypes.c_uint)]
+
+    try:
+        query = ctypes.CDLL("libcuda.so.1").cuOccupancyMaxActiveClusters
+    except (OSError, AttributeError) as exc:
+        raise RuntimeError(f"cuOccupancyMaxActiveClusters is not in the CUDA driver library: {exc}") from None
+    query.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_void_p, ctypes.POINTER(LaunchConfig)]
+    query.restype = ctypes.c_int
+    # The cluster shape comes from the kernel's own __cluster_dims__ (no launch attribute): a grid of one cluster.
+    config = LaunchConfig((ctypes.c_uint * 3)(cluster, 1, 1), (ctypes.c_uint * 3)(threads, 1, 1), smem, None, None, 0)
+    count = ctypes.c_int(0)
+    status = query(ctypes.byref(count), ctypes.c_void_p(kernel.ptr), ctypes.byref(config))
+    if status != 0:
+        raise RuntimeError(f"cuOccupancyMaxActiveClusters failed with CUresult {status} ({cluster} blocks of "
+                           f"{threads} threads, {smem} bytes of shared memory)")
+    return count.value
+
+
 def kernel_config(kernel, grid: tuple, block: tuple, dynamic_smem: int = 0) -> dict:
     """What run.config reports about the compiled kernel (registers, spills, shared memory)."""
     threads = math.prod(block)

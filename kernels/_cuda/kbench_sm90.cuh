@@ -83,6 +83,44 @@ __device__ __forceinline__ void tma_load_3d(unsigned dst, const TensorMap* map, 
         : "memory");
 }
 
+// The same copy of a 2-D box, written at `dst` in the shared memory of every CTA of the cluster whose
+// bit is set in `cta_mask` (bit r: the CTA of rank r), each completing the mbarrier at `bar` in its own
+// shared memory (dst and bar are this CTA's addresses: the same offsets in every CTA).
+__device__ __forceinline__ void tma_load_2d_multicast(unsigned dst, const TensorMap* map, unsigned bar, int c0,
+                                                      int c1, unsigned short cta_mask) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster "
+        "[%0], [%1, {%3, %4}], [%2], %5;\n"
+        ::"r"(dst), "l"(reinterpret_cast<unsigned long long>(map)), "r"(bar), "r"(c0), "r"(c1), "h"(cta_mask)
+        : "memory");
+}
+
+// ---- thread-block clusters -------------------------------------------------------------------------
+
+__device__ __forceinline__ unsigned cluster_rank() {
+    unsigned rank;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+    return rank;
+}
+
+// Every non-exited thread of every CTA of the cluster arrives, then waits for the others: what each
+// did before (barrier initialisation, remote arrivals) is visible to all after.
+__device__ __forceinline__ void cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+
+// One arrival on the mbarrier at this CTA's shared address `bar`, in the shared memory of the CTA of
+// rank `rank` of the cluster (mapa gives its address in the cluster's shared window).
+__device__ __forceinline__ void mbarrier_arrive_cluster(unsigned bar, unsigned rank) {
+    asm volatile(
+        "{\n"
+        ".reg .b32 remote;\n"
+        "mapa.shared::cluster.u32 remote, %0, %1;\n"
+        "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n"
+        "}\n" ::"r"(bar), "r"(rank)
+        : "memory");
+}
+
 // Named barrier `id` (1 .. 15; 0 is __syncthreads) over `threads` threads (a multiple of 32): sync waits
 // for all of them, arrive counts this warp in and goes on. Lets some warpgroups take turns without
 // stopping the others.

@@ -47,6 +47,10 @@
 // per tile); block b takes tiles b, b + grid, ... in grouped order, and the ring's stage and phase
 // run on across tiles, so the producer loads the next tile while the consumers store this one.
 //
+// matmul_wgmma_ws_cluster2: the same in thread-block clusters of two along M (wgmma_ws_body's
+// comment): the pair's B tiles are read from L2 once, by TMA multicast, and a stage is refilled once
+// both blocks' consumers have released it.
+//
 // matmul_wgmma_plain (the simpler variant: no warp specialization, no setmaxnreg, one tile per block):
 // BM/64 warpgroups, all consumers; thread 0 also issues the TMA loads, STAGES k-steps ahead. After
 // a stage's wgmma group has completed (wait_group 0) the block synchronises and thread 0 refills that
@@ -168,33 +172,50 @@ struct Stages {
 
 }  // namespace kbench_wgmma
 
-template <int BM, int BN, int STAGES, bool BF16>
-__global__ void __launch_bounds__((BM / 64 + 1) * 128, 1)
-matmul_wgmma_ws(const __grid_constant__ kbench_sm90::TensorMap map_a,
-                const __grid_constant__ kbench_sm90::TensorMap map_b, unsigned short* __restrict__ C, int M, int N,
-                int K, int group_m) {
-    using namespace kbench_wgmma;
-    using namespace kbench_sm90;
+namespace kbench_wgmma {
+
+// The warp-specialized persistent kernel's body, for clusters of CLUSTER CTAs along M (1: no cluster).
+// With CLUSTER = 2 the two CTAs of a cluster compute tiles (2 p, n) and (2 p + 1, n) of the same tile
+// column at the same time, so they need the same B tiles: each producer loads its own A box and half
+// of the B boxes, multicast to both CTAs (tma_load_2d_multicast), and each `full` barrier still
+// expects a whole stage. A stage may be refilled only when the consumers of both CTAs are done with
+// it: every consumer warp arrives on the `empty` barrier of each CTA of the cluster, and a producer
+// waits on its own, which counts them all.
+template <int BM, int BN, int STAGES, bool BF16, int CLUSTER>
+__device__ __forceinline__ void wgmma_ws_body(const TensorMap& map_a, const TensorMap& map_b,
+                                              unsigned short* __restrict__ C, int M, int N, int K, int group_m) {
     constexpr int CONSUMERS = BM / 64;
     constexpr int PRODUCER_REGISTERS = 40;   // setmaxnreg of the producer warpgroup, and of the consumers:
     constexpr int CONSUMER_REGISTERS = 232;  // 128 * 40 + 2 * 128 * 232 <= 65536, the register file
+    constexpr int B_BOXES = BN / 64 / CLUSTER;  // B boxes this CTA's producer loads a stage
     static_assert(BM % 64 == 0 && CONSUMERS >= 1 && CONSUMERS <= 2, "one or two consumer warpgroups of 64 rows");
     static_assert(BN == 64 || BN == 128 || BN == 256, "wgmma n of 64, 128 or 256");
     static_assert(STAGES >= 2, "a ring of at least two stages");
+    static_assert(CLUSTER == 1 || (CLUSTER == 2 && B_BOXES >= 1), "clusters of 2 share B tiles of at least 2 boxes");
 
     extern __shared__ unsigned char smem[];
     const Stages<BM, BN, STAGES> st(smem);
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; ++s) {
-            mbarrier_init(st.full + 8 * s, 1);                // the producer's arrive.expect_tx
-            mbarrier_init(st.empty + 8 * s, CONSUMERS * 4);   // one arrive per consumer warp
+            mbarrier_init(st.full + 8 * s, 1);                           // the producer's arrive.expect_tx
+            mbarrier_init(st.empty + 8 * s, CONSUMERS * 4 * CLUSTER);    // one arrive per consumer warp
         }
         mbarrier_init_fence();
     }
-    __syncthreads();
+    if (CLUSTER > 1) {
+        __syncwarp();    // warp 0 whole again (barrier.cluster is .aligned: a warp's threads together)
+        cluster_sync();  // no CTA signals a peer's barriers before the peer has initialised them
+    } else {
+        __syncthreads();
+    }
 
+    const unsigned rank = CLUSTER > 1 ? cluster_rank() : 0;
+    const int clusters = gridDim.x / CLUSTER, cluster = blockIdx.x / CLUSTER;
     const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
-    const int tiles = tiles_m * tiles_n;
+    // Work in units of CLUSTER tiles down a tile column; a unit past M computes zeros and stores nothing.
+    const int units_m = (tiles_m + CLUSTER - 1) / CLUSTER;
+    const int units = units_m * tiles_n;
+    const int unit_group = group_m / CLUSTER > 0 ? group_m / CLUSTER : 1;
     const int k_steps = (K + BK - 1) / BK;
     const int group = threadIdx.x / 128;
 
@@ -207,13 +228,23 @@ matmul_wgmma_ws(const __grid_constant__ kbench_sm90::TensorMap map_a,
             tensormap_prefetch(&map_b);
             int stage = 0;
             unsigned phase = 0;
-            for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-                const TileCoords t = tile_coords(tile, tiles_m, tiles_n, group_m);
+            for (int unit = cluster; unit < units; unit += clusters) {
+                const TileCoords u = tile_coords(unit, units_m, tiles_n, unit_group);
+                const int m0 = (u.m * CLUSTER + rank) * BM, n0 = u.n * BN;
                 for (int kt = 0; kt < k_steps; ++kt) {
                     mbarrier_wait(st.empty + 8 * stage, phase ^ 1);  // the first lap passes at once
-                    load_stage<BM, BN>(&map_a, &map_b, st.a + stage * Layout<BM, BN>::A_BYTES,
-                                       st.b + stage * Layout<BM, BN>::B_BYTES, st.full + 8 * stage, t.m * BM,
-                                       t.n * BN, kt);
+                    const unsigned sa = st.a + stage * Layout<BM, BN>::A_BYTES;
+                    const unsigned sb = st.b + stage * Layout<BM, BN>::B_BYTES, bar = st.full + 8 * stage;
+                    if (CLUSTER == 1) {
+                        load_stage<BM, BN>(&map_a, &map_b, sa, sb, bar, m0, n0, kt);
+                    } else {
+                        mbarrier_arrive_expect_tx(bar, Layout<BM, BN>::STAGE_BYTES);  // A, and B from both
+                        tma_load_2d(sa, &map_a, bar, kt * BK, m0);
+#pragma unroll
+                        for (int j = rank * B_BOXES; j < (rank + 1) * B_BOXES; ++j)
+                            tma_load_2d_multicast(sb + j * B_BOX_BYTES, &map_b, bar, n0 + j * 64, kt * BK,
+                                                  (1u << CLUSTER) - 1);
+                    }
                     if (++stage == STAGES) {
                         stage = 0;
                         phase ^= 1;
@@ -221,18 +252,31 @@ matmul_wgmma_ws(const __grid_constant__ kbench_sm90::TensorMap map_a,
                 }
             }
         }
+        if (CLUSTER > 1) __syncwarp();  // warp 0 whole again for the cluster barrier below
     } else {
         setmaxnreg_inc<CONSUMER_REGISTERS>();
         const int consumer = group - 1;
         const int thread_in_group = threadIdx.x % 128;
         const bool warp_leader = threadIdx.x % 32 == 0;
+        auto release = [&](int stage) {  // this warp is done with `stage`: tell every producer that loads it
+            __syncwarp();
+            if (warp_leader) {
+                if (CLUSTER == 1) {
+                    mbarrier_arrive(st.empty + 8 * stage);
+                } else {
+#pragma unroll
+                    for (int r = 0; r < CLUSTER; ++r) mbarrier_arrive_cluster(st.empty + 8 * stage, r);
+                }
+            }
+        };
         float d[BN / 2];
 #pragma unroll
         for (int i = 0; i < BN / 2; ++i) d[i] = 0.f;
         int stage = 0;
         unsigned phase = 0;
-        for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-            const TileCoords t = tile_coords(tile, tiles_m, tiles_n, group_m);
+        for (int unit = cluster; unit < units; unit += clusters) {
+            const TileCoords u = tile_coords(unit, units_m, tiles_n, unit_group);
+            const int m0 = (u.m * CLUSTER + rank) * BM, n0 = u.n * BN;
             int previous = -1;  // the stage whose wgmma group may still be in flight
             for (int kt = 0; kt < k_steps; ++kt) {
                 mbarrier_wait(st.full + 8 * stage, phase);
@@ -241,10 +285,7 @@ matmul_wgmma_ws(const __grid_constant__ kbench_sm90::TensorMap map_a,
                                     st.b + stage * Layout<BM, BN>::B_BYTES, kt == 0 ? 0 : 1);
                 wgmma_commit();
                 wgmma_wait<1>();  // the previous stage's group is done: its buffers can be refilled
-                if (previous >= 0) {
-                    __syncwarp();
-                    if (warp_leader) mbarrier_arrive(st.empty + 8 * previous);
-                }
+                if (previous >= 0) release(previous);
                 previous = stage;
                 if (++stage == STAGES) {
                     stage = 0;
@@ -252,13 +293,36 @@ matmul_wgmma_ws(const __grid_constant__ kbench_sm90::TensorMap map_a,
                 }
             }
             wgmma_wait<0>();
-            __syncwarp();
-            if (warp_leader) mbarrier_arrive(st.empty + 8 * previous);
+            release(previous);
 #pragma unroll
             for (int i = 0; i < BN / 2; ++i) fence_operand(d[i]);
-            store_tile<BN, BF16>(d, C, M, N, t.m * BM + consumer * 64, t.n * BN, thread_in_group);
+            store_tile<BN, BF16>(d, C, M, N, m0 + consumer * 64, n0, thread_in_group);
         }
     }
+    // A CTA leaves only when its peers are done: until then their consumers arrive on its barriers and
+    // their producers' copies land in its shared memory. Every thread of the block gets here (the
+    // producer warpgroup's idle threads too), as the .aligned cluster barrier needs.
+    if (CLUSTER > 1) cluster_sync();
+}
+
+}  // namespace kbench_wgmma
+
+template <int BM, int BN, int STAGES, bool BF16>
+__global__ void __launch_bounds__((BM / 64 + 1) * 128, 1)
+matmul_wgmma_ws(const __grid_constant__ kbench_sm90::TensorMap map_a,
+                const __grid_constant__ kbench_sm90::TensorMap map_b, unsigned short* __restrict__ C, int M, int N,
+                int K, int group_m) {
+    kbench_wgmma::wgmma_ws_body<BM, BN, STAGES, BF16, 1>(map_a, map_b, C, M, N, K, group_m);
+}
+
+// The same in clusters of two CTAs along M sharing their B tiles by TMA multicast (the grid a multiple
+// of 2; blocks 2c and 2c + 1 form cluster c).
+template <int BM, int BN, int STAGES, bool BF16>
+__global__ void __cluster_dims__(2, 1, 1) __launch_bounds__((BM / 64 + 1) * 128, 1)
+matmul_wgmma_ws_cluster2(const __grid_constant__ kbench_sm90::TensorMap map_a,
+                         const __grid_constant__ kbench_sm90::TensorMap map_b, unsigned short* __restrict__ C, int M,
+                         int N, int K, int group_m) {
+    kbench_wgmma::wgmma_ws_body<BM, BN, STAGES, BF16, 2>(map_a, map_b, C, M, N, K, group_m);
 }
 
 template <int BM, int BN, int STAGES, bool BF16>
@@ -323,6 +387,9 @@ matmul_wgmma_plain(const __grid_constant__ kbench_sm90::TensorMap map_a,
     KBENCH_WGMMA_ONE(matmul_wgmma_ws, BM, BN, S, true)       \
     KBENCH_WGMMA_ONE(matmul_wgmma_plain, BM, BN, S, false)   \
     KBENCH_WGMMA_ONE(matmul_wgmma_plain, BM, BN, S, true)
+KBENCH_WGMMA_ONE(matmul_wgmma_ws_cluster2, 128, 256, 4, false)
+KBENCH_WGMMA_ONE(matmul_wgmma_ws_cluster2, 128, 256, 4, true)
+KBENCH_WGMMA_ONE(matmul_wgmma_ws_cluster2, 128, 128, 4, false)
 KBENCH_WGMMA(128, 256, 4)
 KBENCH_WGMMA(128, 128, 4)
 KBENCH_WGMMA(128, 128, 6)

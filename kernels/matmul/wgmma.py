@@ -12,6 +12,8 @@ and block_m/64 consumer warpgroups (wgmma m64n<block_n>k16, setmaxnreg 232), ``s
 handed between them by full/empty mbarriers; one block per SM walks the tiles in grouped order.
 ``variant=plain``: no warp specialization, one tile per block, every warpgroup computes and thread 0
 also issues the loads: the simpler kernel, with the same loads, descriptors and wgmma.
+``cluster=2`` (ws, block_n 128 or 256): thread-block clusters of two blocks computing neighbouring tile
+rows of one tile column, each producer loading half of the shared B tile by TMA multicast into both.
 
 TMA reads A and B in place, so K and N must be multiples of 8 (16-byte row strides) and A and B
 16-byte aligned; other shapes are refused with that reason (the other matmul kernels take them).
@@ -19,6 +21,7 @@ Tiles that overhang M, N or K are zero-filled by TMA; the stores of C are masked
 
     kbench run matmul --m 4096 --n 4096 --k 4096 --dtype fp16,bf16 --impl cublas,wgmma \\
         --param block_n=128,256 --param stages=3,4
+    kbench run matmul --m 4096 --n 4096 --k 4096 --impl cublas,wgmma --param cluster=1,2
 """
 
 from pathlib import Path
@@ -33,15 +36,21 @@ B_BOX_N = 64  # B is loaded in boxes of 64 (k) x 64 (n): a box row may be no wid
 SWIZZLE_ATOM = 1024  # the stage buffers start at a multiple of this; the host adds it as slack
 PRODUCER_REGISTERS, CONSUMER_REGISTERS = 40, 232  # setmaxnreg in wgmma.cu's warp-specialized kernel
 VARIANTS = ("ws", "plain")
+CLUSTERS = (1, 2)  # CTAs a cluster along M (ws only): 2 share each B tile by TMA multicast
 H200_SMS = 132  # for `kbench explain` without a GPU (kbench.devices has the same figure)
 
 _common = load_helper(Path(__file__).parent / "_cupy_matmul.py")
 _tma = load_helper(Path(__file__).parent.parent / "_tensor_map.py")
 
 
-def check_config(block_m: int, block_n: int, stages: int, group_m: int, variant: str) -> str | None:
+def check_config(block_m: int, block_n: int, stages: int, group_m: int, variant: str, cluster: int = 1) -> str | None:
     if variant not in VARIANTS:
         return f"variant={variant!r} is not one of {', '.join(VARIANTS)}"
+    if cluster not in CLUSTERS:
+        return f"cluster={cluster}: 1 or 2 CTAs a cluster"
+    if cluster == 2 and (variant != "ws" or block_n < 128):
+        return (f"cluster=2 with variant={variant}, block_n={block_n}: the two CTAs of a cluster share B by "
+                "multicast in the warp-specialized kernel, each loading half of a B tile of at least two 64-column boxes")
     if block_m not in (64, 128):
         return f"block_m={block_m}: 64 or 128 (one or two warpgroups of 64 rows)"
     if block_n not in (64, 128, 256):
@@ -95,9 +104,10 @@ def tensor_maps(case, a, b, block_m: int, l2_promotion: int = 128):
 
 
 def plan(case, a, b, out, block_m, block_n, stages, group_m, variant, sms=H200_SMS, smem_limit=None,
-         l2_promotion=128) -> dict:
-    """The launch for one case (raises Unsupported): kernel name, grid, block, shared memory, maps."""
-    reason = check_config(block_m, block_n, stages, group_m, variant)
+         l2_promotion=128, cluster=1, resident_clusters=None) -> dict:
+    """The launch for one case (raises Unsupported): kernel name, grid, block, shared memory, maps.
+    ``resident_clusters``: clusters the GPU holds at once (cluster > 1; None: one per ``cluster`` SMs)."""
+    reason = check_config(block_m, block_n, stages, group_m, variant, cluster)
     if reason:
         raise Unsupported(reason)
     if case.dtype not in ("fp16", "bf16"):
@@ -115,9 +125,13 @@ def plan(case, a, b, out, block_m, block_n, stages, group_m, variant, sms=H200_S
                           f"{smem_limit / 1024:.1f} KiB (sharedMemPerBlockOptin)")
     tiles_m, tiles_n = tiles(case, block_m, block_n)
     count = tiles_m * tiles_n
-    grid = (min(count, sms) if variant == "ws" else count,)
+    # ws: one block an SM at most; with clusters, as many whole clusters as run at once, each taking units
+    # of `cluster` tiles down a tile column
+    units = _common.ceil_div(tiles_m, cluster) * tiles_n
+    resident = sms // cluster if resident_clusters is None else resident_clusters
+    grid = (cluster * min(units, resident) if variant == "ws" else count,)
     _common.check_grid(grid)
-    kernel = "matmul_wgmma_ws" if variant == "ws" else "matmul_wgmma_plain"
+    kernel = ("matmul_wgmma_ws" + ("_cluster2" if cluster == 2 else "")) if variant == "ws" else "matmul_wgmma_plain"
     name = f"{kernel}<{block_m}, {block_n}, {stages}, {'true' if case.dtype == 'bf16' else 'false'}>"
     return {"name": name, "grid": grid, "block": (threads(block_m, variant),), "smem": smem,
             "tiles": (tiles_m, tiles_n), "maps": (map_a, map_b)}
@@ -128,7 +142,7 @@ def explain(case, params) -> dict:
     bm, bn, stages, variant = params["block_m"], params["block_n"], params["stages"], params["variant"]
     try:
         p = plan(case, _common.PLACEHOLDER, _common.PLACEHOLDER, _common.PLACEHOLDER, bm, bn, stages,
-                 params["group_m"], variant, l2_promotion=params["l2_promotion"])
+                 params["group_m"], variant, l2_promotion=params["l2_promotion"], cluster=params["cluster"])
     except Unsupported as exc:
         return {"configuration": f"not runnable: {exc}"}
     figures = _common.explain_launch(case, p, SOURCE, (bm, bn), p["smem"], arch=ARCH)
@@ -147,6 +161,10 @@ def explain(case, params) -> dict:
         figures["tile schedule"] = (f"{tiles_m} x {tiles_n} = {count:,} tiles of {bm} x {bn} on {p['grid'][0]} "
                                     f"persistent blocks ({H200_SMS} SMs on an H200): {count / p['grid'][0]:.2f} "
                                     f"tiles a block, grouped {params['group_m']} tile rows at a time")
+        if params["cluster"] == 2:
+            figures["clusters"] = (f"{p['grid'][0] // 2} clusters of 2 blocks on neighbouring tile rows of one tile "
+                                   f"column: each producer loads its A box and {bn // B_BOX_N // 2} of the "
+                                   f"{bn // B_BOX_N} B boxes, multicast to both (B read from L2 once for two tiles)")
     else:
         figures["warpgroups"] = (f"{consumers} computing warpgroup{'s' if consumers > 1 else ''} (wgmma, 64 rows "
                                  f"each); thread 0 also issues the TMA loads")
@@ -166,15 +184,17 @@ def explain(case, params) -> dict:
 @implementation(
     "matmul", "wgmma", backend="cupy", cuda=True, modules=("torch", "cupy"), min_cc=(9, 0),
     dtypes=("fp16", "bf16"),
-    params={"block_m": 128, "block_n": 256, "stages": 4, "group_m": 8, "variant": "ws", "l2_promotion": 128},
+    params={"block_m": 128, "block_n": 256, "stages": 4, "group_m": 8, "variant": "ws", "l2_promotion": 128,
+            "cluster": 1},
     allowed={"variant": VARIANTS, "block_m": (64, 128), "block_n": (64, 128, 256), "l2_promotion": tuple(_tma.L2_PROMOTION),
+             "cluster": CLUSTERS,
              "stages": lambda s: None if s >= 2 else "is fewer than 2 stages",
              "group_m": lambda g: None if g >= 1 else "is below 1"},
     explain=explain,
     description="Hopper wgmma + TMA (CUDA C++, sm_90a): 128x256 tiles, warp-specialized, 4-stage mbarrier "
                 "pipeline, persistent grid",
 )
-def wgmma(case, inputs, out, block_m, block_n, stages, group_m, variant, l2_promotion):
+def wgmma(case, inputs, out, block_m, block_n, stages, group_m, variant, l2_promotion, cluster):
     import numpy as np
     import torch
 
@@ -185,16 +205,24 @@ def wgmma(case, inputs, out, block_m, block_n, stages, group_m, variant, l2_prom
                           f"sm_{capability[0]}{capability[1]}")
     sms = torch.cuda.get_device_properties(a.device).multi_processor_count
     p = plan(case, a, b, c, block_m, block_n, stages, group_m, variant, sms=sms,
-             smem_limit=_common.smem_optin_limit(a), l2_promotion=l2_promotion)
+             smem_limit=_common.smem_optin_limit(a), l2_promotion=l2_promotion, cluster=cluster)
     kernel = _common.compiled(str(SOURCE), p["name"], ARCH)
     kernel.max_dynamic_shared_size_bytes = p["smem"]
+    if cluster > 1:  # a GPC's SMs left over from whole clusters idle: size the persistent grid by the driver
+        resident = _common.max_active_clusters(kernel, cluster, p["block"][0], p["smem"])
+        if resident < 1:
+            raise Unsupported(f"no cluster of {cluster} blocks of {p['block'][0]} threads and {p['smem']:,} bytes "
+                              "of shared memory fits this GPU")
+        p = plan(case, a, b, c, block_m, block_n, stages, group_m, variant, sms=sms,
+                 smem_limit=_common.smem_optin_limit(a), l2_promotion=l2_promotion, cluster=cluster,
+                 resident_clusters=resident)
     map_a, map_b = (_tma.encode(spec) for spec in p["maps"])
     args = (map_a, map_b, *_common.pointer_args(c), np.int32(case.m), np.int32(case.n), np.int32(case.k),
             np.int32(group_m))
     run = _common.launcher(kernel, p["grid"], p["block"], args, smem=p["smem"])
     run.config = {
         "block_m": block_m, "block_n": block_n, "block_k": BLOCK_K, "stages": stages, "group_m": group_m,
-        "variant": variant, "l2_promotion": l2_promotion, "tiles": list(p["tiles"]),
+        "variant": variant, "l2_promotion": l2_promotion, "cluster": cluster, "tiles": list(p["tiles"]),
         **_common.kernel_config(kernel, p["grid"], p["block"], p["smem"]),
     }
     return run

@@ -39,16 +39,17 @@ def matmul(registry) -> tuple[int, list[str]]:
                 case = Case({"m": m, "n": n, "k": k, "dtype": dtype, "tf32": False})
                 checked(suite, impls[name], case, impls[name].params, f"{name} {dtype} {m}x{n}x{k}", problems)
                 count += 1
-    # wgmma (Hopper only) at the shapes TMA reads (K and N multiples of 8), both kernels, edge tiles.
+    # wgmma (Hopper only) at the shapes TMA reads (K and N multiples of 8), both kernels and clusters of
+    # two, edge tiles.
     import torch
 
     if tuple(torch.cuda.get_device_capability()) == (9, 0):
         impl = impls["wgmma"]
-        for variant in ("ws", "plain"):
+        for form in ({"variant": "ws"}, {"variant": "plain"}, {"variant": "ws", "cluster": 2}):
             for m, n, k in ((64, 136, 72), (33, 40, 24), (130, 264, 200)):
                 case = Case({"m": m, "n": n, "k": k, "dtype": "fp16", "tf32": False})
-                checked(suite, impl, case, {**impl.params, "variant": variant}, f"wgmma {variant} {m}x{n}x{k}",
-                        problems)
+                label = " ".join(f"{key}={value}" for key, value in form.items())
+                checked(suite, impl, case, {**impl.params, **form}, f"wgmma {label} {m}x{n}x{k}", problems)
                 count += 1
     return count, problems
 

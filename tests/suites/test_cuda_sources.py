@@ -93,3 +93,34 @@ def test_crt_include_candidates_honour_cuda_path(tmp_path, monkeypatch):
     common = load_helper(BUILTIN_KERNELS / "_cupy_common.py")
     monkeypatch.setenv("CUDA_PATH", str(tmp_path))
     assert common.crt_include_candidates()[0] == tmp_path / "include"
+
+
+def test_max_active_clusters_asks_the_driver_for_one_cluster_of_the_launch(monkeypatch):
+    import ctypes
+
+    from kbench.loader import load_helper
+
+    common = load_helper(BUILTIN_KERNELS / "_cupy_common.py")
+    asked = {}
+
+    def query(count, function, config):  # stands for cuOccupancyMaxActiveClusters
+        launch = config._obj
+        asked.update(function=function.value, grid=list(launch.grid), block=list(launch.block),
+                     smem=launch.shared_mem_bytes, attrs=launch.num_attrs)
+        count._obj.value = 62
+        return 0
+
+    class Driver:
+        cuOccupancyMaxActiveClusters = query
+
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: Driver)
+    kernel = type("Kernel", (), {"ptr": 0x1234})()
+    assert common.max_active_clusters(kernel, 2, 384, 200_000) == 62
+    assert asked == {"function": 0x1234, "grid": [2, 1, 1], "block": [384, 1, 1], "smem": 200_000, "attrs": 0}
+
+    def refuse(count, function, config):
+        return 1  # CUDA_ERROR_INVALID_VALUE
+
+    Driver.cuOccupancyMaxActiveClusters = refuse
+    with pytest.raises(RuntimeError, match="CUresult 1"):
+        common.max_active_clusters(kernel, 2, 384)

@@ -131,11 +131,31 @@ def test_tile_order_visits_every_tile_once_in_groups(wg):
         [(0, 0), (1, 0), (7, 0), (0, 1), (7, 15), (8, 0)]
 
 
+def test_clusters_of_two_take_neighbouring_tile_rows_of_one_column(wg):
+    p = plan(wg, 4096, 4096, 4096, cluster=2)
+    assert p["name"] == "matmul_wgmma_ws_cluster2<128, 256, 4, false>" and p["grid"] == (132,)
+    assert plan(wg, 300, 512, 64, cluster=2)["grid"] == (8,)  # 3 x 2 tiles: 2 x 2 units, 4 clusters of 2
+    assert plan(wg, 5000, 3000, 7000, cluster=2, sms=133)["grid"] == (132,)  # whole clusters only
+    # as many clusters as the driver says run at once (a GPC's odd SM makes no cluster), not one per 2 SMs
+    assert plan(wg, 4096, 4096, 4096, cluster=2, resident_clusters=62)["grid"] == (124,)
+    # the kernel's units (wgmma_ws_body): unit u covers tile rows 2 m' + rank of column n', each tile once
+    for tiles_m, tiles_n, group_m in ((32, 16, 8), (40, 12, 8), (3, 5, 8), (7, 3, 2)):
+        units_m = -(-tiles_m // 2)
+        covered = sorted((2 * um + rank, un) for u in range(units_m * tiles_n)
+                         for um, un in [wg.tile_coords(u, units_m, tiles_n, max(1, group_m // 2))] for rank in (0, 1))
+        real = [t for t in covered if t[0] < tiles_m]
+        assert real == [(m, n) for m in range(tiles_m) for n in range(tiles_n)]
+    for kw, message in (({"block_n": 64}, "block_n=64"), ({"variant": "plain"}, "variant=plain"),
+                        ({"cluster": 4}, "cluster=4")):
+        with pytest.raises(Unsupported, match=message):
+            plan(wg, 4096, 4096, 4096, cluster=kw.pop("cluster", 2), **kw)
+
+
 def test_registration(registry):
     impl = registry.implementations("matmul")["wgmma"]
     assert impl.needs.min_cc == (9, 0) and impl.needs.dtypes == ("fp16", "bf16")
     assert impl.params == {"block_m": 128, "block_n": 256, "stages": 4, "group_m": 8, "variant": "ws",
-                           "l2_promotion": 128}
+                           "l2_promotion": 128, "cluster": 1}
     from kbench.registry import _param_value
 
     assert _param_value(impl, "variant", "plain") == "plain"
@@ -160,6 +180,9 @@ def test_explain_describes_roles_instructions_and_schedule(registry):
     plain = impl.explain(case(4096, 4096, 4096, "bf16"), dict(impl.params, variant="plain", block_n=128))
     assert plain["kernel"] == "matmul_wgmma_plain<128, 128, 4, true>"
     assert plain["tile schedule"].startswith("32 x 32 = 1,024 tiles of 128 x 128, one per block")
+    clustered = impl.explain(case(4096, 4096, 4096), dict(impl.params, cluster=2))
+    assert clustered["clusters"].startswith("66 clusters of 2 blocks") and "2 of the 4 B boxes" in clustered["clusters"]
+    assert clustered["kernel"] == "matmul_wgmma_ws_cluster2<128, 256, 4, false>"
     odd = impl.explain(case(1000, 777, 333), impl.params)
     assert odd["configuration"].startswith("not runnable: TMA cannot read A")
 
