@@ -56,6 +56,12 @@ using kbench_ptx::mma_16816;
 using kbench_ptx::neg_inf;
 using kbench_ptx::pack2;
 
+// A bool as a type, so that one generic lambda is instantiated for both values (no <type_traits> in NVRTC).
+template <bool B>
+struct Flag {
+    static constexpr bool value = B;
+};
+
 // ---- bit tricks (pure: the compiler may merge repeated ones) --------------------------------------
 
 constexpr unsigned MAGIC = 0x64006400u;       // fp16 {1024, 1024}
@@ -170,6 +176,16 @@ __device__ __forceinline__ void read_words(unsigned (&w)[WORDS], const unsigned*
             w[c] = *at;
         }
     }
+}
+
+// Two 16-bit values at byte offsets a and b from p as {p[a], p[b]} (read-only, cached: scales and
+// minimums). The offsets are unsigned 32-bit, so an address is one 64-bit add.
+__device__ __forceinline__ unsigned load_half_pair(const unsigned short* p, unsigned a, unsigned b) {
+    const unsigned char* bytes = reinterpret_cast<const unsigned char*>(p);
+    unsigned short lo, hi;
+    asm("ld.global.nc.u16 %0, [%1];\n" : "=h"(lo) : "l"(bytes + a));
+    asm("ld.global.nc.u16 %0, [%1];\n" : "=h"(hi) : "l"(bytes + b));
+    return unsigned(lo) | (unsigned(hi) << 16);
 }
 
 // ---- fragments ----------------------------------------------------------------------------------------
@@ -288,6 +304,7 @@ bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __r
                   const unsigned short* __restrict__ VM, unsigned short* __restrict__ O,
                   float* __restrict__ part_o, float* __restrict__ part_m, float* __restrict__ part_l,
                   int hkv, int gqa, int nq, int L, int keys_per_split, int splits, int row_blocks, int group,
+                  int edge_masks,
                   long long q_sb, long long q_sh, long long q_sq,
                   long long k_sb, long long k_sh, long long k_sl,
                   long long v_sb, long long v_sh, long long v_sl,
@@ -401,7 +418,14 @@ bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __r
         for (int s = 0; s < STAGES - 1; ++s) fill(warp + s * WARPS, s);
     }
 
-    for (int tile = warp, it = 0; tile < n_tiles; tile += WARPS, ++it) {
+    // edge_masks 1: tiles [0, interior) end before mask_from, so each of their keys is in the cache and
+    // visible to every row; they run with no clamped addresses and no masked scores (EDGE false), and
+    // only the piece's last tiles with both. 0: every tile clamps and masks (one loop). The tile's body
+    // is one generic lambda, instantiated for both.
+    const int interior = edge_masks ? max(0, (mask_from - start) / TN) : 0;
+    auto run_tile = [&](auto edge, int tile, int it) {
+        constexpr bool EDGE = decltype(edge)::value;
+        auto in_cache = [&](int key) { return EDGE ? min(key, L - 1) : key; };  // a key past L reads the last
         const int key0 = start + tile * TN;
         unsigned kc[NT][LN::KWORDS];
         unsigned vc[KT][4][LN::VWORDS];  // keys 16j + 2t, 2t+1, 2t+8, 2t+9
@@ -419,13 +443,13 @@ bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __r
         } else {
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt)
-                load_stream<LN::KWORDS>(kc[nt], k_lane + min(key0 + 8 * nt + g, L - 1) * ksl);
+                load_stream<LN::KWORDS>(kc[nt], k_lane + in_cache(key0 + 8 * nt + g) * ksl);
 #pragma unroll
             for (int j = 0; j < KT; ++j)
 #pragma unroll
                 for (int e = 0; e < 4; ++e)
                     load_stream<LN::VWORDS>(vc[j][e],
-                                            v_lane + min(key0 + 16 * j + 2 * t + (e & 1) + 8 * (e >> 1), L - 1) * vsl);
+                                            v_lane + in_cache(key0 + 16 * j + 2 * t + (e & 1) + 8 * (e >> 1)) * vsl);
         }
 
         // ---- S = Q K^T, two k16 steps at a time: they share one 16-byte load of a key's 8 scales
@@ -442,7 +466,7 @@ bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __r
         for (int nt = 0; nt < NT; ++nt)  // (unsigned: keys are never negative, and the division is shorter)
             k_group[nt] = !QUANT ? 0
                           : (KG1 && nt > 0) ? k_group[0]
-                                            : static_cast<int>(static_cast<unsigned>(min(key0 + 8 * nt + g, L - 1)) /
+                                            : static_cast<int>(static_cast<unsigned>(in_cache(key0 + 8 * nt + g)) /
                                                                static_cast<unsigned>(group)) * ksg;
 #pragma unroll
         for (int w = 0; w < DS / 2; ++w) {
@@ -475,14 +499,13 @@ bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __r
             }
         }
 
-        // ---- scale to log2 units; mask keys past the piece and after each row's query ------------
-        const bool edge = key0 + TN > mask_from;
+        // ---- scale to log2 units; mask keys past the piece and after each row's query (EDGE) ------
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
                 const int key = key0 + 8 * nt + 2 * t + (e & 1);
-                s[nt][e] = (edge && key >= limit[e >> 1]) ? neg_inf() : s[nt][e] * scale_log2;
+                s[nt][e] = (EDGE && key >= limit[e >> 1]) ? neg_inf() : s[nt][e] * scale_log2;
             }
 
         // ---- online softmax (rows g and g + 8; a row's 4 lanes form a quad) -------------------------
@@ -520,6 +543,7 @@ bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __r
         }
 
         // ---- O += P V ------------------------------------------------------------------------------
+        const unsigned v_row0 = 2u * (key0 + 2 * t) * vssl;  // bytes to V's scale row of key key0 + 2t
 #pragma unroll
         for (int j = 0; j < KT; ++j) {
             // The keys' scales and minimums of the strip's group(s), paired as the B registers pair keys.
@@ -527,13 +551,16 @@ bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __r
             if constexpr (QUANT) {
 #pragma unroll
                 for (int pr = 0; pr < 2; ++pr) {
-                    const int ka = min(key0 + 16 * j + 2 * t + 8 * pr, L - 1) * vssl;
-                    const int kb = min(key0 + 16 * j + 2 * t + 8 * pr + 1, L - 1) * vssl;
+                    // Byte offsets of keys a = 16 j + 2t + 8 pr and a + 1's rows, unsigned 32-bit: each load's
+                    // address is then one 64-bit add (interior tiles: constants from the tile's first row).
+                    const unsigned ka = EDGE ? 2u * in_cache(key0 + 16 * j + 2 * t + 8 * pr) * vssl
+                                             : v_row0 + 2u * (16 * j + 8 * pr) * vssl;
+                    const unsigned kb = EDGE ? 2u * in_cache(key0 + 16 * j + 2 * t + 8 * pr + 1) * vssl : ka + 2u * vssl;
 #pragma unroll
                     for (int x = 0; x < VSPAN; ++x) {
-                        const int cg = x ? cg1 : cg0;
-                        vs[pr][x] = unsigned(vs_row[ka + cg]) | (unsigned(vs_row[kb + cg]) << 16);
-                        vm[pr][x] = unsigned(vm_row[ka + cg]) | (unsigned(vm_row[kb + cg]) << 16);
+                        const unsigned cg = 2u * (x ? cg1 : cg0);
+                        vs[pr][x] = load_half_pair(vs_row, ka + cg, kb + cg);
+                        vm[pr][x] = load_half_pair(vm_row, ka + cg, kb + cg);
                     }
                 }
             }
@@ -553,7 +580,10 @@ bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __r
                 mma_16816<BF16>(o[jn], a, bv[0], bv[1]);
             }
         }
-    }
+    };
+    int tile = warp, it = 0;
+    for (; tile < interior; tile += WARPS, ++it) run_tile(Flag<false>(), tile, it);
+    for (; tile < n_tiles; tile += WARPS, ++it) run_tile(Flag<true>(), tile, it);
 
     if constexpr (STAGES > 0) kbench_ptx::cp_async_wait<0>();  // only empty groups can be left
 
@@ -650,7 +680,7 @@ bitdecode_combine(const float* __restrict__ part_o, const float* __restrict__ pa
     template __global__ void bitdecode_partial<BITS, BF16, D, TN, W, VSPAN, KG1, STAGES>(                        \
         const unsigned short*, const unsigned char*, const unsigned char*, const unsigned short*,                \
         const unsigned short*, const unsigned short*, const unsigned short*, unsigned short*, float*, float*,    \
-        float*, int, int, int, int, int, int, int, int, long long, long long, long long, long long, long long,   \
+        float*, int, int, int, int, int, int, int, int, int, long long, long long, long long, long long, long long,   \
         long long, long long, long long, long long, long long, long long, long long, long long, long long,       \
         long long, long long, long long, long long, float);
 #define KBENCH_BD_COMBINE(D, BF16)                                                                             \

@@ -24,6 +24,10 @@ the kernel's occupancy (from its registers and shared memory), each piece at lea
 ``--param tile=16|32|64`` and ``--param warps=2|4|8`` shape the block. ``--param stages=0`` (the
 default) loads each tile's codes into registers when the warp starts it; ``stages=2|3|4`` keeps a ring
 of that many tiles a warp in shared memory, filled by ``cp.async`` that many tiles minus one ahead.
+``--param masks=all`` (the default): every tile clamps its keys' addresses to the cache and masks its
+scores; ``masks=edge``: only a piece's last tiles do, the tiles before them (whose keys are all in the
+cache and visible to every query) run a copy of the loop without either, about 8 % fewer instructions
+a tile (ptxas for sm_90: 905 against 983 for an int4 cache at d = 128, 424 against 472 for fp16).
 Where K's groups of tokens are whole tiles (the group a multiple of ``tile``, as the default 32 and
 32), a k16 step's scales are loaded once for the tile's keys instead of once per n8 tile. fp16 and bf16 caches run the
 same kernel with the 16-bit values as the fragments (no conversion). A quantized cache's V groups must
@@ -46,7 +50,8 @@ WARPS = (2, 4, 8)
 ROWS = 16  # query rows of a block: one m16 tile
 CODE_BITS = {"int4": 4, "int8": 8, "fp16": 16, "bf16": 16}  # what a cache's elements are read as
 STAGES = (0, 2, 3, 4)
-DEFAULT_PARAMS = {"splits": 0, "tile": 32, "warps": 4, "stages": 0}
+MASKS = ("all", "edge")  # which tiles clamp addresses and mask scores: every one, or a piece's last ones
+DEFAULT_PARAMS = {"splits": 0, "tile": 32, "warps": 4, "stages": 0, "masks": "all"}
 
 
 def v_span(d: int, group: int, bits: int) -> int | None:
@@ -220,6 +225,8 @@ def explain(case, params) -> dict:
                   f"a ring of {stages} tiles a warp in shared memory, cp.async {stages - 1} tiles ahead")
                  + ("; K's scales once a k16 step for the tile's one group" if one_group_a_tile(case.group, tile, bits)
                     else ("; K's scales once a k16 step and n8 tile" if bits < 16 else "")),
+        "masks": ("every tile clamps its keys to the cache and masks its scores" if params["masks"] == "all" else
+                  "a piece's last tiles clamp and mask; the tiles before them run a loop without either"),
         "mma.sync m16n8k16 per warp and tile": f"S=QKᵀ {tile // 8} x {case.d // 16}, O+=PV {tile // 16} x {case.d // 8}",
         "K fragment of lane 4g+t": "key 8nt+g (n8 tile nt); channels t·d/4 + "
                                    + ("8(s/2) + 2(s%2) + r + {0, 4}" if bits == 4 else "4s + 2r + {0, 1}")
@@ -245,11 +252,11 @@ def _supports(case):
     "decode", "cupy-bitdecode", backend="cupy", cuda=True, modules=("torch", "cupy"), min_cc=(8, 0),
     supports=_supports, params=dict(DEFAULT_PARAMS), explain=explain,
     allowed={"splits": lambda value: None if value >= 0 else "splits takes 0 (automatic) or a positive number",
-             "tile": TILES, "warps": WARPS, "stages": STAGES},
+             "tile": TILES, "warps": WARPS, "stages": STAGES, "masks": MASKS},
     description="BitDecoding-style decode in CUDA C++: mma.sync m16n8k16 with the GQA group as the rows, "
                 "int4/int8 codes dequantized into the B fragments by lop3/prmt, split-KV merged by log-sum-exp",
 )
-def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages):
+def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks):
     import numpy as np
     import torch
 
@@ -325,6 +332,7 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages):
     args = (*_cupy.pointer_args(q, k, v), *scale_ptrs, *_cupy.pointer_args(out), *parts,
             np.int32(case.hkv), np.int32(group_heads), np.int32(case.q), np.int32(case.l),
             np.int32(plan["keys_per_split"]), np.int32(n_splits), np.int32(rbs), np.int32(case.group),
+            np.int32(masks == "edge"),
             *strides(q), *byte_strides(k), *byte_strides(v), *scale_strides, *strides(out),
             np.float32(case.d**-0.5 * LOG2_E))
     grid, block = plan["grid"], plan["block"]
@@ -346,7 +354,7 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages):
     # would go to the next tensors allocated, which the kernel would then overwrite).
     run.workspace = (part_o, part_m, part_l) if n_splits > 1 else ()
     run.config = {"splits": n_splits, "keys_per_split": plan["keys_per_split"], "tile": tile, "warps": warps,
-                  "stages": stages, "one_group_a_tile": one_group_a_tile(case.group, tile, bits),
+                  "stages": stages, "masks": masks, "one_group_a_tile": one_group_a_tile(case.group, tile, bits),
                   "row_blocks": rbs, "resident_blocks_per_sm": resident, "v_span": vspan,
                   **_cupy.kernel_config(kernel, grid, block, smem)}
     return run

@@ -91,15 +91,17 @@ def fa3(registry) -> tuple[int, list[str]]:
 def decode(registry) -> tuple[int, list[str]]:
     """cupy-bitdecode (its cp.async pipeline and shared-memory tiles) over int4, int8 and fp16 caches of
     17 and 1000 tokens: a partial tile, a partial group of 32 tokens, GQA 32/8 with one new query and
-    four (more rows than one m16 tile)."""
+    four (more rows than one m16 tile), with every tile masked and with the unmasked loop."""
     suite, impl = registry.suite("decode"), registry.implementations("decode")["cupy-bitdecode"]
     problems, count = [], 0
     for kv_dtype in ("int4", "int8", "fp16"):
         for l, q in ((17, 1), (1000, 4)):
             case = Case({"l": l, "q": q, "batch": 1, "hq": 32, "hkv": 8, "d": 128, "kv_dtype": kv_dtype,
                          "group": 32})
-            checked(suite, impl, case, impl.params, f"cupy-bitdecode {kv_dtype} l={l} q={q}", problems)
-            count += 1
+            for masks in ("all", "edge"):
+                checked(suite, impl, case, dict(impl.params, masks=masks),
+                        f"cupy-bitdecode {kv_dtype} l={l} q={q} masks={masks}", problems)
+                count += 1
     return count, problems
 
 

@@ -3,8 +3,9 @@ instead of interpreting it): cache lengths of one token, a partial tile, several
 GQA 32/8 with one and four new queries, MQA, fp16, bf16, int8 and int4 caches, against float64 through kbench's own check
 (every input distribution, the timed calls checked too). cupy-bitdecode (CUDA C++ through CuPy) over the
 same lengths at d 64 and 128, with groups that leave a partial group of tokens (4099, 1000 and 17 keys in
-groups of 32), V groups that cross a lane's strip of channels, more rows than one m16 tile, and its
-tile, warps and pieces away from their defaults."""
+groups of 32), V groups that cross a lane's strip of channels, more rows than one m16 tile, both its
+loops (every tile masked, or only a piece's last ones), and its tile, warps and pieces away from their
+defaults."""
 
 from __future__ import annotations
 
@@ -49,9 +50,11 @@ BITDECODE_SWEEPS = (
 def test_cupy_bitdecode_is_right_through_kbench_run(cli, tmp_path, sweep):
     out = tmp_path / "decode.jsonl"
     result = cli("run", "decode", *sweep, "--batch", "2", "--kv-dtype", "int4,int8,fp16,bf16", "--device", "cuda",
-                 "--impl", "sdpa,cupy-bitdecode", "--timeout", "300", "--max-time", "0.2", "--out", out)
+                 "--impl", "sdpa,cupy-bitdecode", "--param", "masks=all,edge", "--timeout", "300",
+                 "--max-time", "0.2", "--out", out)
     records = [r for r in results.read(out) if r.impl.startswith("cupy-bitdecode")]
-    statuses = {r.case_key: (r.status, r.reason) for r in records}
+    statuses = {(r.label, r.case_key): (r.status, r.reason) for r in records}
+    assert {label for label, _ in statuses} == {"cupy-bitdecode", "cupy-bitdecode[masks=edge]"}
     wrong = {key: status for key, status in statuses.items() if status[0] != "OK"}
     assert statuses and not wrong, f"kbench run decode {' '.join(sweep)}: {wrong}\n{result.output[-3000:]}"
     assert result.exit_code == 0, result.output
