@@ -188,6 +188,17 @@ __device__ __forceinline__ unsigned load_half_pair(const unsigned short* p, unsi
     return unsigned(lo) | (unsigned(hi) << 16);
 }
 
+// floor(x / d) for 0 <= x < 2^31 as (x * magic) >> shift: a 32 x 32-bit multiply and a shift instead of
+// the dozen instructions of a division by a run-time value. The host finds magic and shift
+// (cupy_bitdecode.py's divisor: magic = ceil(2^shift / d), shift = 31 + ceil(log2 d)).
+struct Divisor {
+    unsigned magic, shift;
+};
+
+__device__ __forceinline__ unsigned divide(unsigned x, Divisor d) {
+    return static_cast<unsigned>((static_cast<unsigned long long>(x) * d.magic) >> d.shift);
+}
+
 // ---- fragments ----------------------------------------------------------------------------------------
 
 template <int BITS, int D>
@@ -304,7 +315,7 @@ bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __r
                   const unsigned short* __restrict__ VM, unsigned short* __restrict__ O,
                   float* __restrict__ part_o, float* __restrict__ part_m, float* __restrict__ part_l,
                   int hkv, int gqa, int nq, int L, int keys_per_split, int splits, int row_blocks, int group,
-                  int edge_masks,
+                  int edge_masks, unsigned group_magic, unsigned group_shift,
                   long long q_sb, long long q_sh, long long q_sq,
                   long long k_sb, long long k_sh, long long k_sl,
                   long long v_sb, long long v_sh, long long v_sl,
@@ -390,6 +401,7 @@ bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __r
     const int cg1 = QUANT ? min(cg0 + 1, (D + group - 1) / group - 1) : 0;
     const int cut = QUANT ? (cg0 + 1) * group - g * LN::VCH : 0;
     const int mask_from = min(end, L - nq + 1);  // the first key hidden from some row
+    const Divisor group_div{group_magic, group_shift};  // key / group, K's group of tokens
     const int n_tiles = (end - start + TN - 1) / TN;
 
     // The ring (STAGES > 0): this warp's part of slot s starts at ring + s SLOT_BYTES, this lane's at
@@ -463,17 +475,16 @@ bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __r
             for (int e = 0; e < 4; ++e) s[nt][e] = 0.f;
         int k_group[NT];  // each n8 tile's key's group of tokens, as an offset into ks_row / km_row
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt)  // (unsigned: keys are never negative, and the division is shorter)
+        for (int nt = 0; nt < NT; ++nt)
             k_group[nt] = !QUANT ? 0
                           : (KG1 && nt > 0) ? k_group[0]
-                                            : static_cast<int>(static_cast<unsigned>(in_cache(key0 + 8 * nt + g)) /
-                                                               static_cast<unsigned>(group)) * ksg;
+                                            : static_cast<int>(divide(in_cache(key0 + 8 * nt + g), group_div)) * ksg;
 #pragma unroll
         for (int w = 0; w < DS / 2; ++w) {
             uint4 a[2];
 #pragma unroll
             for (int x = 0; x < 2; ++x) a[x] = sq[(2 * w + x) * 32 + lane];
-            unsigned sc[4], mn[4];  // KG1: the tile's one group, loaded once for every n8 tile
+            [[maybe_unused]] unsigned sc[4], mn[4];  // KG1: the tile's one group, loaded once for every n8 tile
             if constexpr (QUANT && KG1) {
                 load_cached<4>(sc, ks_row + k_group[0] + 8 * w);
                 load_cached<4>(mn, km_row + k_group[0] + 8 * w);
@@ -499,16 +510,18 @@ bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __r
             }
         }
 
-        // ---- scale to log2 units; mask keys past the piece and after each row's query (EDGE) ------
+        // ---- mask keys past the piece and after each row's query (EDGE tiles only) ----------------
+        if constexpr (EDGE) {
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
+            for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int key = key0 + 8 * nt + 2 * t + (e & 1);
-                s[nt][e] = (EDGE && key >= limit[e >> 1]) ? neg_inf() : s[nt][e] * scale_log2;
-            }
+                for (int e = 0; e < 4; ++e)
+                    if (key0 + 8 * nt + 2 * t + (e & 1) >= limit[e >> 1]) s[nt][e] = neg_inf();
+        }
 
         // ---- online softmax (rows g and g + 8; a row's 4 lanes form a quad) -------------------------
+        // In log2 units, s * scale_log2: the scale goes into the fma that subtracts the row's maximum,
+        // and the maximum is taken of the raw scores (the scale is positive) and scaled once.
         // O is rescaled only when some row of the warp has a new maximum: otherwise alpha is exactly 1
         // for every row (exp2 of 0), and in a long cache most tiles raise no row's maximum.
         unsigned p[NT][2];
@@ -516,19 +529,20 @@ bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __r
         bool grew = false;
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-            float mx = row_max[h];
+            float raw = neg_inf();
 #pragma unroll
-            for (int nt = 0; nt < NT; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * h], s[nt][2 * h + 1]));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            for (int nt = 0; nt < NT; ++nt) raw = fmaxf(raw, fmaxf(s[nt][2 * h], s[nt][2 * h + 1]));
+            raw = fmaxf(raw, __shfl_xor_sync(0xffffffffu, raw, 1));
+            raw = fmaxf(raw, __shfl_xor_sync(0xffffffffu, raw, 2));
+            const float mx = fmaxf(row_max[h], raw * scale_log2);
             grew |= mx > row_max[h];
             const float shift = (mx == neg_inf()) ? 0.f : mx;  // a row that has seen no key yet
             alpha[h] = fast_exp2(row_max[h] - shift);
             float sum = 0.f;
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt) {
-                const float p0 = fast_exp2(s[nt][2 * h] - shift);
-                const float p1 = fast_exp2(s[nt][2 * h + 1] - shift);
+                const float p0 = fast_exp2(fmaf(s[nt][2 * h], scale_log2, -shift));
+                const float p1 = fast_exp2(fmaf(s[nt][2 * h + 1], scale_log2, -shift));
                 sum += p0 + p1;
                 p[nt][h] = pack2<BF16>(p0, p1);
             }
@@ -543,11 +557,11 @@ bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __r
         }
 
         // ---- O += P V ------------------------------------------------------------------------------
-        const unsigned v_row0 = 2u * (key0 + 2 * t) * vssl;  // bytes to V's scale row of key key0 + 2t
+        [[maybe_unused]] const unsigned v_row0 = 2u * (key0 + 2 * t) * vssl;  // bytes to V's scale row of key key0 + 2t
 #pragma unroll
         for (int j = 0; j < KT; ++j) {
             // The keys' scales and minimums of the strip's group(s), paired as the B registers pair keys.
-            unsigned vs[2][VSPAN], vm[2][VSPAN];  // [b0: keys 2t, 2t+1 | b1: keys 2t+8, 2t+9][group]
+            [[maybe_unused]] unsigned vs[2][VSPAN], vm[2][VSPAN];  // [b0: keys 2t, 2t+1 | b1: keys 2t+8, 2t+9][group]
             if constexpr (QUANT) {
 #pragma unroll
                 for (int pr = 0; pr < 2; ++pr) {
@@ -680,9 +694,9 @@ bitdecode_combine(const float* __restrict__ part_o, const float* __restrict__ pa
     template __global__ void bitdecode_partial<BITS, BF16, D, TN, W, VSPAN, KG1, STAGES>(                        \
         const unsigned short*, const unsigned char*, const unsigned char*, const unsigned short*,                \
         const unsigned short*, const unsigned short*, const unsigned short*, unsigned short*, float*, float*,    \
-        float*, int, int, int, int, int, int, int, int, int, long long, long long, long long, long long, long long,   \
+        float*, int, int, int, int, int, int, int, int, int, unsigned, unsigned, long long, long long, long long,     \
         long long, long long, long long, long long, long long, long long, long long, long long, long long,       \
-        long long, long long, long long, long long, float);
+        long long, long long, long long, long long, long long, long long, float);
 #define KBENCH_BD_COMBINE(D, BF16)                                                                             \
     template __global__ void bitdecode_combine<D, BF16>(const float*, const float*, const float*,    \
                                                                    unsigned short*, int, int, int, int, int,    \

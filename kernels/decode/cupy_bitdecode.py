@@ -98,6 +98,18 @@ def smem_bytes(d: int, warps: int, bits: int = 16, tile: int = 32, stages: int =
     return max(d // 16 * 32 * 16 + ring, warps * ROWS * (2 + d + 8) * 4)
 
 
+def divisor(d: int) -> tuple[int, int]:
+    """(magic, shift) with floor(x / d) == (x * magic) >> shift for every 0 <= x < 2**31, magic < 2**32: how
+    the kernel divides a key by the group (its ``divide``) with a multiply and a shift. With
+    shift = 31 + ceil(log2 d) and magic = ceil(2**shift / d) = (2**shift + e) / d, 0 <= e < d, the product
+    over 2**shift is x / d + x e / (d 2**shift), and that excess is below 2**31 / 2**shift <= 1 / d, too
+    little to reach the next integer."""
+    if d < 1:
+        raise Unsupported(f"group {d}: a positive number of elements")
+    shift = 31 + (d - 1).bit_length()
+    return -(-(1 << shift) // d), shift
+
+
 def row_blocks(rows: int) -> int:
     return math.ceil(rows / ROWS)
 
@@ -332,7 +344,7 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks):
     args = (*_cupy.pointer_args(q, k, v), *scale_ptrs, *_cupy.pointer_args(out), *parts,
             np.int32(case.hkv), np.int32(group_heads), np.int32(case.q), np.int32(case.l),
             np.int32(plan["keys_per_split"]), np.int32(n_splits), np.int32(rbs), np.int32(case.group),
-            np.int32(masks == "edge"),
+            np.int32(masks == "edge"), *(np.uint32(x) for x in divisor(case.group)),
             *strides(q), *byte_strides(k), *byte_strides(v), *scale_strides, *strides(out),
             np.float32(case.d**-0.5 * LOG2_E))
     grid, block = plan["grid"], plan["block"]

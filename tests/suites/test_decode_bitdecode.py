@@ -457,3 +457,20 @@ def test_kbench_explain_says_how_codes_and_scales_come_in(cli):
     text = loads("--group", "48", "--param", "stages=3")
     assert "a ring of 3 tiles a warp in shared memory, cp.async 2 tiles ahead" in text
     assert "once a k16 step and n8 tile" in text
+
+
+def test_the_kernels_division_by_the_group_is_exact(bd):
+    """divisor(d) gives the multiply-and-shift the kernel uses for key // group: exact for every key a head
+    can hold (below 2**31), checked at the ends of the range, around every multiple of d below 2**16, and
+    at random keys, for every group up to 4,096 and a few far larger."""
+    import random
+
+    rng = random.Random(0)
+    top = 2**31 - 1
+    for d in [*range(1, 4097), 65_535, 65_536, 1_000_003, 2**30, top]:
+        magic, shift = bd.divisor(d)
+        assert 0 < magic < 2**32
+        keys = {0, 1, top, top - 1, *(rng.randrange(2**31) for _ in range(64))}
+        keys |= {x for m in range(d, min(2**16, top), d) for x in (m - 1, m)} if d <= 4096 else set()
+        keys |= {top // d * d, top // d * d - 1}
+        assert all((x * magic) >> shift == x // d for x in keys), d
