@@ -26,8 +26,9 @@ default) loads each tile's codes into registers when the warp starts it; ``stage
 of that many tiles a warp in shared memory, filled by ``cp.async`` that many tiles minus one ahead.
 ``--param masks=all`` (the default): every tile clamps its keys' addresses to the cache and masks its
 scores; ``masks=edge``: only a piece's last tiles do, the tiles before them (whose keys are all in the
-cache and visible to every query) run a copy of the loop without either, about 8 % fewer instructions
-a tile (ptxas for sm_90: 905 against 983 for an int4 cache at d = 128, 424 against 472 for fp16).
+cache and visible to every query) run a copy of the loop without either, about 6-10 % fewer instructions
+a tile (ptxas for sm_90: 878 against 933 for an int4 cache at d = 128, 837 against 894 for int8, 408
+against 451 for fp16).
 Where K's groups of tokens are whole tiles (the group a multiple of ``tile``, as the default 32 and
 32), a k16 step's scales are loaded once for the tile's keys instead of once per n8 tile. fp16 and bf16 caches run the
 same kernel with the 16-bit values as the fragments (no conversion). A quantized cache's V groups must
