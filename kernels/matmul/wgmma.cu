@@ -176,8 +176,8 @@ namespace kbench_wgmma {
 
 // The warp-specialized persistent kernel's body, for clusters of CLUSTER CTAs along M (1: no cluster).
 // With CLUSTER = 2 the two CTAs of a cluster compute tiles (2 p, n) and (2 p + 1, n) of the same tile
-// column at the same time, so they need the same B tiles: each producer loads its own A box and half
-// of the B boxes, multicast to both CTAs (tma_load_2d_multicast), and each `full` barrier still
+// column at the same time, so they need the same B tiles: each producer loads its own A box and every
+// other B box (CTA r boxes r, r + 2, ...), multicast to both CTAs (tma_load_2d_multicast), and each `full` barrier still
 // expects a whole stage. A stage may be refilled only when the consumers of both CTAs are done with
 // it: every consumer warp arrives on the `empty` barrier of each CTA of the cluster, and a producer
 // waits on its own, which counts them all.
@@ -187,11 +187,11 @@ __device__ __forceinline__ void wgmma_ws_body(const TensorMap& map_a, const Tens
     constexpr int CONSUMERS = BM / 64;
     constexpr int PRODUCER_REGISTERS = 40;   // setmaxnreg of the producer warpgroup, and of the consumers:
     constexpr int CONSUMER_REGISTERS = 232;  // 128 * 40 + 2 * 128 * 232 <= 65536, the register file
-    constexpr int B_BOXES = BN / 64 / CLUSTER;  // B boxes this CTA's producer loads a stage
+    constexpr int B_BOXES = BN / 64;  // 64-column boxes of a B tile: CTA `rank` of a cluster loads boxes rank, rank + CLUSTER, ...
     static_assert(BM % 64 == 0 && CONSUMERS >= 1 && CONSUMERS <= 2, "one or two consumer warpgroups of 64 rows");
-    static_assert(BN == 64 || BN == 128 || BN == 256, "wgmma n of 64, 128 or 256");
+    static_assert(BN == 64 || BN == 128 || BN == 192 || BN == 256, "wgmma n of 64, 128, 192 or 256");
     static_assert(STAGES >= 2, "a ring of at least two stages");
-    static_assert(CLUSTER == 1 || (CLUSTER == 2 && B_BOXES >= 1), "clusters of 2 share B tiles of at least 2 boxes");
+    static_assert(CLUSTER == 1 || (CLUSTER == 2 && B_BOXES >= 2), "clusters of 2 share B tiles of at least 2 boxes");
 
     extern __shared__ unsigned char smem[];
     const Stages<BM, BN, STAGES> st(smem);
@@ -241,7 +241,7 @@ __device__ __forceinline__ void wgmma_ws_body(const TensorMap& map_a, const Tens
                         mbarrier_arrive_expect_tx(bar, Layout<BM, BN>::STAGE_BYTES);  // A, and B from both
                         tma_load_2d(sa, &map_a, bar, kt * BK, m0);
 #pragma unroll
-                        for (int j = rank * B_BOXES; j < (rank + 1) * B_BOXES; ++j)
+                        for (int j = rank; j < B_BOXES; j += CLUSTER)
                             tma_load_2d_multicast(sb + j * B_BOX_BYTES, &map_b, bar, n0 + j * 64, kt * BK,
                                                   (1u << CLUSTER) - 1);
                     }
@@ -333,7 +333,7 @@ matmul_wgmma_plain(const __grid_constant__ kbench_sm90::TensorMap map_a,
     using namespace kbench_wgmma;
     using namespace kbench_sm90;
     static_assert(BM % 64 == 0 && BM / 64 >= 1 && BM / 64 <= 2, "one or two warpgroups of 64 rows");
-    static_assert(BN == 64 || BN == 128 || BN == 256, "wgmma n of 64, 128 or 256");
+    static_assert(BN == 64 || BN == 128 || BN == 192 || BN == 256, "wgmma n of 64, 128, 192 or 256");
     static_assert(STAGES >= 1, "at least one stage");
 
     extern __shared__ unsigned char smem[];
@@ -391,6 +391,8 @@ KBENCH_WGMMA_ONE(matmul_wgmma_ws_cluster2, 128, 256, 4, false)
 KBENCH_WGMMA_ONE(matmul_wgmma_ws_cluster2, 128, 256, 4, true)
 KBENCH_WGMMA_ONE(matmul_wgmma_ws_cluster2, 128, 128, 4, false)
 KBENCH_WGMMA(128, 256, 4)
+KBENCH_WGMMA(128, 192, 4)
+KBENCH_WGMMA_ONE(matmul_wgmma_ws_cluster2, 128, 192, 4, false)
 KBENCH_WGMMA(128, 128, 4)
 KBENCH_WGMMA(128, 128, 6)
 KBENCH_WGMMA(64, 256, 4)

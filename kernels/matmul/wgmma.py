@@ -12,8 +12,11 @@ and block_m/64 consumer warpgroups (wgmma m64n<block_n>k16, setmaxnreg 232), ``s
 handed between them by full/empty mbarriers; one block per SM walks the tiles in grouped order.
 ``variant=plain``: no warp specialization, one tile per block, every warpgroup computes and thread 0
 also issues the loads: the simpler kernel, with the same loads, descriptors and wgmma.
-``cluster=2`` (ws, block_n 128 or 256): thread-block clusters of two blocks computing neighbouring tile
-rows of one tile column, each producer loading half of the shared B tile by TMA multicast into both.
+``block_n=192``: tiles of 128 x 192, for shapes whose last wave of 128 x 256 tiles leaves many SMs idle
+(5000 x 3000: 480 tiles of 128 x 256 are 3.6 waves of 132 SMs, 640 of 128 x 192 are 4.8).
+``cluster=2`` (ws, block_n of 128 or more): thread-block clusters of two blocks computing neighbouring
+tile rows of one tile column, each producer loading every other 64-column box of the shared B tile by
+TMA multicast into both.
 
 TMA reads A and B in place, so K and N must be multiples of 8 (16-byte row strides) and A and B
 16-byte aligned; other shapes are refused with that reason (the other matmul kernels take them).
@@ -36,6 +39,7 @@ B_BOX_N = 64  # B is loaded in boxes of 64 (k) x 64 (n): a box row may be no wid
 SWIZZLE_ATOM = 1024  # the stage buffers start at a multiple of this; the host adds it as slack
 PRODUCER_REGISTERS, CONSUMER_REGISTERS = 40, 232  # setmaxnreg in wgmma.cu's warp-specialized kernel
 VARIANTS = ("ws", "plain")
+BLOCK_NS = (64, 128, 192, 256)  # wgmma n, B loaded in 64-column boxes
 CLUSTERS = (1, 2)  # CTAs a cluster along M (ws only): 2 share each B tile by TMA multicast
 H200_SMS = 132  # for `kbench explain` without a GPU (kbench.devices has the same figure)
 
@@ -50,11 +54,11 @@ def check_config(block_m: int, block_n: int, stages: int, group_m: int, variant:
         return f"cluster={cluster}: 1 or 2 CTAs a cluster"
     if cluster == 2 and (variant != "ws" or block_n < 128):
         return (f"cluster=2 with variant={variant}, block_n={block_n}: the two CTAs of a cluster share B by "
-                "multicast in the warp-specialized kernel, each loading half of a B tile of at least two 64-column boxes")
+                "multicast in the warp-specialized kernel, each loading every other box of a B tile of at least two 64-column boxes")
     if block_m not in (64, 128):
         return f"block_m={block_m}: 64 or 128 (one or two warpgroups of 64 rows)"
-    if block_n not in (64, 128, 256):
-        return f"block_n={block_n}: 64, 128 or 256 (the n of wgmma m64nNk16)"
+    if block_n not in BLOCK_NS:
+        return f"block_n={block_n}: 64, 128, 192 or 256 (the n of wgmma m64nNk16)"
     if stages < 2:
         return f"stages={stages}: the pipeline needs at least 2"
     if group_m < 1:
@@ -163,7 +167,7 @@ def explain(case, params) -> dict:
                                     f"tiles a block, grouped {params['group_m']} tile rows at a time")
         if params["cluster"] == 2:
             figures["clusters"] = (f"{p['grid'][0] // 2} clusters of 2 blocks on neighbouring tile rows of one tile "
-                                   f"column: each producer loads its A box and {bn // B_BOX_N // 2} of the "
+                                   f"column: each producer loads its A box and every other one of the "
                                    f"{bn // B_BOX_N} B boxes, multicast to both (B read from L2 once for two tiles)")
     else:
         figures["warpgroups"] = (f"{consumers} computing warpgroup{'s' if consumers > 1 else ''} (wgmma, 64 rows "
@@ -186,7 +190,7 @@ def explain(case, params) -> dict:
     dtypes=("fp16", "bf16"),
     params={"block_m": 128, "block_n": 256, "stages": 4, "group_m": 8, "variant": "ws", "l2_promotion": 128,
             "cluster": 1},
-    allowed={"variant": VARIANTS, "block_m": (64, 128), "block_n": (64, 128, 256), "l2_promotion": tuple(_tma.L2_PROMOTION),
+    allowed={"variant": VARIANTS, "block_m": (64, 128), "block_n": BLOCK_NS, "l2_promotion": tuple(_tma.L2_PROMOTION),
              "cluster": CLUSTERS,
              "stages": lambda s: None if s >= 2 else "is fewer than 2 stages",
              "group_m": lambda g: None if g >= 1 else "is below 1"},

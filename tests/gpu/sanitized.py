@@ -40,12 +40,13 @@ def matmul(registry) -> tuple[int, list[str]]:
                 checked(suite, impls[name], case, impls[name].params, f"{name} {dtype} {m}x{n}x{k}", problems)
                 count += 1
     # wgmma (Hopper only) at the shapes TMA reads (K and N multiples of 8), both kernels and clusters of
-    # two, edge tiles.
+    # two (with B tiles of four boxes and of three), edge tiles.
     import torch
 
     if tuple(torch.cuda.get_device_capability()) == (9, 0):
         impl = impls["wgmma"]
-        for form in ({"variant": "ws"}, {"variant": "plain"}, {"variant": "ws", "cluster": 2}):
+        for form in ({"variant": "ws"}, {"variant": "plain"}, {"variant": "ws", "cluster": 2},
+                     {"variant": "ws", "block_n": 192, "cluster": 2}):
             for m, n, k in ((64, 136, 72), (33, 40, 24), (130, 264, 200)):
                 case = Case({"m": m, "n": n, "k": k, "dtype": "fp16", "tf32": False})
                 label = " ".join(f"{key}={value}" for key, value in form.items())

@@ -74,7 +74,8 @@ WGMMA_SHAPES = ((1, 8, 8), (33, 40, 24), (64, 136, 72), (130, 264, 200), (256, 5
 WGMMA_CONFIGS = ([("fp16", {}), ("bf16", {}), ("fp16", {"block_n": 128, "stages": 6}), ("fp16", {"block_n": 64}),
                   ("fp16", {"block_m": 64}), ("fp16", {"stages": 2}), ("fp16", {"l2_promotion": 0}),
                   ("bf16", {"l2_promotion": 256}), ("fp16", {"cluster": 2}), ("bf16", {"cluster": 2}),
-                  ("fp16", {"cluster": 2, "block_n": 128, "stages": 2})]
+                  ("fp16", {"cluster": 2, "block_n": 128, "stages": 2}), ("fp16", {"block_n": 192}),
+                  ("bf16", {"block_n": 192, "cluster": 2})]
                  + [(dtype, {"variant": "plain", **config}) for dtype, config in
                     (("fp16", {}), ("bf16", {}), ("fp16", {"block_n": 128}), ("fp16", {"block_m": 64, "stages": 2}))])
 

@@ -122,6 +122,17 @@ def test_configurations_and_types_refused(wg):
     assert plan(wg, 4096, 4096, 4096, block_n=128, stages=6, smem_limit=232448)["smem"] <= 232448
 
 
+def test_tiles_of_192_columns_fill_more_of_the_last_wave(wg):
+    """5000 x 3000: 40 x 12 = 480 tiles of 128 x 256 are 3.6 waves of 132 SMs, 40 x 16 = 640 tiles of
+    128 x 192 are 4.8; a stage of 128 x 192 is 40 KiB, so four fit the H200's 227 KiB."""
+    wide, narrow = plan(wg, 5000, 3000, 7000), plan(wg, 5000, 3000, 7000, block_n=192)
+    assert wide["tiles"] == (40, 12) and narrow["tiles"] == (40, 16)
+    assert narrow["name"] == "matmul_wgmma_ws<128, 192, 4, false>" and narrow["grid"] == (132,)
+    assert narrow["smem"] == 4 * (128 * 64 * 2 + 64 * 192 * 2) + 2 * 4 * 8 + 1024
+    assert plan(wg, 5000, 3000, 7000, "bf16", block_n=192, cluster=2)["name"] == \
+        "matmul_wgmma_ws_cluster2<128, 192, 4, true>"
+
+
 def test_tile_order_visits_every_tile_once_in_groups(wg):
     for tiles_m, tiles_n, group_m in ((32, 16, 8), (40, 12, 8), (3, 5, 8), (7, 3, 2), (1, 1, 1)):
         seen = [wg.tile_coords(t, tiles_m, tiles_n, group_m) for t in range(tiles_m * tiles_n)]
@@ -181,7 +192,8 @@ def test_explain_describes_roles_instructions_and_schedule(registry):
     assert plain["kernel"] == "matmul_wgmma_plain<128, 128, 4, true>"
     assert plain["tile schedule"].startswith("32 x 32 = 1,024 tiles of 128 x 128, one per block")
     clustered = impl.explain(case(4096, 4096, 4096), dict(impl.params, cluster=2))
-    assert clustered["clusters"].startswith("66 clusters of 2 blocks") and "2 of the 4 B boxes" in clustered["clusters"]
+    assert clustered["clusters"].startswith("66 clusters of 2 blocks") and "every other one of the 4 B boxes" in \
+        clustered["clusters"]
     assert clustered["kernel"] == "matmul_wgmma_ws_cluster2<128, 256, 4, false>"
     odd = impl.explain(case(1000, 777, 333), impl.params)
     assert odd["configuration"].startswith("not runnable: TMA cannot read A")
