@@ -1,5 +1,5 @@
 // PTX wrappers shared by kbench's CUDA kernels: 16-bit packing, ldmatrix, cp.async, mma.sync m16n8k16,
-// and the two softmax helpers of the attention kernels.
+// and the two softmax helpers of the attention kernels (and Flag, a bool as a type).
 //
 // No headers: NVRTC and nvcc compile it alike. CuPy kernels get it inlined by
 // kernels/_cupy_common.py (so CuPy's compile cache sees its text); nvcc builds
@@ -7,6 +7,13 @@
 #pragma once
 
 namespace kbench_ptx {
+
+// A bool as a type: a generic lambda called with Flag<false>() and Flag<true>() is instantiated for
+// both values (a loop's body with and without its edge cases; no <type_traits> in NVRTC).
+template <bool B>
+struct Flag {
+    static constexpr bool value = B;
+};
 
 // Two floats -> one register of two 16-bit values, `lo` in the low half (lower address).
 template <bool BF16>

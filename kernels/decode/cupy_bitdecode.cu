@@ -52,15 +52,10 @@
 namespace bitdecode {
 
 using kbench_ptx::fast_exp2;
+using kbench_ptx::Flag;
 using kbench_ptx::mma_16816;
 using kbench_ptx::neg_inf;
 using kbench_ptx::pack2;
-
-// A bool as a type, so that one generic lambda is instantiated for both values (no <type_traits> in NVRTC).
-template <bool B>
-struct Flag {
-    static constexpr bool value = B;
-};
 
 // ---- bit tricks (pure: the compiler may merge repeated ones) --------------------------------------
 
