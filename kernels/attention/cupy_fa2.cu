@@ -7,7 +7,8 @@
 // computes. Per tile and warp:
 //   S = Q Kᵀ            mma.m16n8k16, A = Q from smem (ldmatrix), B = K rows (ldmatrix)
 //   online softmax      row max / sum over the 4 lanes of a quad (__shfl_xor_sync),
-//                       exp2 with scale·log2(e) folded in, O rescaled, no division yet
+//                       exp2 with scale·log2(e) folded in, O rescaled when a row's maximum
+//                       moves (MARGIN: only past a margin of 2^8), no division yet
 //   O += P V            A = P straight from the S accumulators (the m16n8 C layout is
 //                       the m16k16 A layout), B = V rows through ldmatrix.trans
 // and O / l once at the end (deferred normalisation), optionally the log-sum-exp.
@@ -24,6 +25,10 @@
 #include "kbench_ptx.cuh"
 
 using namespace kbench_ptx;
+
+// MARGIN kernels: how far (log2 units) a K/V tile's largest score may pass a row's running maximum
+// before the maximum moves and O is rescaled (P stays below 2^8).
+constexpr float RESCALE_LOG2 = 8.f;
 
 // Shared-memory layouts of a tile whose rows are D 16-bit elements:
 //   SWIZZLE  chunk c of row r at chunk c ^ (r % 8): no bank conflicts, no padding
@@ -67,7 +72,33 @@ __device__ __forceinline__ void load_tile(unsigned dst, const unsigned short* sr
     }
 }
 
-template <int D, int BLOCK_M, int BLOCK_N, int WARPS, bool BF16, bool CAUSAL, int LAYOUT>
+// load_tile with fewer instructions a copy (the loop's K/V tiles, STEPPED kernels): the thread's first
+// row's address is one 64-bit product, each further row ROW_STEP rows on is one 64-bit add, and the
+// rows are checked against n only when the tile reaches past n (a test once a tile, the same for the
+// whole block); load_tile spends about 14 instructions a copy on its product, check and select.
+template <int ROWS, int D, int THREADS, int LAYOUT>
+__device__ __forceinline__ void load_tile_stepped(unsigned dst, const unsigned short* src, long long row_stride,
+                                                  int row0, int n, int tid) {
+    constexpr int CHUNKS = D / 8;
+    constexpr int ROW_STEP = THREADS / CHUNKS;
+    static_assert(THREADS % CHUNKS == 0 && ROWS % ROW_STEP == 0 && ROW_STEP % 8 == 0,
+                  "whole rows, every thread the same number of them, one swizzled column a thread");
+    if (row0 + ROWS > n) {
+        load_tile<ROWS, D, THREADS, LAYOUT>(dst, src, row_stride, row0, n, tid);
+        return;
+    }
+    const int chunk = tid % CHUNKS;
+    const int first = tid / CHUNKS;
+    const unsigned to = dst + Tile<D, LAYOUT>::offset(first, chunk);
+    const unsigned short* from = src + chunk * 8 + (row0 + first) * row_stride;
+    const long long step = ROW_STEP * row_stride;
+#pragma unroll
+    for (int k = 0; k < ROWS / ROW_STEP; ++k, from += step)
+        cp_async_16(to + k * ROW_STEP * Tile<D, LAYOUT>::ROW_BYTES, from, 16);
+}
+
+template <int D, int BLOCK_M, int BLOCK_N, int WARPS, bool BF16, bool CAUSAL, int LAYOUT, bool MARGIN,
+          bool STEPPED>
 __global__ void __launch_bounds__(WARPS * 32)
 fa2_forward(const unsigned short* __restrict__ Q, const unsigned short* __restrict__ K,
             const unsigned short* __restrict__ V, unsigned short* __restrict__ O, float* __restrict__ LSE,
@@ -137,8 +168,13 @@ fa2_forward(const unsigned short* __restrict__ Q, const unsigned short* __restri
         __syncthreads();  // tile j is in; every warp is done with tile j-1's buffers
         if (j + 1 < n_tiles) {
             const unsigned next = ((j + 1) & 1) * KV_BYTES;
-            load_tile<BLOCK_N, D, THREADS, LAYOUT>(sK + next, k, k_sn, (j + 1) * BLOCK_N, n, tid);
-            load_tile<BLOCK_N, D, THREADS, LAYOUT>(sV + next, v, v_sn, (j + 1) * BLOCK_N, n, tid);
+            if constexpr (STEPPED) {
+                load_tile_stepped<BLOCK_N, D, THREADS, LAYOUT>(sK + next, k, k_sn, (j + 1) * BLOCK_N, n, tid);
+                load_tile_stepped<BLOCK_N, D, THREADS, LAYOUT>(sV + next, v, v_sn, (j + 1) * BLOCK_N, n, tid);
+            } else {
+                load_tile<BLOCK_N, D, THREADS, LAYOUT>(sK + next, k, k_sn, (j + 1) * BLOCK_N, n, tid);
+                load_tile<BLOCK_N, D, THREADS, LAYOUT>(sV + next, v, v_sn, (j + 1) * BLOCK_N, n, tid);
+            }
         }
         cp_async_commit();
 
@@ -194,33 +230,79 @@ fa2_forward(const unsigned short* __restrict__ Q, const unsigned short* __restri
         // P is packed to 16-bit pairs as soon as it is computed: the packed pairs
         // are exactly the A fragments of P V, and the fp32 S registers die here.
         unsigned p[MT][NT][2];
+        if constexpr (!MARGIN) {  // FlashAttention-2's way: the maximum moves at every new maximum
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
+            for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
-            for (int r = 0; r < 2; ++r) {
-                float mx = row_max[mt][r];
+                for (int r = 0; r < 2; ++r) {
+                    float mx = row_max[mt][r];
 #pragma unroll
-                for (int nt = 0; nt < NT; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * r], s[mt][nt][2 * r + 1]));
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-                // A row with no visible key yet keeps max -inf: subtract 0 instead of -inf.
-                const float shift = (mx == neg_inf()) ? 0.f : mx * scale_log2;
-                const float alpha = fast_exp2(row_max[mt][r] * scale_log2 - shift);
-                float sum = 0.f;
+                    for (int nt = 0; nt < NT; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * r], s[mt][nt][2 * r + 1]));
+                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                    // A row with no visible key yet keeps max -inf: subtract 0 instead of -inf.
+                    const float shift = (mx == neg_inf()) ? 0.f : mx * scale_log2;
+                    const float alpha = fast_exp2(row_max[mt][r] * scale_log2 - shift);
+                    float sum = 0.f;
 #pragma unroll
-                for (int nt = 0; nt < NT; ++nt) {
-                    const float p0 = fast_exp2(fmaf(s[mt][nt][2 * r], scale_log2, -shift));
-                    const float p1 = fast_exp2(fmaf(s[mt][nt][2 * r + 1], scale_log2, -shift));
-                    sum += p0 + p1;
-                    p[mt][nt][r] = pack2<BF16>(p0, p1);
+                    for (int nt = 0; nt < NT; ++nt) {
+                        const float p0 = fast_exp2(fmaf(s[mt][nt][2 * r], scale_log2, -shift));
+                        const float p1 = fast_exp2(fmaf(s[mt][nt][2 * r + 1], scale_log2, -shift));
+                        sum += p0 + p1;
+                        p[mt][nt][r] = pack2<BF16>(p0, p1);
+                    }
+                    row_sum[mt][r] = row_sum[mt][r] * alpha + sum;
+                    row_max[mt][r] = mx;
+#pragma unroll
+                    for (int dt = 0; dt < DT; ++dt) {
+                        o[mt][dt][2 * r] *= alpha;
+                        o[mt][dt][2 * r + 1] *= alpha;
+                    }
                 }
-                row_sum[mt][r] = row_sum[mt][r] * alpha + sum;
-                row_max[mt][r] = mx;
+            }
+        } else {
+            // MARGIN: a row's running maximum moves only when the tile's maximum passes it by more than
+            // RESCALE_LOG2 (log2 units), so P stays below 2^RESCALE_LOG2 (256, well inside fp16's and
+            // bf16's range, as FlashAttention-4's conditional rescaling) and most tiles move no row's
+            // maximum; O is rescaled only when some row of the warp moved (alpha is exactly 1 for the
+            // others). O / l at the end is the same: the maximum subtracted cancels.
+            float alpha[MT][2];
+            bool moved = false;
 #pragma unroll
-                for (int dt = 0; dt < DT; ++dt) {
-                    o[mt][dt][2 * r] *= alpha;
-                    o[mt][dt][2 * r + 1] *= alpha;
+            for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+                for (int r = 0; r < 2; ++r) {
+                    float mx = neg_inf();
+#pragma unroll
+                    for (int nt = 0; nt < NT; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * r], s[mt][nt][2 * r + 1]));
+                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                    const float old_max = row_max[mt][r];
+                    const bool move = mx * scale_log2 > old_max * scale_log2 + RESCALE_LOG2;  // never from -inf to -inf
+                    const float new_max = move ? mx : old_max;
+                    // A row with no visible key yet keeps max -inf: subtract 0 instead of -inf.
+                    const float shift = (new_max == neg_inf()) ? 0.f : new_max * scale_log2;
+                    alpha[mt][r] = move ? fast_exp2(old_max * scale_log2 - shift) : 1.f;
+                    moved |= move;
+                    float sum = 0.f;
+#pragma unroll
+                    for (int nt = 0; nt < NT; ++nt) {
+                        const float p0 = fast_exp2(fmaf(s[mt][nt][2 * r], scale_log2, -shift));
+                        const float p1 = fast_exp2(fmaf(s[mt][nt][2 * r + 1], scale_log2, -shift));
+                        sum += p0 + p1;
+                        p[mt][nt][r] = pack2<BF16>(p0, p1);
+                    }
+                    row_sum[mt][r] = row_sum[mt][r] * alpha[mt][r] + sum;
+                    row_max[mt][r] = new_max;
                 }
+            }
+            if (__any_sync(0xffffffffu, moved)) {
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                    for (int dt = 0; dt < DT; ++dt)
+#pragma unroll
+                        for (int e = 0; e < 4; ++e) o[mt][dt][e] *= alpha[mt][e / 2];
             }
         }
 
@@ -271,18 +353,21 @@ fa2_forward(const unsigned short* __restrict__ Q, const unsigned short* __restri
 
 #ifdef KBENCH_INSTANTIATE
 // nvcc build check (tests/): instantiate the configurations kbench launches.
-#define KBENCH_FA2_ONE(D, BM, BN, W, BF16, CAUSAL, LAYOUT)                                                  \
-    template __global__ void fa2_forward<D, BM, BN, W, BF16, CAUSAL, LAYOUT>(                               \
+#define KBENCH_FA2_ONE(D, BM, BN, W, BF16, CAUSAL, LAYOUT, MARGIN, STEPPED)                                 \
+    template __global__ void fa2_forward<D, BM, BN, W, BF16, CAUSAL, LAYOUT, MARGIN, STEPPED>(              \
         const unsigned short*, const unsigned short*, const unsigned short*, unsigned short*, float*, int, \
         int, long long, long long, long long, long long, long long, long long, long long, long long,     \
         long long, long long, long long, long long, float);
 #define KBENCH_FA2(D, BM, BN, W)                    \
-    KBENCH_FA2_ONE(D, BM, BN, W, false, false, SWIZZLE) \
-    KBENCH_FA2_ONE(D, BM, BN, W, true, true, SWIZZLE)
+    KBENCH_FA2_ONE(D, BM, BN, W, false, false, SWIZZLE, false, false) \
+    KBENCH_FA2_ONE(D, BM, BN, W, true, true, SWIZZLE, false, false)
 KBENCH_FA2(64, 128, 64, 4)
 KBENCH_FA2(128, 128, 64, 4)
 KBENCH_FA2(128, 128, 128, 4)
 KBENCH_FA2(128, 64, 64, 4)
-KBENCH_FA2_ONE(128, 128, 64, 4, false, false, PAD)
-KBENCH_FA2_ONE(128, 128, 64, 4, false, false, PLAIN)
+KBENCH_FA2_ONE(128, 128, 64, 4, false, false, PAD, false, false)
+KBENCH_FA2_ONE(128, 128, 64, 4, false, false, PLAIN, false, false)
+KBENCH_FA2_ONE(128, 128, 64, 4, false, false, SWIZZLE, true, true)
+KBENCH_FA2_ONE(128, 128, 64, 4, true, true, SWIZZLE, true, true)
+KBENCH_FA2_ONE(64, 128, 64, 4, false, false, SWIZZLE, false, true)
 #endif

@@ -6,6 +6,20 @@ does not recompile). Tile shape and warps are parameters:
 
     kbench run attention --impl cupy-fa2 --param block_m=128 --param block_n=128 --param warps=4
     kbench run attention --impl cupy-fa2 --param smem_layout=swizzle,pad,plain
+    kbench run attention --impl cupy-fa2 --param rescale=0,8
+
+``rescale``: how far (log2 units) a K/V tile's largest score may pass a row's running maximum before
+the maximum moves and O is rescaled. 0 (the default): whenever it passes it, every tile's O rescaled,
+as FlashAttention-2; 8: P may reach 2^8 before the maximum moves (FlashAttention-4's conditional
+rescaling), after the first tiles few tiles move any row's maximum, and O is rescaled only when some
+row of a warp moved (a kernel instance of its own). O / l is the same either way.
+
+``loads``: how the loop issues the next K/V tile's cp.async copies. ``checked`` (the default): each
+copy's address a 64-bit product and its row checked against N (about 14 instructions a copy);
+``stepped``: one product a tile, then a 64-bit add a copy, the rows checked only when the tile
+reaches past N (ptxas for sm_90, d = 128, 128 x 64 tiles: a K/V tile's copies are 224 instructions
+checked, 87 stepped; with rescale=8 as well, the loop runs about 890 instructions a tile where no row's
+maximum moves, against 1,129).
 
 Each record's ``config`` carries the compiled kernel's registers per thread,
 shared memory per block and local-memory (spill) bytes per thread, read from
@@ -25,6 +39,8 @@ HEAD_DIMS = (64, 128)
 
 
 LAYOUTS = {"swizzle": 0, "pad": 1, "plain": 2}  # shared-memory layouts (see Tile in the .cu)
+LOADS = ("checked", "stepped")  # how the loop copies the next K/V tile (the .cu's load_tile, load_tile_stepped)
+RESCALE_CHOICES = (0, 8)  # log2 margin before a row's running maximum moves (0: FlashAttention-2's way; 8: the .cu's MARGIN)
 
 
 def smem_bytes(d: int, block_m: int, block_n: int, layout: str = "swizzle") -> int:
@@ -33,7 +49,8 @@ def smem_bytes(d: int, block_m: int, block_n: int, layout: str = "swizzle") -> i
     return (block_m + 4 * block_n) * row_bytes
 
 
-def check_config(d: int, block_m: int, block_n: int, warps: int, layout: str = "swizzle") -> str | None:
+def check_config(d: int, block_m: int, block_n: int, warps: int, layout: str = "swizzle",
+                 loads: str = "checked") -> str | None:
     if layout not in LAYOUTS:
         return f"smem_layout={layout!r} is not one of {', '.join(LAYOUTS)}"
     if warps < 1 or block_m % (16 * warps):
@@ -42,13 +59,20 @@ def check_config(d: int, block_m: int, block_n: int, warps: int, layout: str = "
         return f"block_n={block_n} must be a positive multiple of 16"
     if warps * 32 > 1024:
         return f"{warps} warps exceed 1024 threads per block"
+    row_step = warps * 32 // (d // 8)  # rows between one thread's 16-byte copies of a tile
+    if loads == "stepped" and (row_step % 8 or block_n % row_step):
+        return (f"loads=stepped with {warps} warps at d={d}: a thread's copies are {row_step} rows apart, and "
+                f"stepping needs a multiple of 8 that divides block_n={block_n}")
     return None
 
 
-def name_expression(d: int, block_m: int, block_n: int, warps: int, bf16: bool, causal: bool, layout: str) -> str:
+def name_expression(d: int, block_m: int, block_n: int, warps: int, bf16: bool, causal: bool, layout: str,
+                    rescale: int = 0, loads: str = "checked") -> str:
     """The template instantiation NVRTC compiles (and `kbench explain` hands to ptxas)."""
-    return (f"fa2_forward<{d}, {block_m}, {block_n}, {warps}, "
-            f"{'true' if bf16 else 'false'}, {'true' if causal else 'false'}, {LAYOUTS[layout]}>")
+    def flag(b):
+        return "true" if b else "false"
+    return (f"fa2_forward<{d}, {block_m}, {block_n}, {warps}, {flag(bf16)}, {flag(causal)}, {LAYOUTS[layout]}, "
+            f"{flag(rescale > 0)}, {flag(loads == 'stepped')}>")
 
 
 def kv_tile_visits(n: int, block_m: int, block_n: int, causal: bool) -> int:
@@ -91,7 +115,7 @@ def explain(case, params) -> dict:
     from kbench.occupancy import blocks_per_sm
 
     bm, bn, warps, layout = params["block_m"], params["block_n"], params["warps"], params["smem_layout"]
-    reason = check_config(case.d, bm, bn, warps, layout)
+    reason = check_config(case.d, bm, bn, warps, layout, params.get("loads", "checked"))
     if reason:
         return {"configuration": f"not runnable: {reason}"}
     rows = bm // warps
@@ -115,7 +139,8 @@ def explain(case, params) -> dict:
     }
     try:
         resources = from_nvcc(SOURCE, name_expression(case.d, bm, bn, warps, case.dtype == "bf16",
-                                                      bool(case.causal), layout))
+                                                      bool(case.causal), layout, params.get("rescale", 0),
+                                                      params.get("loads", "checked")))
     except RuntimeError as exc:
         resources = None
         figures["registers"] = f"could not compile: {exc}"
@@ -147,20 +172,22 @@ def _multiple_of_16(value: int) -> str | None:
 @implementation(
     "attention", "cupy-fa2", backend="cupy", cuda=True, modules=("torch", "cupy"), min_cc=(8, 0),
     dtypes=("fp16", "bf16"), supports=_supports,
-    params={"block_m": 128, "block_n": 64, "warps": 4, "smem_layout": "swizzle", "lse": 0}, explain=explain,
+    params={"block_m": 128, "block_n": 64, "warps": 4, "smem_layout": "swizzle", "lse": 0, "rescale": 0,
+            "loads": "checked"},
+    explain=explain,
     # Values check_config refuses whatever the others are; block_m and warps that do not fit together
     # are SKIPs, so a sweep of both can run the pairs that fit.
     allowed={"block_m": _multiple_of_16, "block_n": _multiple_of_16,
              "warps": lambda warps: None if 1 <= warps <= 32 else "must be 1 to 32 (1024 threads a block)",
-             "smem_layout": tuple(LAYOUTS), "lse": (0, 1)},
+             "smem_layout": tuple(LAYOUTS), "lse": (0, 1), "rescale": RESCALE_CHOICES, "loads": LOADS},
     description="FlashAttention-2 in CUDA C++: mma.sync m16n8k16, ldmatrix, cp.async double buffering",
 )
-def cupy_fa2(case, inputs, out, block_m, block_n, warps, smem_layout, lse):
+def cupy_fa2(case, inputs, out, block_m, block_n, warps, smem_layout, lse, rescale, loads):
     import numpy as np
     import torch
 
     q, k, v = inputs["q"], inputs["k"], inputs["v"]
-    reason = check_config(case.d, block_m, block_n, warps, smem_layout)
+    reason = check_config(case.d, block_m, block_n, warps, smem_layout, loads)
     if reason:
         raise Unsupported(reason)
     smem = smem_bytes(case.d, block_m, block_n, smem_layout)
@@ -172,7 +199,7 @@ def cupy_fa2(case, inputs, out, block_m, block_n, warps, smem_layout, lse):
             raise Unsupported("cupy-fa2 needs a contiguous last dimension")
 
     kernel = _cupy.compiled(str(SOURCE), name_expression(case.d, block_m, block_n, warps, case.dtype == "bf16",
-                                                         bool(case.causal), smem_layout))
+                                                         bool(case.causal), smem_layout, rescale, loads))
     if smem > 48 * 1024:  # above 48 KiB a block must opt in to its dynamic shared memory
         kernel.max_dynamic_shared_size_bytes = smem
     lse_out = torch.empty(case.batch * case.heads, case.n, device=q.device, dtype=torch.float32) if lse else None
@@ -188,6 +215,7 @@ def cupy_fa2(case, inputs, out, block_m, block_n, warps, smem_layout, lse):
     run = _cupy.launcher(kernel, grid, block, args, smem)
     run.config = {
         "block_m": block_m, "block_n": block_n, "warps": warps, "smem_layout": smem_layout, "lse": bool(lse),
+        "rescale": rescale, "loads": loads,
         **_cupy.kernel_config(kernel, grid, block, smem),
     }
     run.lse = lse_out  # for tests that check the log-sum-exp

@@ -57,13 +57,15 @@ def matmul(registry) -> tuple[int, list[str]]:
 
 def fa2(registry) -> tuple[int, list[str]]:
     """cupy-fa2 (its default tiles, with the log-sum-exp output) on 200 queries: a full 128-row tile and
-    a partial one, K/V tiles of 64 with a partial last one; causal and not."""
+    a partial one, K/V tiles of 64 with a partial last one; causal and not; as FlashAttention-2 and with
+    the running maximum moved past a margin and the K/V copies stepped."""
     suite, impl = registry.suite("attention"), registry.implementations("attention")["cupy-fa2"]
     problems = []
     for causal in (False, True):
-        case = Case({"n": 200, "d": 128, "batch": 1, "heads": 2, "dtype": "fp16", "causal": causal})
-        checked(suite, impl, case, {**impl.params, "lse": 1}, f"cupy-fa2 causal={causal}", problems)
-    return 2, problems
+        for form in ({}, {"rescale": 8, "loads": "stepped"}):
+            case = Case({"n": 200, "d": 128, "batch": 1, "heads": 2, "dtype": "fp16", "causal": causal})
+            checked(suite, impl, case, {**impl.params, "lse": 1, **form}, f"cupy-fa2 causal={causal} {form}", problems)
+    return 4, problems
 
 
 def fa3(registry) -> tuple[int, list[str]]:

@@ -1,11 +1,14 @@
 """cupy-fa2's optional log-sum-exp output (--param lse=1), which kbench's harness does not check (it
-checks O only), against float64 logsumexp(Q K^T / sqrt(d)), per query row. (cupy-fa2 under
-compute-sanitizer: test_sanitizer_gpu.py.)"""
+checks O only), against float64 logsumexp(Q K^T / sqrt(d)), per query row; and its output against
+float64 through kbench's check (every input distribution) with the running maximum moved at every
+new maximum (rescale=0) and only past a margin of 2^8 (rescale=8), the K/V copies checked row by row
+and stepped (loads=stepped). (cupy-fa2 under compute-sanitizer: test_sanitizer_gpu.py.)"""
 
 from __future__ import annotations
 
 import pytest
 
+from kbench import correctness
 from kbench.suite import Case
 
 pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("needs_cuda", "needs_cupy")]
@@ -47,3 +50,20 @@ def test_cupy_fa2_log_sum_exp_matches_float64(registry, dtype, d):
         if not finite or not err < LSE_ATOL:
             problems.append(f"n={n} causal={causal}: {'non-finite rows, ' if not finite else ''}max abs err {err:.2e}")
     assert not problems, f"cupy-fa2 lse, {dtype} d={d}, off float64 by more than {LSE_ATOL}:\n" + "\n".join(problems)
+
+
+FORMS = ({"rescale": 0}, {"rescale": 8}, {"loads": "stepped"}, {"rescale": 8, "loads": "stepped"})
+
+
+@pytest.mark.parametrize("form", FORMS, ids=lambda form: ",".join(f"{k}={v}" for k, v in form.items()))
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+def test_cupy_fa2_matches_float64_in_each_form(registry, dtype, form):
+    suite, impl = registry.suite("attention"), registry.implementations("attention")["cupy-fa2"]
+    problems = []
+    for d in (64, 128):
+        for n, causal in SIZES:
+            case = Case({"n": n, "d": d, "batch": 2, "heads": 3, "dtype": dtype, "causal": causal})
+            verdict = correctness.check(suite, impl, case, "cuda", seed=n, trials=1, params={**impl.params, **form})
+            if not verdict.ok:
+                problems.append(f"d={d} n={n} causal={causal}: {verdict.reason[:300]}")
+    assert not problems, f"cupy-fa2 {form} {dtype}:\n" + "\n".join(problems)

@@ -56,6 +56,10 @@ def test_cupy_fa2_configuration_checks():
     assert module.check_config(128, 128, 64, 4) is None
     assert "multiple of 16 rows" in module.check_config(128, 64, 64, 8)  # 8 rows a warp
     assert "multiple of 16" in module.check_config(128, 128, 40, 4)
+    # stepped loads: a thread's copies 8 rows apart at d=128 with 4 warps, 4 apart with 2 warps
+    assert module.check_config(128, 128, 64, 4, loads="stepped") is None
+    assert "4 rows apart" in module.check_config(128, 64, 64, 2, loads="stepped")
+    assert module.check_config(128, 64, 64, 2) is None
 
 
 def test_cupy_sources_inline_kbench_headers():
