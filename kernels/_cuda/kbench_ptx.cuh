@@ -1,5 +1,6 @@
 // PTX wrappers shared by kbench's CUDA kernels: 16-bit packing, ldmatrix, cp.async, mma.sync m16n8k16,
-// and the two softmax helpers of the attention kernels (and Flag, a bool as a type).
+// the softmax helpers of the attention kernels (2^x, -inf, a row's maximum, P packed for P V), and
+// Flag, a bool as a type.
 //
 // No headers: NVRTC and nvcc compile it alike. CuPy kernels get it inlined by
 // kernels/_cupy_common.py (so CuPy's compile cache sees its text); nvcc builds
@@ -83,6 +84,34 @@ __device__ __forceinline__ float fast_exp2(float x) {
     float y;
     asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
     return y;
+}
+
+// The largest of `init` and row half r (0: row lane/4, 1: row lane/4 + 8) of the scores of one m16 tile
+// (NT m16n8 accumulator fragments), over the quad of lanes that hold the row.
+template <int NT>
+__device__ __forceinline__ float row_max_of(const float (&s)[NT][4], int r, float init) {
+    float mx = init;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * r], s[nt][2 * r + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    return fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+}
+
+// P = exp2(s scale_log2 - shift) of row half r of one m16 tile, packed to 16-bit pairs as soon as it
+// is computed (the packed pairs are exactly the A fragments of P V); returns this lane's part of the
+// row's sum.
+template <int NT, bool BF16>
+__device__ __forceinline__ float exp2_row(const float (&s)[NT][4], int r, float scale_log2, float shift,
+                                          unsigned (&p)[NT][2]) {
+    float sum = 0.f;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+        const float p0 = fast_exp2(fmaf(s[nt][2 * r], scale_log2, -shift));
+        const float p1 = fast_exp2(fmaf(s[nt][2 * r + 1], scale_log2, -shift));
+        sum += p0 + p1;
+        p[nt][r] = pack2<BF16>(p0, p1);
+    }
+    return sum;
 }
 
 }  // namespace kbench_ptx

@@ -235,22 +235,11 @@ fa2_forward(const unsigned short* __restrict__ Q, const unsigned short* __restri
             for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
                 for (int r = 0; r < 2; ++r) {
-                    float mx = row_max[mt][r];
-#pragma unroll
-                    for (int nt = 0; nt < NT; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * r], s[mt][nt][2 * r + 1]));
-                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                    const float mx = row_max_of<NT>(s[mt], r, row_max[mt][r]);
                     // A row with no visible key yet keeps max -inf: subtract 0 instead of -inf.
                     const float shift = (mx == neg_inf()) ? 0.f : mx * scale_log2;
                     const float alpha = fast_exp2(row_max[mt][r] * scale_log2 - shift);
-                    float sum = 0.f;
-#pragma unroll
-                    for (int nt = 0; nt < NT; ++nt) {
-                        const float p0 = fast_exp2(fmaf(s[mt][nt][2 * r], scale_log2, -shift));
-                        const float p1 = fast_exp2(fmaf(s[mt][nt][2 * r + 1], scale_log2, -shift));
-                        sum += p0 + p1;
-                        p[mt][nt][r] = pack2<BF16>(p0, p1);
-                    }
+                    const float sum = exp2_row<NT, BF16>(s[mt], r, scale_log2, shift, p[mt]);
                     row_sum[mt][r] = row_sum[mt][r] * alpha + sum;
                     row_max[mt][r] = mx;
 #pragma unroll
@@ -272,11 +261,7 @@ fa2_forward(const unsigned short* __restrict__ Q, const unsigned short* __restri
             for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
                 for (int r = 0; r < 2; ++r) {
-                    float mx = neg_inf();
-#pragma unroll
-                    for (int nt = 0; nt < NT; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * r], s[mt][nt][2 * r + 1]));
-                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                    const float mx = row_max_of<NT>(s[mt], r, neg_inf());
                     const float old_max = row_max[mt][r];
                     const bool move = mx * scale_log2 > old_max * scale_log2 + RESCALE_LOG2;  // never from -inf to -inf
                     const float new_max = move ? mx : old_max;
@@ -284,14 +269,7 @@ fa2_forward(const unsigned short* __restrict__ Q, const unsigned short* __restri
                     const float shift = (new_max == neg_inf()) ? 0.f : new_max * scale_log2;
                     alpha[mt][r] = move ? fast_exp2(old_max * scale_log2 - shift) : 1.f;
                     moved |= move;
-                    float sum = 0.f;
-#pragma unroll
-                    for (int nt = 0; nt < NT; ++nt) {
-                        const float p0 = fast_exp2(fmaf(s[mt][nt][2 * r], scale_log2, -shift));
-                        const float p1 = fast_exp2(fmaf(s[mt][nt][2 * r + 1], scale_log2, -shift));
-                        sum += p0 + p1;
-                        p[mt][nt][r] = pack2<BF16>(p0, p1);
-                    }
+                    const float sum = exp2_row<NT, BF16>(s[mt], r, scale_log2, shift, p[mt]);
                     row_sum[mt][r] = row_sum[mt][r] * alpha[mt][r] + sum;
                     row_max[mt][r] = new_max;
                 }

@@ -52,10 +52,12 @@
 namespace bitdecode {
 
 using kbench_ptx::fast_exp2;
+using kbench_ptx::exp2_row;
 using kbench_ptx::Flag;
 using kbench_ptx::mma_16816;
 using kbench_ptx::neg_inf;
 using kbench_ptx::pack2;
+using kbench_ptx::row_max_of;
 
 // ---- bit tricks (pure: the compiler may merge repeated ones) --------------------------------------
 
@@ -524,23 +526,12 @@ bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __r
         bool grew = false;
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-            float raw = neg_inf();
-#pragma unroll
-            for (int nt = 0; nt < NT; ++nt) raw = fmaxf(raw, fmaxf(s[nt][2 * h], s[nt][2 * h + 1]));
-            raw = fmaxf(raw, __shfl_xor_sync(0xffffffffu, raw, 1));
-            raw = fmaxf(raw, __shfl_xor_sync(0xffffffffu, raw, 2));
+            const float raw = row_max_of<NT>(s, h, neg_inf());
             const float mx = fmaxf(row_max[h], raw * scale_log2);
             grew |= mx > row_max[h];
             const float shift = (mx == neg_inf()) ? 0.f : mx;  // a row that has seen no key yet
             alpha[h] = fast_exp2(row_max[h] - shift);
-            float sum = 0.f;
-#pragma unroll
-            for (int nt = 0; nt < NT; ++nt) {
-                const float p0 = fast_exp2(fmaf(s[nt][2 * h], scale_log2, -shift));
-                const float p1 = fast_exp2(fmaf(s[nt][2 * h + 1], scale_log2, -shift));
-                sum += p0 + p1;
-                p[nt][h] = pack2<BF16>(p0, p1);
-            }
+            const float sum = exp2_row<NT, BF16>(s, h, scale_log2, shift, p);
             row_sum[h] = row_sum[h] * alpha[h] + sum;
             row_max[h] = mx;
         }
