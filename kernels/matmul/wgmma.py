@@ -162,9 +162,17 @@ def explain(case, params) -> dict:
         figures["registers per thread by role"] = (f"producer {PRODUCER_REGISTERS}, consumers {CONSUMER_REGISTERS} "
                                                    f"({bn // 2} of them fp32 accumulators); ptxas reports the "
                                                    f"count at entry, before setmaxnreg")
+        # Rounds of the persistent schedule: the last one leaves SMs idle unless the units divide evenly.
+        cluster = params["cluster"]
+        workers, units = p["grid"][0] // cluster, _common.ceil_div(tiles_m, cluster) * tiles_n
+        rounds = _common.ceil_div(units, workers)
+        last = units - (rounds - 1) * workers
+        who = "clusters" if cluster > 1 else "blocks"
         figures["tile schedule"] = (f"{tiles_m} x {tiles_n} = {count:,} tiles of {bm} x {bn} on {p['grid'][0]} "
                                     f"persistent blocks ({H200_SMS} SMs on an H200): {count / p['grid'][0]:.2f} "
-                                    f"tiles a block, grouped {params['group_m']} tile rows at a time")
+                                    f"tiles a block, grouped {params['group_m']} tile rows at a time; {rounds} "
+                                    f"rounds, the last with {last} of {workers} {who} busy ({units / (rounds * workers):.0%} "
+                                    f"of the rounds' slots used)")
         if params["cluster"] == 2:
             figures["clusters"] = (f"{p['grid'][0] // 2} clusters of 2 blocks on neighbouring tile rows of one tile "
                                    f"column: each producer loads its A box and every other one of the "

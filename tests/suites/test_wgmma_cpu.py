@@ -184,6 +184,12 @@ def test_explain_describes_roles_instructions_and_schedule(registry):
     assert figures["wgmma"].startswith("m64n256k16 .f32.f16")
     assert "4 per stage and warpgroup, 512 per tile (64 k-steps of 64)" in figures["wgmma"]
     assert figures["tile schedule"].startswith("32 x 16 = 512 tiles of 128 x 256 on 132 persistent blocks")
+    # 512 tiles on 132 blocks: 4 rounds, the last with 116 blocks busy, 97 % of the 528 slots
+    assert figures["tile schedule"].endswith("4 rounds, the last with 116 of 132 blocks busy (97% of the rounds' slots used)")
+    odd_wide = impl.explain(case(5000, 3000, 7000), impl.params)["tile schedule"]
+    odd_narrow = impl.explain(case(5000, 3000, 7000), dict(impl.params, block_n=192))["tile schedule"]
+    assert odd_wide.endswith("4 rounds, the last with 84 of 132 blocks busy (91% of the rounds' slots used)")
+    assert odd_narrow.endswith("5 rounds, the last with 112 of 132 blocks busy (97% of the rounds' slots used)")
     assert figures["pipeline"].startswith("4 stages of 48 KiB (A 16 KiB in one TMA box, B 32 KiB in 4 boxes")
     assert "read into L2 128 bytes at a time" in figures["pipeline"]
     wider = impl.explain(case(4096, 4096, 4096), dict(impl.params, l2_promotion=256))
@@ -195,6 +201,7 @@ def test_explain_describes_roles_instructions_and_schedule(registry):
     assert clustered["clusters"].startswith("66 clusters of 2 blocks") and "every other one of the 4 B boxes" in \
         clustered["clusters"]
     assert clustered["kernel"] == "matmul_wgmma_ws_cluster2<128, 256, 4, false>"
+    assert clustered["tile schedule"].endswith("4 rounds, the last with 58 of 66 clusters busy (97% of the rounds' slots used)")
     odd = impl.explain(case(1000, 777, 333), impl.params)
     assert odd["configuration"].startswith("not runnable: TMA cannot read A")
 
