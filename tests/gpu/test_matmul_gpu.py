@@ -40,18 +40,19 @@ def _id(check) -> str:
     return "-".join([name, dtype, *(f"{k}={v}" for k, v in params.items())])
 
 
-@pytest.mark.parametrize("name,dtype,params", CHECKS, ids=map(_id, CHECKS))
-def test_cuda_kernel_matches_float64_at_every_shape(registry, name, dtype, params):
+def _check_every_shape(registry, name: str, dtype: str, params: dict, shapes, sm90_only: bool = False) -> None:
+    """One implementation and configuration against float64 at each shape, the failures listed together;
+    a SKIP where the implementation cannot run here (or, sm90_only, off Hopper)."""
     import torch
 
     suite, impl = registry.suite("matmul"), registry.implementations("matmul")[name]
     capability = torch.cuda.get_device_capability()
     problems = []
-    for m, n, k in SHAPES:
+    for m, n, k in shapes:
         case = Case({"m": m, "n": n, "k": k, "dtype": dtype, "tf32": False})
         reason = skip_reason(impl, case, "cuda", capability)
-        if reason:
-            pytest.skip(f"{name}: {reason}")
+        if reason or (sm90_only and tuple(capability) != (9, 0)):
+            pytest.skip(f"{name}: {reason or 'needs sm_90 (Hopper)'}")
         try:
             verdict = correctness.check(suite, impl, case, "cuda", seed=1, trials=2, params={**impl.params, **params})
         except Exception as exc:  # noqa: BLE001 - every shape is tried, the failures listed together
@@ -60,6 +61,11 @@ def test_cuda_kernel_matches_float64_at_every_shape(registry, name, dtype, param
         if not verdict.ok:
             problems.append(f"{m}x{n}x{k}: {verdict.reason[:300]}")
     assert not problems, f"{_id((name, dtype, params))} is wrong at:\n" + "\n".join(problems)
+
+
+@pytest.mark.parametrize("name,dtype,params", CHECKS, ids=map(_id, CHECKS))
+def test_cuda_kernel_matches_float64_at_every_shape(registry, name, dtype, params):
+    _check_every_shape(registry, name, dtype, params, SHAPES)
 
 
 # wgmma (Hopper only: a SKIP elsewhere) reads A and B through TMA, which needs K and N multiples of 8: one
@@ -82,24 +88,7 @@ WGMMA_CONFIGS = ([("fp16", {}), ("bf16", {}), ("fp16", {"block_n": 128, "stages"
 
 @pytest.mark.parametrize("dtype,params", WGMMA_CONFIGS, ids=[_id(("wgmma", d, p)) for d, p in WGMMA_CONFIGS])
 def test_wgmma_matches_float64_at_every_shape(registry, dtype, params):
-    import torch
-
-    suite, impl = registry.suite("matmul"), registry.implementations("matmul")["wgmma"]
-    capability = torch.cuda.get_device_capability()
-    problems = []
-    for m, n, k in WGMMA_SHAPES:
-        case = Case({"m": m, "n": n, "k": k, "dtype": dtype, "tf32": False})
-        reason = skip_reason(impl, case, "cuda", capability)
-        if reason or tuple(capability) != (9, 0):
-            pytest.skip(f"wgmma: {reason or 'needs sm_90 (Hopper)'}")
-        try:
-            verdict = correctness.check(suite, impl, case, "cuda", seed=1, trials=2, params={**impl.params, **params})
-        except Exception as exc:  # noqa: BLE001 - every shape is tried, the failures listed together
-            problems.append(f"{m}x{n}x{k}: {type(exc).__name__}: {str(exc)[:300]}")
-            continue
-        if not verdict.ok:
-            problems.append(f"{m}x{n}x{k}: {verdict.reason[:300]}")
-    assert not problems, f"{_id(('wgmma', dtype, params))} is wrong at:\n" + "\n".join(problems)
+    _check_every_shape(registry, "wgmma", dtype, params, WGMMA_SHAPES, sm90_only=True)
 
 
 def test_wgmma_refuses_shapes_tma_cannot_read(registry):
