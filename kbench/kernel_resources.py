@@ -1,6 +1,8 @@
 """Registers, spills and shared memory of one kernel as the GPU would run it, read from ptxas when
 no GPU is at hand: a templated CUDA kernel through `nvcc -Xptxas -v`, a @triton.jit kernel through
-Triton's own compile for sm_90 (its bundled ptxas); and the launch figures `kbench explain` shows.
+Triton's own compile for sm_90 (its bundled ptxas); a CUDA kernel's main loop's instructions where
+cuobjdump is installed (kbench.sass; not a Triton kernel's, whose software pipelining gives its loop
+several versions); and the launch figures `kbench explain` shows.
 
 Taking the kernel's address in host code makes nvcc instantiate exactly the
 template that kbench would launch (the same name expression NVRTC compiles).
@@ -16,6 +18,8 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
+
+from kbench.sass import main_loop
 
 PTXAS_USED = re.compile(r"Used (\d+) registers")
 PTXAS_SPILL = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
@@ -33,12 +37,14 @@ def from_nvcc(source: Path, name_expression: str, arch: str = "sm_90") -> dict |
         unit.write_text(f'#include "{Path(source).resolve()}"\n'
                         f"void* kbench_instantiate = (void*)&{name_expression};\n")
         headers = Path(source).resolve().parent.parent / "_cuda"  # kernels/_cuda: kbench's own .cuh files
+        cubin = Path(tmp) / "out.cubin"
         done = subprocess.run([nvcc, "-std=c++17", f"-I{headers}", *arch_flags(arch), "-cubin", "-Xptxas", "-v",
-                               "-o", str(Path(tmp) / "out.cubin"), str(unit)],
+                               "-o", str(cubin), str(unit)],
                               capture_output=True, text=True, timeout=600)
-    if done.returncode != 0:
-        raise RuntimeError(f"nvcc failed on {name_expression}: {done.stderr.strip().splitlines()[-1:]}")
-    return dict(_ptxas_figures(done.stderr), source=f"ptxas ({arch}, nvcc)")
+        if done.returncode != 0:
+            raise RuntimeError(f"nvcc failed on {name_expression}: {done.stderr.strip().splitlines()[-1:]}")
+        loop = main_loop(cubin)
+    return dict(_ptxas_figures(done.stderr), source=f"ptxas ({arch}, nvcc)", main_loop=loop)
 
 
 def arch_flags(arch: str) -> list[str]:
@@ -142,4 +148,5 @@ def launch_figures(res: dict, blocks: int, threads: int, smem: int, shared: str 
                                  f"occupancy {fit['occupancy']:.1%}",
         "waves on an H200": f"{blocks / resident:.2f} ({resident} blocks at once on {h200.sms} SMs)"
                             if resident else "does not fit on an SM",
+        **({"main loop (SASS)": res["main_loop"]} if res.get("main_loop") else {}),
     }
