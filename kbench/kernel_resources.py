@@ -148,5 +148,5 @@ def launch_figures(res: dict, blocks: int, threads: int, smem: int, shared: str 
                                  f"occupancy {fit['occupancy']:.1%}",
         "waves on an H200": f"{blocks / resident:.2f} ({resident} blocks at once on {h200.sms} SMs)"
                             if resident else "does not fit on an SM",
-        **({"main loop (SASS)": res["main_loop"]} if res.get("main_loop") else {}),
+        **({"largest innermost loop (SASS)": res["main_loop"]} if res.get("main_loop") else {}),
     }

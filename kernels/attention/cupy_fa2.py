@@ -155,7 +155,7 @@ def explain(case, params) -> dict:
                                      f"occupancy {occupancy['occupancy']:.1%}",
         })
         if resources.get("main_loop"):  # where cuobjdump is installed: one K/V tile's instructions
-            figures["main loop (SASS)"] = resources["main_loop"]
+            figures["largest innermost loop (SASS)"] = resources["main_loop"]
     elif "registers" not in figures:
         figures["registers"] = "unknown here (no nvcc): run on the GPU, where each record's config has them"
     return figures
