@@ -86,6 +86,13 @@ def crt_include() -> Path:
 
 
 @lru_cache(maxsize=None)
+def instance_name(template: str, *args) -> str:
+    """The name expression of one instance of a templated kernel, as NVRTC and nvcc take it:
+    ``template<a, b, ...>``, a bool argument (Python's or NumPy's) spelled true or false."""
+    spelled = (str(a).lower() if str(a) in ("True", "False") else str(a) for a in args)
+    return f"{template}<{', '.join(spelled)}>"
+
+
 def compiled_module(source: str, name: str, arch: str | None = None):
     """The cupy.RawModule of one template instance of a .cu (NVRTC once per process, CuPy's disk
     cache across runs): its kernel (compiled) and its globals (a __constant__ array) come from it.

@@ -80,8 +80,7 @@ def check_config(block_n: int, stages: int, d: int = 128, consumers: int = 2) ->
 def name_expression(d: int, block_n: int, stages: int, bf16: bool, causal: bool, overlap: bool,
                     pingpong: bool, chains: int = 1, consumers: int = 2) -> str:
     """The template instantiation NVRTC compiles (and `kbench explain` hands to ptxas)."""
-    flags = ", ".join("true" if f else "false" for f in (bf16, causal, overlap, pingpong))
-    return f"fa3_forward<{d}, {block_n}, {stages}, {flags}, {chains}, {consumers}>"
+    return _cupy.instance_name("fa3_forward", d, block_n, stages, bf16, causal, overlap, pingpong, chains, consumers)
 
 
 def units(case, consumers: int = 2) -> int:

@@ -69,10 +69,8 @@ def check_config(d: int, block_m: int, block_n: int, warps: int, layout: str = "
 def name_expression(d: int, block_m: int, block_n: int, warps: int, bf16: bool, causal: bool, layout: str,
                     rescale: int = 0, loads: str = "checked") -> str:
     """The template instantiation NVRTC compiles (and `kbench explain` hands to ptxas)."""
-    def flag(b):
-        return "true" if b else "false"
-    return (f"fa2_forward<{d}, {block_m}, {block_n}, {warps}, {flag(bf16)}, {flag(causal)}, {LAYOUTS[layout]}, "
-            f"{flag(rescale > 0)}, {flag(loads == 'stepped')}>")
+    return _cupy.instance_name("fa2_forward", d, block_m, block_n, warps, bf16, causal, LAYOUTS[layout], rescale > 0,
+                               loads == "stepped")
 
 
 def kv_tile_visits(n: int, block_m: int, block_n: int, causal: bool) -> int:

@@ -74,9 +74,7 @@ def one_group_a_tile(group: int, tile: int, bits: int) -> bool:
 def name_expression(bits: int, bf16: bool, d: int, tile: int, warps: int, vspan: int, one_group: bool = False,
                     stages: int = 0) -> str:
     """The template instance of the partial kernel that NVRTC compiles (and kbench explain hands to ptxas)."""
-    def flag(b):
-        return "true" if b else "false"
-    return f"bitdecode_partial<{bits}, {flag(bf16)}, {d}, {tile}, {warps}, {vspan}, {flag(one_group)}, {stages}>"
+    return _cupy.instance_name("bitdecode_partial", bits, bf16, d, tile, warps, vspan, one_group, stages)
 
 
 def instance(case, tile: int, warps: int, stages: int) -> str:
@@ -87,7 +85,7 @@ def instance(case, tile: int, warps: int, stages: int) -> str:
 
 
 def combine_name(d: int, bf16: bool) -> str:
-    return f"bitdecode_combine<{d}, {'true' if bf16 else 'false'}>"
+    return _cupy.instance_name("bitdecode_combine", d, bf16)
 
 
 def smem_bytes(d: int, warps: int, bits: int = 16, tile: int = 32, stages: int = 0) -> int:

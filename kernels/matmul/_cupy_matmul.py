@@ -17,7 +17,7 @@ from kbench.registry import Unsupported
 _cupy = load_helper(Path(__file__).parent.parent / "_cupy_common.py")
 compiled, smem_optin_limit, launcher = _cupy.compiled, _cupy.smem_optin_limit, _cupy.launcher
 kernel_config, pointer_args, ceil_div = _cupy.kernel_config, _cupy.pointer_args, _cupy.ceil_div
-max_active_clusters = _cupy.max_active_clusters
+max_active_clusters, instance_name = _cupy.max_active_clusters, _cupy.instance_name
 
 MAX_GRID_YZ = 65535
 MAX_GRID_X = 2**31 - 1

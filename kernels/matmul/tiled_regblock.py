@@ -56,8 +56,7 @@ def plan(case, a, b, out, block_m, block_n, block_k, thread_m, thread_n) -> dict
     grid = (_common.ceil_div(case.n, block_n), _common.ceil_div(case.m, block_m))
     _common.check_grid(grid)
     threads = (block_m // thread_m) * (block_n // thread_n)
-    name = (f"matmul_regblock<{block_m}, {block_n}, {block_k}, {thread_m}, {thread_n}, "
-            f"{'true' if vec else 'false'}>")
+    name = _common.instance_name("matmul_regblock", block_m, block_n, block_k, thread_m, thread_n, vec)
     return {"name": name, "grid": grid, "block": (threads,), "vec": vec}
 
 

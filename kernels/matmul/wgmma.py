@@ -136,7 +136,7 @@ def plan(case, a, b, out, block_m, block_n, stages, group_m, variant, sms=H200_S
     grid = (cluster * min(units, resident) if variant == "ws" else count,)
     _common.check_grid(grid)
     kernel = ("matmul_wgmma_ws" + ("_cluster2" if cluster == 2 else "")) if variant == "ws" else "matmul_wgmma_plain"
-    name = f"{kernel}<{block_m}, {block_n}, {stages}, {'true' if case.dtype == 'bf16' else 'false'}>"
+    name = _common.instance_name(kernel, block_m, block_n, stages, case.dtype == "bf16")
     return {"name": name, "grid": grid, "block": (threads(block_m, variant),), "smem": smem,
             "tiles": (tiles_m, tiles_n), "maps": (map_a, map_b)}
 

@@ -39,7 +39,7 @@ def plan(case, a, b, out, warps_m: int, warps_n: int) -> dict:
         raise Unsupported(f"{case.dtype}: wmma takes fp16 or bf16 inputs")
     grid = (_common.ceil_div(case.n, 16 * warps_n), _common.ceil_div(case.m, 16 * warps_m))
     _common.check_grid(grid)
-    name = f"matmul_wmma<{warps_m}, {warps_n}, {'true' if case.dtype == 'bf16' else 'false'}>"
+    name = _common.instance_name("matmul_wmma", warps_m, warps_n, case.dtype == "bf16")
     return {"name": name, "grid": grid, "block": (32 * warps_m * warps_n,), "direct": direct_loads(case, a, b, out)}
 
 

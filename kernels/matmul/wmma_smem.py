@@ -88,9 +88,8 @@ def plan(case, a, b, out, block_m, block_n, block_k, warps, stages, group_m, sme
     warps_m, warps_n = warp_grid(warps)
     grid = (_common.ceil_div(case.m, block_m) * _common.ceil_div(case.n, block_n),)
     _common.check_grid(grid)
-    name = (f"matmul_wmma_smem<{block_m}, {block_n}, {block_k}, {warps_m}, {warps_n}, {stages}, "
-            f"{'true' if case.dtype == 'bf16' else 'false'}, {'true' if use_async else 'false'}, "
-            f"{'true' if loads == 'ptx' else 'false'}>")
+    name = _common.instance_name("matmul_wmma_smem", block_m, block_n, block_k, warps_m, warps_n, stages,
+                                 case.dtype == "bf16", use_async, loads == "ptx")
     return {"name": name, "grid": grid, "block": (32 * warps,), "smem": smem, "async": use_async,
             "warps_m": warps_m, "warps_n": warps_n}
 

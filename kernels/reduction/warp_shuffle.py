@@ -26,11 +26,10 @@ def plan(n: int, dtype: str, sm_count: int, blocks_per_sm: int, aligned: bool) -
     if blocks_per_sm < 1:
         raise Unsupported(f"blocks_per_sm={blocks_per_sm} must be at least 1")
     t, acc = CUDA_TYPES[dtype]
-    vector = "true" if aligned else "false"
     per_load = 16 // ELEMENT_BYTES[dtype] if aligned else 1  # elements a load
     # Never more threads than loads to make: small n gets a small grid.
     blocks = min(sm_count * blocks_per_sm, max(1, _cupy.ceil_div(n, THREADS * per_load)))
-    return {"name": f"reduce_sum<{t}, {acc}, {vector}, {UNROLL}>", "grid": (blocks,), "block": (THREADS,),
+    return {"name": _cupy.instance_name("reduce_sum", t, acc, aligned, UNROLL), "grid": (blocks,), "block": (THREADS,),
             "vector": aligned, "per_load": per_load}
 
 

@@ -110,9 +110,6 @@ def plan(n: int, dtype: str, exclusive: bool, aligned: bool, *, passes: int = 1,
     staged_asked, staged = staged, staged and aligned  # the staged copies are 16-byte ones
     stage = stage_bytes(tile, e)
 
-    def flags(*values):
-        return ", ".join(str(v).lower() for v in values)
-
     p = {"tile": tile, "tiles": tiles, "items": items, "threads": threads, "passes": passes, "prefetch": prefetch,
          "staged": staged, "early": early, "packed": packed, "block": (threads,)}
     if passes == 3:
@@ -123,12 +120,12 @@ def plan(n: int, dtype: str, exclusive: bool, aligned: bool, *, passes: int = 1,
         p["state_bytes"] = 0
         return p
     if prefetch:
-        p["name"] = f"scan_blelloch_pipelined<{t}, {threads}, {items}, {flags(exclusive, aligned)}, {prefetch}, " \
-                    f"{flags(early, packed)}>"
+        p["name"] = _cupy.instance_name("scan_blelloch_pipelined", t, threads, items, exclusive, aligned, prefetch,
+                                        early, packed)
         p["grid"] = (min(tiles, resident) if resident else tiles,)
         p["smem"] = (prefetch + 1) * stage if aligned else 0  # unaligned tiles are read in place, never staged
     else:
-        p["name"] = f"scan_blelloch<{t}, {threads}, {items}, {flags(exclusive, aligned, staged, early, packed)}>"
+        p["name"] = _cupy.instance_name("scan_blelloch", t, threads, items, exclusive, aligned, staged, early, packed)
         p["grid"] = (tiles,)
         p["smem"] = stage if staged else 0
     p["state_bytes"] = COUNTER_BYTES + state_bytes(tiles, e, packed)
@@ -150,8 +147,8 @@ def three_pass_launches(levels: list[int], tile: int, t: str, threads: int, item
         stage_level = staged and vector
         out.append({
             "kernel": "tiles", "level": level,
-            "name": f"scan_blelloch_tiles<{t}, {threads}, {items}, {str(exclusive or level > 0).lower()}, "
-                    f"{str(vector).lower()}, {str(stage_level).lower()}>",
+            "name": _cupy.instance_name("scan_blelloch_tiles", t, threads, items, exclusive or level > 0, vector,
+                                        stage_level),
             "grid": (_cupy.ceil_div(count, tile),), "block": (threads,), "smem": stage if stage_level else 0,
             "input": "x" if level == 0 else ("sums", level), "output": "y" if level == 0 else ("scan", level),
             "n": count, "tile_sums": ("sums", level + 1) if level < top else None,
@@ -160,7 +157,7 @@ def three_pass_launches(levels: list[int], tile: int, t: str, threads: int, item
         vector = aligned or level > 0
         out.append({
             "kernel": "add", "level": level,
-            "name": f"add_tile_prefix<{t}, {threads}, {items}, {str(vector).lower()}>",
+            "name": _cupy.instance_name("add_tile_prefix", t, threads, items, vector),
             "grid": (levels[level + 1] - 1,), "block": (threads,), "smem": 0,
             "output": "y" if level == 0 else ("scan", level), "n": levels[level],
             "prefixes": ("scan", level + 1),

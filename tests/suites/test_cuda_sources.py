@@ -128,3 +128,13 @@ def test_max_active_clusters_asks_the_driver_for_one_cluster_of_the_launch(monke
     Driver.cuOccupancyMaxActiveClusters = refuse
     with pytest.raises(RuntimeError, match="CUresult 1"):
         common.max_active_clusters(kernel, 2, 384)
+
+
+def test_instance_names_spell_bools_as_cpp_does():
+    import numpy as np
+
+    from kbench.loader import load_helper
+
+    common = load_helper(BUILTIN_KERNELS / "_cupy_common.py")
+    assert common.instance_name("k", 128, True, np.False_, "long long", 0) == "k<128, true, false, long long, 0>"
+    assert common.instance_name("combine", 64, False) == "combine<64, false>"
