@@ -109,7 +109,8 @@ def tensor_maps(case, a, b, block_m: int, l2_promotion: int = 128):
 
 def plan(case, a, b, out, block_m, block_n, stages, group_m, variant, sms=H200_SMS, smem_limit=None,
          l2_promotion=128, cluster=1, resident_clusters=None) -> dict:
-    """The launch for one case (raises Unsupported): kernel name, grid, block, shared memory, maps.
+    """The launch for one case (raises Unsupported): kernel name, grid, block, shared memory, the tiles and
+    the units the persistent blocks (or clusters) take (``cluster`` tiles down a tile column), maps.
     ``resident_clusters``: clusters the GPU holds at once (cluster > 1; None: one per ``cluster`` SMs)."""
     reason = check_config(block_m, block_n, stages, group_m, variant, cluster)
     if reason:
@@ -138,7 +139,7 @@ def plan(case, a, b, out, block_m, block_n, stages, group_m, variant, sms=H200_S
     kernel = ("matmul_wgmma_ws" + ("_cluster2" if cluster == 2 else "")) if variant == "ws" else "matmul_wgmma_plain"
     name = _common.instance_name(kernel, block_m, block_n, stages, case.dtype == "bf16")
     return {"name": name, "grid": grid, "block": (threads(block_m, variant),), "smem": smem,
-            "tiles": (tiles_m, tiles_n), "maps": (map_a, map_b)}
+            "tiles": (tiles_m, tiles_n), "units": units, "maps": (map_a, map_b)}
 
 
 def explain(case, params) -> dict:
@@ -163,8 +164,8 @@ def explain(case, params) -> dict:
                                                    f"({bn // 2} of them fp32 accumulators); ptxas reports the "
                                                    f"count at entry, before setmaxnreg")
         # Rounds of the persistent schedule: the last one leaves SMs idle unless the units divide evenly.
-        cluster = params["cluster"]
-        workers, units = p["grid"][0] // cluster, _common.ceil_div(tiles_m, cluster) * tiles_n
+        cluster, units = params["cluster"], p["units"]
+        workers = p["grid"][0] // cluster
         rounds = _common.ceil_div(units, workers)
         last = units - (rounds - 1) * workers
         who = "clusters" if cluster > 1 else "blocks"
@@ -173,7 +174,7 @@ def explain(case, params) -> dict:
                                     f"tiles a block, grouped {params['group_m']} tile rows at a time; {rounds} "
                                     f"rounds, the last with {last} of {workers} {who} busy ({units / (rounds * workers):.0%} "
                                     f"of the rounds' slots used)")
-        if params["cluster"] == 2:
+        if cluster == 2:
             figures["clusters"] = (f"{p['grid'][0] // 2} clusters of 2 blocks on neighbouring tile rows of one tile "
                                    f"column: each producer loads its A box and every other one of the "
                                    f"{bn // B_BOX_N} B boxes, multicast to both (B read from L2 once for two tiles)")
