@@ -1,6 +1,6 @@
 """A compiled kernel's loops in its SASS, for `kbench explain`: how many instructions one pass of the
-kernel's main loop (its largest innermost loop) issues and which ones, read from `cuobjdump -sass` of the cubin that nvcc or
-Triton built (no GPU needed). For a kernel that issues more instructions than its data needs (an
+kernel's main loop (its largest innermost loop) issues and which ones, read from `cuobjdump -sass` of
+the cubin nvcc built (no GPU needed). For a kernel that issues more instructions than its data needs (an
 attention kernel's softmax, a dequantizing decode kernel), this count per tile is the cost that
 parameters and code changes move, and it is known before anything runs.
 
@@ -20,7 +20,6 @@ from pathlib import Path
 # "/*1e50*/   @!P0 HFMA2 R1, R2, R3, R4 ;" -> address 0x1e50, opcode HFMA2 (the part before the first dot)
 _INSTRUCTION = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P[0-9T]\s+)?([A-Z][A-Z0-9_]*)")
 _BRANCH = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P[0-9T]\s+)?BRA\s+(?:!?U?P[0-9T],\s*)?(0x[0-9a-f]+)")
-INSTRUCTION_BYTES = 16  # every sm_70+ instruction
 
 
 @dataclass(frozen=True)

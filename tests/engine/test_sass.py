@@ -57,12 +57,28 @@ def test_innermost_loops_hold_no_other_loop_of_the_given_size():
     assert sass.innermost(found, at_least=8) == [outer, inner, after, spin]
 
 
-def test_main_loop_names_the_next_loop_when_it_is_half_as_large(monkeypatch, tmp_path):
+# Two loops one after the other, of 4 and 3 instructions: one loop's two versions, as a kernel with an
+# edge-free copy of its loop has.
+TWO_VERSIONS = """
+        /*0000*/                   HFMA2 R1, R2, R3, R4 ;
+        /*0010*/                   HFMA2 R5, R2, R3, R4 ;
+        /*0020*/                   HMMA.16816.F32 R8, R4, R6, R8 ;
+        /*0030*/               @P0 BRA 0x0 ;
+        /*0040*/                   HFMA2 R1, R2, R3, R4 ;
+        /*0050*/                   HMMA.16816.F32 R8, R4, R6, R8 ;
+        /*0060*/               @P1 BRA 0x40 ;
+        /*0070*/                   EXIT ;
+"""
+
+
+def test_main_loop_names_the_next_loop_only_when_it_is_half_as_large(monkeypatch, tmp_path):
+    # innermost with the default 32-instruction floor: no loop here is that large, so none is held
     monkeypatch.setattr(sass, "disassemble", lambda cubin: LISTING)
-    text = sass.main_loop(tmp_path / "k.cubin")
-    # innermost with the default 32-instruction floor: no loop here is that large, so none is held,
-    # and the two largest (15 and 7) are not within half of each other
-    assert text == sass.loops(LISTING)[0].summary()
+    assert sass.main_loop(tmp_path / "k.cubin") == sass.loops(LISTING)[0].summary()  # 7 is less than half of 15
+    monkeypatch.setattr(sass, "disassemble", lambda cubin: TWO_VERSIONS)
+    assert sass.main_loop(tmp_path / "k.cubin") == (
+        "4 instructions a pass (static count): HFMA2 2, HMMA 1, BRA 1; "
+        "another loop: 3 instructions a pass (static count): HFMA2 1, HMMA 1, BRA 1")
     monkeypatch.setattr(sass, "disassemble", lambda cubin: None)
     assert sass.main_loop(tmp_path / "k.cubin") is None
 
