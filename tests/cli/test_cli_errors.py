@@ -59,6 +59,10 @@ BAD_RUNS = [
     ("param-warps", ["--impl", "cupy-fa2", "--param", "warps=0"], "--param warps (for cupy-fa2): '0' must be 1 to 32"),
     ("param-layout", ["--impl", "cupy-fa2", "--param", "smem_layout=swizle"],
      "--param smem_layout (for cupy-fa2): 'swizle' is not one of swizzle, pad, plain"),
+    ("param-rescale", ["--impl", "cupy-fa2", "--param", "rescale=4"],
+     "--param rescale (for cupy-fa2): '4' is not one of 0, 8"),
+    ("param-loads", ["--impl", "cupy-fa2", "--param", "loads=fast"],
+     "--param loads (for cupy-fa2): 'fast' is not one of checked, stepped"),
     # The same parameter twice: the later one used to win silently.
     ("param-twice", ["--impl", "triton-fa2", "--param", "config=1", "--param", "config=2"],
      "--param config is given twice ('config=1' and 'config=2'): write --param config=1,2 to sweep"),
