@@ -180,7 +180,8 @@ def max_active_clusters(kernel, cluster: int, threads: int, smem: int = 0) -> in
     # The cluster shape comes from the kernel's own __cluster_dims__ (no launch attribute): a grid of one cluster.
     config = LaunchConfig((ctypes.c_uint * 3)(cluster, 1, 1), (ctypes.c_uint * 3)(threads, 1, 1), smem, None, None, 0)
     count = ctypes.c_int(0)
-    status = query(ctypes.byref(count), ctypes.c_void_p(kernel.ptr), ctypes.byref(config))
+    function = kernel.kernel.ptr  # a RawKernel's compiled Function holds the CUfunction handle
+    status = query(ctypes.byref(count), ctypes.c_void_p(function), ctypes.byref(config))
     if status != 0:
         raise RuntimeError(f"cuOccupancyMaxActiveClusters failed with CUresult {status} ({cluster} blocks of "
                            f"{threads} threads, {smem} bytes of shared memory)")

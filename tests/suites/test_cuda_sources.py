@@ -118,7 +118,9 @@ def test_max_active_clusters_asks_the_driver_for_one_cluster_of_the_launch(monke
         cuOccupancyMaxActiveClusters = query
 
     monkeypatch.setattr(ctypes, "CDLL", lambda name: Driver)
-    kernel = type("Kernel", (), {"ptr": 0x1234})()
+    from types import SimpleNamespace
+
+    kernel = SimpleNamespace(kernel=SimpleNamespace(ptr=0x1234))  # a RawKernel: .kernel is its cupy Function
     assert common.max_active_clusters(kernel, 2, 384, 200_000) == 62
     assert asked == {"function": 0x1234, "grid": [2, 1, 1], "block": [384, 1, 1], "smem": 200_000, "attrs": 0}
 
