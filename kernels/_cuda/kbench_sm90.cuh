@@ -110,13 +110,17 @@ __device__ __forceinline__ void cluster_sync() {
 }
 
 // One arrival on the mbarrier at this CTA's shared address `bar`, in the shared memory of the CTA of
-// rank `rank` of the cluster (mapa gives its address in the cluster's shared window).
+// rank `rank` of the cluster (mapa gives its address in the cluster's shared window). The arrive keeps
+// its default CTA-scope release: what it orders are this warp's reads of a stage that wgmma (the async
+// proxy) has finished, waited for before the arrive. A cluster-scope release would make ptxas put a
+// MEMBAR before every arrival; ncu showed consumer warps stalled on it most of the time, halving
+// wgmma's throughput in clusters of two.
 __device__ __forceinline__ void mbarrier_arrive_cluster(unsigned bar, unsigned rank) {
     asm volatile(
         "{\n"
         ".reg .b32 remote;\n"
         "mapa.shared::cluster.u32 remote, %0, %1;\n"
-        "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n"
+        "mbarrier.arrive.shared::cluster.b64 _, [remote];\n"
         "}\n" ::"r"(bar), "r"(rank)
         : "memory");
 }
