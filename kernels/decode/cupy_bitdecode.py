@@ -24,11 +24,12 @@ the kernel's occupancy (from its registers and shared memory), each piece at lea
 ``--param tile=16|32|64`` and ``--param warps=2|4|8`` shape the block. ``--param stages=0`` (the
 default) loads each tile's codes into registers when the warp starts it; ``stages=2|3|4`` keeps a ring
 of that many tiles a warp in shared memory, filled by ``cp.async`` that many tiles minus one ahead.
-``--param masks=all`` (the default): every tile clamps its keys' addresses to the cache and masks its
-scores; ``masks=edge``: only a piece's last tiles do, the tiles before them (whose keys are all in the
-cache and visible to every query) run a copy of the loop without either, about 6-10 % fewer instructions
-a tile (ptxas for sm_90: 878 against 933 for an int4 cache at d = 128, 837 against 894 for int8, 408
-against 451 for fp16).
+``--param masks=all``: every tile clamps its keys' addresses to the cache and masks its scores;
+``masks=edge``: only a piece's last tiles do, the tiles before them (whose keys are all in the cache
+and visible to every query) run a copy of the loop without either, about 6-10 % fewer instructions a
+tile (ptxas for sm_90: 878 against 933 for an int4 cache at d = 128, 837 against 894 for int8, 408
+against 451 for fp16). ``masks=auto`` (the default) takes the one measured faster on an H200 for the
+cache's element width (AUTO_MASKS; docs/performance.md): edge for fp16, bf16 and int4, all for int8.
 Where K's groups of tokens are whole tiles (the group a multiple of ``tile``, as the default 32 and
 32), a k16 step's scales are loaded once for the tile's keys instead of once per n8 tile. fp16 and bf16 caches run the
 same kernel with the 16-bit values as the fragments (no conversion). A quantized cache's V groups must
@@ -51,8 +52,11 @@ WARPS = (2, 4, 8)
 ROWS = 16  # query rows of a block: one m16 tile
 CODE_BITS = {"int4": 4, "int8": 8, "fp16": 16, "bf16": 16}  # what a cache's elements are read as
 STAGES = (0, 2, 3, 4)
-MASKS = ("all", "edge")  # which tiles clamp addresses and mask scores: every one, or a piece's last ones
-DEFAULT_PARAMS = {"splits": 0, "tile": 32, "warps": 4, "stages": 0, "masks": "all"}
+MASKS = ("auto", "all", "edge")  # which tiles clamp addresses and mask scores: every one, or a piece's last ones
+# masks=auto by the bits a cache element is read as. On an H200 (d = 128, GQA 32/8, 32k and 128k keys,
+# batch 1 and 8) the edge-free loop ran 2-9 % faster for fp16 and int4 caches and 4-7 % slower for int8.
+AUTO_MASKS = {4: "edge", 8: "all", 16: "edge"}
+DEFAULT_PARAMS = {"splits": 0, "tile": 32, "warps": 4, "stages": 0, "masks": "auto"}
 
 
 def v_span(d: int, group: int, bits: int) -> int | None:
@@ -211,6 +215,7 @@ def explain(case, params) -> dict:
     if reason:
         return {"configuration": f"not runnable: {reason}"}
     bits = CODE_BITS[case.kv_dtype]
+    masks = AUTO_MASKS[bits] if params["masks"] == "auto" else params["masks"]
     name = instance(case, tile, warps, stages)
     smem = smem_bytes(case.d, warps, bits, tile, stages)
     try:
@@ -236,8 +241,9 @@ def explain(case, params) -> dict:
                   f"a ring of {stages} tiles a warp in shared memory, cp.async {stages - 1} tiles ahead")
                  + ("; K's scales once a k16 step for the tile's one group" if one_group_a_tile(case.group, tile, bits)
                     else ("; K's scales once a k16 step and n8 tile" if bits < 16 else "")),
-        "masks": ("every tile clamps its keys to the cache and masks its scores" if params["masks"] == "all" else
-                  "a piece's last tiles clamp and mask; the tiles before them run a loop without either"),
+        "masks": ("every tile clamps its keys to the cache and masks its scores" if masks == "all" else
+                  "a piece's last tiles clamp and mask; the tiles before them run a loop without either")
+                 + (" (masks=auto for this cache)" if params["masks"] == "auto" else ""),
         "mma.sync m16n8k16 per warp and tile": f"S=QKᵀ {tile // 8} x {case.d // 16}, O+=PV {tile // 16} x {case.d // 8}",
         "K fragment of lane 4g+t": "key 8nt+g (n8 tile nt); channels t·d/4 + "
                                    + ("8(s/2) + 2(s%2) + r + {0, 4}" if bits == 4 else "4s + 2r + {0, 1}")
@@ -286,6 +292,7 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks):
         k, v = inputs["k"], inputs["v"]
         scales = ()
         bits = 16
+    masks = AUTO_MASKS[bits] if masks == "auto" else masks
     for t in (q, k, v, out, *scales):
         if t.stride(-1) != 1:
             raise Unsupported("cupy-bitdecode needs a contiguous last dimension")

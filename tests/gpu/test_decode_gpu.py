@@ -54,7 +54,7 @@ def test_cupy_bitdecode_is_right_through_kbench_run(cli, tmp_path, sweep):
                  "--max-time", "0.2", "--out", out)
     records = [r for r in results.read(out) if r.impl.startswith("cupy-bitdecode")]
     statuses = {(r.label, r.case_key): (r.status, r.reason) for r in records}
-    assert {label for label, _ in statuses} == {"cupy-bitdecode", "cupy-bitdecode[masks=edge]"}
+    assert {label for label, _ in statuses} == {"cupy-bitdecode[masks=all]", "cupy-bitdecode[masks=edge]"}
     wrong = {key: status for key, status in statuses.items() if status[0] != "OK"}
     assert statuses and not wrong, f"kbench run decode {' '.join(sweep)}: {wrong}\n{result.output[-3000:]}"
     assert result.exit_code == 0, result.output
