@@ -62,7 +62,7 @@ BAD_RUNS = [
     ("param-rescale", ["--impl", "cupy-fa2", "--param", "rescale=4"],
      "--param rescale (for cupy-fa2): '4' is not one of 0, 8"),
     ("param-loads", ["--impl", "cupy-fa2", "--param", "loads=fast"],
-     "--param loads (for cupy-fa2): 'fast' is not one of checked, stepped"),
+     "--param loads (for cupy-fa2): 'fast' is not one of auto, checked, stepped"),
     # The same parameter twice: the later one used to win silently.
     ("param-twice", ["--impl", "triton-fa2", "--param", "config=1", "--param", "config=2"],
      "--param config is given twice ('config=1' and 'config=2'): write --param config=1,2 to sweep"),

@@ -88,27 +88,36 @@ def test_cupy_fa2_walkthrough_reads_ptxas(registry):
     assert "blocks per SM (sm_90)" in figures
 
 
-H200_RECORDS = Path(__file__).resolve().parents[1] / "fixtures" / "h200" / "cupy-fa2-bench.jsonl"
+H200_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "h200"
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed: no ptxas figures")
-@pytest.mark.parametrize("block_m, block_n, warps, d", [
-    (128, 64, 4, 128),  # the default: 255 registers, 40 bytes of local memory
-    (128, 128, 4, 128),  # the walkthrough's tile: 808 bytes of local memory
-    (64, 64, 4, 64)])
-def test_cupy_fa2_walkthrough_matches_the_h200s_compiled_kernel(registry, block_m, block_n, warps, d):
+@pytest.mark.parametrize("records, block_m, block_n, warps, d, rescale, loads", [
+    ("cupy-fa2-bench.jsonl", 128, 64, 4, 128, 0, "checked"),  # 255 registers, 40 bytes of local memory
+    ("cupy-fa2-bench.jsonl", 128, 128, 4, 128, 0, "checked"),  # the walkthrough's tile: 808 bytes of local memory
+    ("cupy-fa2-bench.jsonl", 64, 64, 4, 64, 0, "checked"),
+    ("cupy-fa2-rescale-loads.jsonl", 128, 64, 4, 128, 0, "stepped"),
+    pytest.param("cupy-fa2-rescale-loads.jsonl", 128, 64, 4, 128, 8, "checked", marks=pytest.mark.xfail(
+        strict=True, reason="ptxas of nvcc 13.0 gives this instance a 48-byte stack frame (44 bytes spilled); "
+                            "the H200's NVRTC built it with 32: explain reports the local compiler's figures")),
+    ("cupy-fa2-rescale-loads.jsonl", 128, 64, 4, 128, 8, "stepped")])  # the default
+def test_cupy_fa2_walkthrough_matches_the_h200s_compiled_kernel(registry, records, block_m, block_n, warps, d,
+                                                                rescale, loads):
     """explain's registers and stack frame (ptxas here) against the attributes CuPy read from the kernel
-    NVRTC compiled on the H200 (tests/fixtures/h200/cupy-fa2-bench.jsonl). All 18 configurations of
-    that file agreed when checked on 2026-11-29; three of them are re-checked here (non-causal)."""
+    NVRTC compiled on the H200 (tests/fixtures/h200/: cupy-fa2-bench.jsonl, whose 18 configurations all
+    agreed when checked, predates rescale and loads and ran rescale=0 with checked loads;
+    cupy-fa2-rescale-loads.jsonl holds the four forms of the default tile). Non-causal cases."""
     from kbench import results
 
     impl = registry.implementations("attention")["cupy-fa2"]
     ((registers, local),) = {
         (r.config["registers_per_thread"], r.config["local_bytes_per_thread"])
-        for r in results.read(H200_RECORDS) if r.impl == "cupy-fa2" and r.config and r.case["d"] == d
+        for r in results.read(H200_FIXTURES / records) if r.impl == "cupy-fa2" and r.config and r.case["d"] == d
         and not r.case["causal"] and r.case["dtype"] == "fp16"
-        and (r.params["block_m"], r.params["block_n"], r.params["warps"]) == (block_m, block_n, warps)}
-    figures = impl.explain(attention_case(d=d), dict(impl.params, block_m=block_m, block_n=block_n, warps=warps))
+        and (r.params["block_m"], r.params["block_n"], r.params["warps"]) == (block_m, block_n, warps)
+        and (r.params.get("rescale", 0), r.params.get("loads", "checked")) == (rescale, loads)}
+    figures = impl.explain(attention_case(d=d), dict(impl.params, block_m=block_m, block_n=block_n, warps=warps,
+                                                     rescale=rescale, loads=loads))
     assert int(figures["registers per thread"].split()[0]) == registers
     assert f"(stack frame {local} bytes)" in figures["spills per thread"]
 

@@ -33,8 +33,8 @@ def test_builtins_load_without_errors(registry):
     assert {"attention", "matmul"} <= set(registry.suites)
     assert set(registry.implementations("attention")) == BUILTIN_ATTENTION
     assert registry.implementations("attention")["cupy-fa2"].params == {
-        "block_m": 128, "block_n": 64, "warps": 4, "smem_layout": "swizzle", "lse": 0, "rescale": 0,
-        "loads": "checked"}
+        "block_m": 128, "block_n": 64, "warps": 4, "smem_layout": "swizzle", "lse": 0, "rescale": 8,
+        "loads": "auto"}
     for suite_name in registry.suites:
         for impl in registry.implementations(suite_name).values():
             assert Path(impl.source).parent == loader.BUILTIN_KERNELS / suite_name

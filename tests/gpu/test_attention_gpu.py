@@ -52,7 +52,8 @@ def test_cupy_fa2_log_sum_exp_matches_float64(registry, dtype, d):
     assert not problems, f"cupy-fa2 lse, {dtype} d={d}, off float64 by more than {LSE_ATOL}:\n" + "\n".join(problems)
 
 
-FORMS = ({"rescale": 0}, {"rescale": 8}, {"loads": "stepped"}, {"rescale": 8, "loads": "stepped"})
+FORMS = ({"rescale": 0, "loads": "checked"}, {"rescale": 8, "loads": "checked"}, {"rescale": 0, "loads": "stepped"},
+         {"rescale": 8, "loads": "stepped"})
 
 
 @pytest.mark.parametrize("form", FORMS, ids=lambda form: ",".join(f"{k}={v}" for k, v in form.items()))
