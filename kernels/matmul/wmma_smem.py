@@ -10,10 +10,11 @@ multiple of 8 (or a tensor is not 16-byte aligned) the same kernel is built
 with element-by-element bounds-checked copies instead: slow, but any M, N, K
 works. Blocks are grouped ``group_m`` block rows at a time for L2 reuse.
 
-``--param loads=ptx`` loads the fragments with the PTX instruction ``wmma.load`` on the ``.shared``
-state space instead of the C++ API's ``load_matrix_sync``: the same instruction and fragments, but for
-bf16 nvcc 13.0 compiles the API's loads to generic loads (LD.E, 64 a k-tile of the default warp tile)
-where the PTX form gives ldmatrix (16 LDSM, as fp16 has either way).
+The fragments are loaded with the PTX instruction ``wmma.load`` on the ``.shared`` state space
+(``--param loads=ptx``, the default); ``loads=api`` uses the C++ API's ``load_matrix_sync`` instead:
+the same instruction and fragments, but for bf16 nvcc 13.0 compiles the API's loads to generic loads
+(LD.E, 64 a k-tile of the default warp tile) where the PTX form gives ldmatrix (16 LDSM, as fp16 has
+either way). On an H200 that took bf16 from about 0.31x to 0.43-0.47x cuBLAS (docs/performance.md).
 
     kbench run matmul --m 4096 --n 4096 --k 4096 --dtype fp16,bf16 --impl cublas,wmma-smem \\
         --param block_n=128,256 --param stages=3,4
@@ -73,7 +74,7 @@ def async_copies(case, a, b, out) -> bool:
     return case.k % 8 == 0 and case.n % 8 == 0 and _common.aligned((a, b, out), 16)
 
 
-def plan(case, a, b, out, block_m, block_n, block_k, warps, stages, group_m, smem_limit=None, loads="api") -> dict:
+def plan(case, a, b, out, block_m, block_n, block_k, warps, stages, group_m, smem_limit=None, loads="ptx") -> dict:
     """The launch for one case (raises Unsupported): kernel name, grid, block, shared memory, copy path."""
     reason = check_config(block_m, block_n, block_k, warps, stages, group_m)
     if reason:
@@ -115,7 +116,7 @@ def explain(case, params) -> dict:
     dtypes=("fp16", "bf16"),
     # 4 warps of 64x64 (2 x 2): 8 ldmatrix.x4 per 32 mma.sync instead of 8 warps of 64x32's 6 per 16.
     # H200, fp16 (docs/performance.md): 0.48x cuBLAS at 4096^3 and 0.52x at 8192^3; 8 warps 0.42x, 0.43x.
-    params={"block_m": 128, "block_n": 128, "block_k": 32, "warps": 4, "stages": 4, "group_m": 8, "loads": "api"},
+    params={"block_m": 128, "block_n": 128, "block_k": 32, "warps": 4, "stages": 4, "group_m": 8, "loads": "ptx"},
     allowed={"loads": ("api", "ptx")}, explain=explain,
     description="block-tiled WMMA (CUDA C++): 128x128x32 tiles, 4 warps of 64x64, 4-stage cp.async pipeline",
 )

@@ -31,7 +31,7 @@ CHECKS = (
     + [("wmma", dtype, {}) for dtype in ("fp16", "bf16")]
     + [("wmma-smem", "fp16", config) for config in WMMA_SMEM_CONFIGS]
     + [("wmma-smem", "bf16", config) for config in ({}, {"block_k": 64})]
-    + [("wmma-smem", dtype, {"loads": "ptx"}) for dtype in ("fp16", "bf16")]
+    + [("wmma-smem", dtype, {"loads": "api"}) for dtype in ("fp16", "bf16")]
 )
 
 

@@ -176,9 +176,9 @@ def test_wmma_smem_plan(mods, shape, use_async, dtype):
     p = mods["wmma_smem"].plan(case(m, n, k, dtype), *operands(m, n, k, dtype), **DEFAULT, smem_limit=227 * 1024)
     bf16 = "true" if dtype == "bf16" else "false"
     assert p["async"] is use_async
-    assert p["name"] == f"matmul_wmma_smem<128, 128, 32, 2, 4, 3, {bf16}, {'true' if use_async else 'false'}, false>"
-    ptx = mods["wmma_smem"].plan(case(m, n, k, dtype), *operands(m, n, k, dtype), **DEFAULT, loads="ptx")
-    assert ptx["name"].endswith(", true>")
+    assert p["name"] == f"matmul_wmma_smem<128, 128, 32, 2, 4, 3, {bf16}, {'true' if use_async else 'false'}, true>"
+    api = mods["wmma_smem"].plan(case(m, n, k, dtype), *operands(m, n, k, dtype), **DEFAULT, loads="api")
+    assert api["name"].endswith(", false>")
     assert p["grid"] == (-(-m // 128) * -(-n // 128),)  # one block per tile, 1-D (grouped raster in the kernel)
     assert p["block"] == (256,) and p["smem"] == 56832
 
