@@ -190,37 +190,3 @@ def test_triton_fa2_records_the_autotuners_candidate_times(registry):
                                              config(module.CONFIGS[3]): 0.6046, config(stranger): [1.0, 1.0, 1.0]})
     assert module._candidate_medians(tuner) == {"1": 0.5669, "3": 0.6046}
     assert module._candidate_medians(SimpleNamespace()) == {}
-
-
-def test_triton_fa2_autotuning_passes_over_what_warp_specialization_cannot_compile(registry):
-    """With ws=1 each configuration is compiled before the autotuner times it; those the compiler refuses
-    are left out and named with the compiler's message, the rest kept; ws=0 compiles nothing here."""
-    import sys
-
-    import triton
-
-    module = sys.modules[registry.implementations("attention")["triton-fa2"].make.__module__]
-    configs = [triton.Config({"BLOCK_M": c["BLOCK_M"], "BLOCK_N": c["BLOCK_N"]}, **module._launch_options(c))
-               for c in module.CONFIGS]
-
-    class Kernel:
-        arg_names = ["Q", "n_ctx"]
-        compiled = []
-
-        def warmup(self, *args, grid, **kwargs):
-            assert args == ("q", 4096) and grid == (1,) and kwargs["WS"] is True
-            if kwargs["BLOCK_M"] == 64:
-                raise RuntimeError("PassManager::run failed")
-            self.compiled.append((kwargs["BLOCK_M"], kwargs["BLOCK_N"], kwargs["num_warps"], kwargs["num_stages"]))
-
-    kernel = Kernel()
-    launch = {"HEAD_DIM": 128, "CAUSAL": False, "PRECISION": "native", "TMA": True}
-    assert module.compilable(kernel, configs, {"Q": "q", "n_ctx": 4096}, WS=False, **launch) == configs
-    assert kernel.compiled == []
-    # As the autotuner calls the hook: with its own grid and warmup keywords among the launch's.
-    kept = module.compilable(kernel, configs, {"Q": "q", "n_ctx": 4096}, WS=True, grid=lambda meta: (1,),
-                             warmup=False, **launch)
-    assert [module.CONFIGS.index(module._as_config(c)) for c in kept] == [0, 1, 2, 3, 5]  # 4, 6, 7: BLOCK_M 64
-    refused = module._refused[tuple(sorted({**launch, "WS": True}.items()))]
-    assert refused == {str(i): "RuntimeError: PassManager::run failed" for i in (4, 6, 7)}
-    assert len(kernel.compiled) == 5
