@@ -16,7 +16,9 @@ also issues the loads: the simpler kernel, with the same loads, descriptors and 
 (5000 x 3000: 480 tiles of 128 x 256 are 3.6 waves of 132 SMs, 640 of 128 x 192 are 4.8).
 ``cluster=2`` (ws, block_n of 128 or more): thread-block clusters of two blocks computing neighbouring
 tile rows of one tile column, each producer loading every other 64-column box of the shared B tile by
-TMA multicast into both.
+TMA multicast into both. ``cluster=auto`` (the default) takes 2 for the warp-specialized kernel's
+128-row tiles of 128 columns or more and 1 otherwise: on an H200 clusters of two ran level with single
+blocks at 4096³ and 1.27-1.31x faster at 5000 x 3000 x 7000 (docs/performance.md).
 
 TMA reads A and B in place, so K and N must be multiples of 8 (16-byte row strides) and A and B
 16-byte aligned; other shapes are refused with that reason (the other matmul kernels take them).
@@ -45,6 +47,14 @@ H200_SMS = 132  # for `kbench explain` without a GPU (kbench.devices has the sam
 
 _common = load_helper(Path(__file__).parent / "_cupy_matmul.py")
 _tma = load_helper(Path(__file__).parent.parent / "_tensor_map.py")
+
+
+def resolve_cluster(cluster, variant: str, block_m: int, block_n: int) -> int:
+    """cluster=auto as the size it takes: 2 for the warp-specialized kernel's 128-row tiles of at least two
+    B boxes (the form measured on an H200), else 1; a number as given."""
+    if cluster == "auto":
+        return 2 if variant == "ws" and block_m == 128 and block_n >= 128 else 1
+    return int(cluster)  # --param gives "1" or "2" (typed as the default, a string)
 
 
 def check_config(block_m: int, block_n: int, stages: int, group_m: int, variant: str, cluster: int = 1) -> str | None:
@@ -145,9 +155,10 @@ def plan(case, a, b, out, block_m, block_n, stages, group_m, variant, sms=H200_S
 def explain(case, params) -> dict:
     """`kbench explain matmul --impl wgmma`: roles, wgmma shape and count, pipeline, tiles and waves."""
     bm, bn, stages, variant = params["block_m"], params["block_n"], params["stages"], params["variant"]
+    cluster = resolve_cluster(params["cluster"], variant, bm, bn)
     try:
         p = plan(case, _common.PLACEHOLDER, _common.PLACEHOLDER, _common.PLACEHOLDER, bm, bn, stages,
-                 params["group_m"], variant, l2_promotion=params["l2_promotion"], cluster=params["cluster"])
+                 params["group_m"], variant, l2_promotion=params["l2_promotion"], cluster=cluster)
     except Unsupported as exc:
         return {"configuration": f"not runnable: {exc}"}
     figures = _common.explain_launch(case, p, SOURCE, (bm, bn), p["smem"], arch=ARCH)
@@ -164,7 +175,7 @@ def explain(case, params) -> dict:
                                                    f"({bn // 2} of them fp32 accumulators); ptxas reports the "
                                                    f"count at entry, before setmaxnreg")
         # Rounds of the persistent schedule: the last one leaves SMs idle unless the units divide evenly.
-        cluster, units = params["cluster"], p["units"]
+        units = p["units"]
         workers = p["grid"][0] // cluster
         rounds = _common.ceil_div(units, workers)
         last = units - (rounds - 1) * workers
@@ -198,9 +209,9 @@ def explain(case, params) -> dict:
     "matmul", "wgmma", backend="cupy", cuda=True, modules=("torch", "cupy"), min_cc=(9, 0),
     dtypes=("fp16", "bf16"),
     params={"block_m": 128, "block_n": 256, "stages": 4, "group_m": 8, "variant": "ws", "l2_promotion": 128,
-            "cluster": 1},
+            "cluster": "auto"},
     allowed={"variant": VARIANTS, "block_m": (64, 128), "block_n": BLOCK_NS, "l2_promotion": tuple(_tma.L2_PROMOTION),
-             "cluster": CLUSTERS,
+             "cluster": ("auto", *map(str, CLUSTERS)),
              "stages": lambda s: None if s >= 2 else "is fewer than 2 stages",
              "group_m": lambda g: None if g >= 1 else "is below 1"},
     explain=explain,
@@ -212,6 +223,7 @@ def wgmma(case, inputs, out, block_m, block_n, stages, group_m, variant, l2_prom
     import torch
 
     a, b, c = _common.operands(case, inputs, out)
+    cluster = resolve_cluster(cluster, variant, block_m, block_n)
     capability = torch.cuda.get_device_capability(a.device)
     if tuple(capability) != (9, 0):
         raise Unsupported(f"wgmma and setmaxnreg exist only on sm_90 (Hopper, built for sm_90a); this GPU is "

@@ -45,7 +45,7 @@ def matmul(registry) -> tuple[int, list[str]]:
 
     if tuple(torch.cuda.get_device_capability()) == (9, 0):
         impl = impls["wgmma"]
-        for form in ({"variant": "ws"}, {"variant": "plain"}, {"variant": "ws", "cluster": 2},
+        for form in ({"variant": "ws", "cluster": 1}, {"variant": "plain"}, {"variant": "ws", "cluster": 2},
                      {"variant": "ws", "block_n": 192, "cluster": 2}):
             for m, n, k in ((64, 136, 72), (33, 40, 24), (130, 264, 200)):
                 case = Case({"m": m, "n": n, "k": k, "dtype": "fp16", "tf32": False})

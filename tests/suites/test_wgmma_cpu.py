@@ -166,8 +166,12 @@ def test_registration(registry):
     impl = registry.implementations("matmul")["wgmma"]
     assert impl.needs.min_cc == (9, 0) and impl.needs.dtypes == ("fp16", "bf16")
     assert impl.params == {"block_m": 128, "block_n": 256, "stages": 4, "group_m": 8, "variant": "ws",
-                           "l2_promotion": 128, "cluster": 1}
+                           "l2_promotion": 128, "cluster": "auto"}
     from kbench.registry import _param_value
+
+    assert _param_value(impl, "cluster", "2") == "2" and _param_value(impl, "cluster", "auto") == "auto"
+    with pytest.raises(UserError, match="not one of auto, 1, 2"):
+        _param_value(impl, "cluster", "4")
 
     assert _param_value(impl, "variant", "plain") == "plain"
     with pytest.raises(UserError, match="not one of ws, plain"):
@@ -178,7 +182,8 @@ def test_registration(registry):
 
 def test_explain_describes_roles_instructions_and_schedule(registry):
     impl = registry.implementations("matmul")["wgmma"]
-    figures = impl.explain(case(4096, 4096, 4096), impl.params)
+    single = dict(impl.params, cluster=1)
+    figures = impl.explain(case(4096, 4096, 4096), single)
     assert figures["kernel"] == "matmul_wgmma_ws<128, 256, 4, false>"
     assert figures["warpgroups"].startswith("1 producer (one thread issues the TMA loads; setmaxnreg 40) + 2 consumers")
     assert figures["wgmma"].startswith("m64n256k16 .f32.f16")
@@ -186,22 +191,25 @@ def test_explain_describes_roles_instructions_and_schedule(registry):
     assert figures["tile schedule"].startswith("32 x 16 = 512 tiles of 128 x 256 on 132 persistent blocks")
     # 512 tiles on 132 blocks: 4 rounds, the last with 116 blocks busy, 97 % of the 528 slots
     assert figures["tile schedule"].endswith("4 rounds, the last with 116 of 132 blocks busy (97% of the rounds' slots used)")
-    odd_wide = impl.explain(case(5000, 3000, 7000), impl.params)["tile schedule"]
-    odd_narrow = impl.explain(case(5000, 3000, 7000), dict(impl.params, block_n=192))["tile schedule"]
+    odd_wide = impl.explain(case(5000, 3000, 7000), single)["tile schedule"]
+    odd_narrow = impl.explain(case(5000, 3000, 7000), dict(single, block_n=192))["tile schedule"]
     assert odd_wide.endswith("4 rounds, the last with 84 of 132 blocks busy (91% of the rounds' slots used)")
     assert odd_narrow.endswith("5 rounds, the last with 112 of 132 blocks busy (97% of the rounds' slots used)")
     assert figures["pipeline"].startswith("4 stages of 48 KiB (A 16 KiB in one TMA box, B 32 KiB in 4 boxes")
     assert "read into L2 128 bytes at a time" in figures["pipeline"]
-    wider = impl.explain(case(4096, 4096, 4096), dict(impl.params, l2_promotion=256))
+    wider = impl.explain(case(4096, 4096, 4096), dict(single, l2_promotion=256))
     assert "read into L2 256 bytes at a time" in wider["pipeline"]
+    # cluster=auto: one block where clusters do not apply (no warp specialization), two by default
     plain = impl.explain(case(4096, 4096, 4096, "bf16"), dict(impl.params, variant="plain", block_n=128))
     assert plain["kernel"] == "matmul_wgmma_plain<128, 128, 4, true>"
     assert plain["tile schedule"].startswith("32 x 32 = 1,024 tiles of 128 x 128, one per block")
-    clustered = impl.explain(case(4096, 4096, 4096), dict(impl.params, cluster=2))
+    clustered = impl.explain(case(4096, 4096, 4096), impl.params)
     assert clustered["clusters"].startswith("66 clusters of 2 blocks") and "every other one of the 4 B boxes" in \
         clustered["clusters"]
     assert clustered["kernel"] == "matmul_wgmma_ws_cluster2<128, 256, 4, false>"
     assert clustered["tile schedule"].endswith("4 rounds, the last with 58 of 66 clusters busy (97% of the rounds' slots used)")
+    assert impl.explain(case(4096, 4096, 4096), dict(impl.params, block_m=64))["kernel"] == \
+        "matmul_wgmma_ws<64, 256, 4, false>"  # auto: clusters only for the 128-row tiles measured so
     odd = impl.explain(case(1000, 777, 333), impl.params)
     assert odd["configuration"].startswith("not runnable: TMA cannot read A")
 
