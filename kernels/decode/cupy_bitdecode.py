@@ -56,6 +56,13 @@ MASKS = ("auto", "all", "edge")  # which tiles clamp addresses and mask scores: 
 # masks=auto by the bits a cache element is read as. On an H200 (d = 128, GQA 32/8, 32k and 128k keys,
 # batch 1 and 8) the edge-free loop ran 2-9 % faster for fp16 and int4 caches and 4-7 % slower for int8.
 AUTO_MASKS = {4: "edge", 8: "all", 16: "edge"}
+
+
+def resolve_masks(masks: str, bits: int) -> str:
+    """masks=auto as the loop form it takes for a cache of ``bits``-bit elements; all or edge as given."""
+    return AUTO_MASKS[bits] if masks == "auto" else masks
+
+
 DEFAULT_PARAMS = {"splits": 0, "tile": 32, "warps": 4, "stages": 0, "masks": "auto"}
 
 
@@ -215,7 +222,7 @@ def explain(case, params) -> dict:
     if reason:
         return {"configuration": f"not runnable: {reason}"}
     bits = CODE_BITS[case.kv_dtype]
-    masks = AUTO_MASKS[bits] if params["masks"] == "auto" else params["masks"]
+    masks = resolve_masks(params["masks"], bits)
     name = instance(case, tile, warps, stages)
     smem = smem_bytes(case.d, warps, bits, tile, stages)
     try:
@@ -292,7 +299,7 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks):
         k, v = inputs["k"], inputs["v"]
         scales = ()
         bits = 16
-    masks = AUTO_MASKS[bits] if masks == "auto" else masks
+    masks = resolve_masks(masks, bits)
     for t in (q, k, v, out, *scales):
         if t.stride(-1) != 1:
             raise Unsupported("cupy-bitdecode needs a contiguous last dimension")

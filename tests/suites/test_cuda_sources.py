@@ -60,6 +60,10 @@ def test_cupy_fa2_configuration_checks():
     assert module.check_config(128, 128, 64, 4, loads="stepped") is None
     assert "4 rows apart" in module.check_config(128, 64, 64, 2, loads="stepped")
     assert module.check_config(128, 64, 64, 2) is None
+    # loads=auto (the default) steps where the tile allows it, else checks each copy: never a refusal
+    assert module.resolve_loads("auto", 128, 64, 4) == "stepped"
+    assert module.resolve_loads("auto", 128, 64, 2) == "checked"
+    assert module.resolve_loads("checked", 128, 64, 4) == "checked"
 
 
 def test_cupy_sources_inline_kbench_headers():

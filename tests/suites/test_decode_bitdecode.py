@@ -459,6 +459,19 @@ def test_kbench_explain_says_how_codes_and_scales_come_in(cli):
     assert "once a k16 step and n8 tile" in text
 
 
+def test_masks_auto_takes_the_loop_form_measured_faster_for_the_cache(impl):
+    """masks=auto (the default): the edge-free loop for fp16, bf16 and int4 caches, every tile masked for int8;
+    explain says which, and that auto chose it; all and edge as given."""
+    def masks(kv_dtype, value="auto"):
+        return impl.explain(case(kv_dtype=kv_dtype, l=4099), dict(impl.params, masks=value))["masks"]
+    for kv_dtype in ("fp16", "bf16", "int4"):
+        assert masks(kv_dtype) == ("a piece's last tiles clamp and mask; the tiles before them run a loop without "
+                                   "either (masks=auto for this cache)")
+    assert masks("int8") == "every tile clamps its keys to the cache and masks its scores (masks=auto for this cache)"
+    assert masks("int8", "edge").startswith("a piece's last tiles") and "auto" not in masks("int8", "edge")
+    assert masks("int4", "all") == "every tile clamps its keys to the cache and masks its scores"
+
+
 def test_the_kernels_division_by_the_group_is_exact(bd):
     """divisor(d) gives the multiply-and-shift the kernel uses for key // group: exact for every key a head
     can hold (below 2**31), checked at the ends of the range, around every multiple of d below 2**16, and
