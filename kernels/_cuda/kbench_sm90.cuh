@@ -95,6 +95,33 @@ __device__ __forceinline__ void tma_load_2d_multicast(unsigned dst, const Tensor
         : "memory");
 }
 
+// Write the box at shared address `src` (laid out as the map's swizzle says) to the box of a 2-D tensor
+// map at coordinates (c0 innermost, c1); elements past the tensor's edges are not written. The copy joins
+// the issuing thread's current bulk group: bulk_commit closes the group, bulk_wait_read<N> waits until
+// at most N of the thread's groups still read shared memory, bulk_wait<N> until at most N are unfinished.
+// Shared-memory writes by threads become visible to the copy engine after fence_proxy_async_shared.
+__device__ __forceinline__ void tma_store_2d(const TensorMap* map, unsigned src, int c0, int c1) {
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n"
+                 ::"l"(reinterpret_cast<unsigned long long>(map)), "r"(src), "r"(c0), "r"(c1)
+                 : "memory");
+}
+
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() {
+    asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+}
+
+template <int N>
+__device__ __forceinline__ void bulk_wait() {
+    asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+__device__ __forceinline__ void fence_proxy_async_shared() {
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
 // ---- thread-block clusters -------------------------------------------------------------------------
 
 __device__ __forceinline__ unsigned cluster_rank() {

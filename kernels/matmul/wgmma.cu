@@ -156,16 +156,37 @@ __device__ __forceinline__ void store_tile(const float (&d)[BN / 2], unsigned sh
     }
 }
 
+// The TMA-store epilogue's staging of a consumer warpgroup's 64 x BN slice: BN / 64 boxes of 64 rows
+// x 64 columns (C_BOX_BYTES each), a row 128 bytes whose 16-byte chunks are swizzled as TMA's 128-byte
+// mode expects: chunk c of row r at (c ^ r % 8). A warp's store of one accumulator pair then covers 8 rows
+// x 4 words in 32 different banks.
+constexpr int C_BOX_BYTES = 64 * 128;
+
+template <int BN, bool BF16>
+__device__ __forceinline__ void stage_tile(const float (&d)[BN / 2], unsigned buffer, int thread_in_group) {
+#pragma unroll
+    for (int p = 0; p < BN / 4; ++p) {
+        const Position at = accumulator_position(thread_in_group, 2 * p);
+        const int box = at.col / 64, col = at.col % 64;
+        const unsigned address =
+            buffer + box * C_BOX_BYTES + at.row * 128 + (((col / 8) ^ (at.row % 8)) * 16) + (col % 8) * 2;
+        const unsigned pair = kbench_ptx::pack2<BF16>(d[2 * p], d[2 * p + 1]);
+        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(address), "r"(pair) : "memory");
+    }
+}
+
 // The stage buffers and barriers in dynamic shared memory (the host adds 1024 bytes of slack for
-// the alignment): STAGES A tiles, STAGES B tiles, STAGES `full` and STAGES `empty` mbarriers.
-template <int BM, int BN, int STAGES>
+// the alignment): STAGES A tiles, STAGES B tiles, C_BYTES of staging for the TMA-store epilogue (0
+// without it), STAGES `full` and STAGES `empty` mbarriers.
+template <int BM, int BN, int STAGES, int C_BYTES = 0>
 struct Stages {
-    unsigned a, b, full, empty;  // shared-space byte addresses
+    unsigned a, b, c, full, empty;  // shared-space byte addresses
     __device__ __forceinline__ explicit Stages(const unsigned char* smem) {
         const unsigned base = (kbench_ptx::smem_addr(smem) + SWIZZLE_ATOM - 1) & ~unsigned(SWIZZLE_ATOM - 1);
         a = base;
         b = a + STAGES * Layout<BM, BN>::A_BYTES;
-        full = b + STAGES * Layout<BM, BN>::B_BYTES;
+        c = b + STAGES * Layout<BM, BN>::B_BYTES;  // 1024-byte aligned, as the tiles keep it
+        full = c + C_BYTES;
         empty = full + STAGES * 8;
     }
 };
@@ -181,10 +202,17 @@ namespace kbench_wgmma {
 // expects a whole stage. A stage may be refilled only when the consumers of both CTAs are done with
 // it: every consumer warp arrives on the `empty` barrier of each CTA of the cluster, and a producer
 // waits on its own, which counts them all.
-template <int BM, int BN, int STAGES, bool BF16, int CLUSTER>
-__device__ __forceinline__ void wgmma_ws_body(const TensorMap& map_a, const TensorMap& map_b,
+//
+// With TMA_STORE each consumer warpgroup writes its slice of a finished tile into its own staging
+// buffer in shared memory (stage_tile) and one of its threads hands the buffer to the copy engine
+// (tma_store_2d through map_c), so the warpgroup goes on to its next tile's products while the tile is
+// written; before it stages the next tile, that thread waits until the copy engine has read the buffer.
+// Without it (map_c unused) the warpgroup stores C from its registers (store_tile).
+template <int BM, int BN, int STAGES, bool BF16, int CLUSTER, bool TMA_STORE = false>
+__device__ __forceinline__ void wgmma_ws_body(const TensorMap& map_a, const TensorMap& map_b, const TensorMap* map_c,
                                               unsigned short* __restrict__ C, int M, int N, int K, int group_m) {
     constexpr int CONSUMERS = BM / 64;
+    constexpr int C_SLICE_BYTES = BN / 64 * C_BOX_BYTES;  // one consumer's staging buffer
     constexpr int PRODUCER_REGISTERS = 40;   // setmaxnreg of the producer warpgroup, and of the consumers:
     constexpr int CONSUMER_REGISTERS = 232;  // 128 * 40 + 2 * 128 * 232 <= 65536, the register file
     constexpr int B_BOXES = BN / 64;  // 64-column boxes of a B tile: CTA `rank` of a cluster loads boxes rank, rank + CLUSTER, ...
@@ -194,7 +222,7 @@ __device__ __forceinline__ void wgmma_ws_body(const TensorMap& map_a, const Tens
     static_assert(CLUSTER == 1 || (CLUSTER == 2 && B_BOXES >= 2), "clusters of 2 share B tiles of at least 2 boxes");
 
     extern __shared__ unsigned char smem[];
-    const Stages<BM, BN, STAGES> st(smem);
+    const Stages<BM, BN, STAGES, TMA_STORE ? CONSUMERS * C_SLICE_BYTES : 0> st(smem);
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; ++s) {
             mbarrier_init(st.full + 8 * s, 1);                           // the producer's arrive.expect_tx
@@ -296,7 +324,26 @@ __device__ __forceinline__ void wgmma_ws_body(const TensorMap& map_a, const Tens
             release(previous);
 #pragma unroll
             for (int i = 0; i < BN / 2; ++i) fence_operand(d[i]);
-            store_tile<BN, BF16>(d, C, M, N, m0 + consumer * 64, n0, thread_in_group);
+            if constexpr (TMA_STORE) {
+                const unsigned buffer = st.c + consumer * C_SLICE_BYTES;
+                const int barrier = 1 + consumer;  // named barrier of this warpgroup's 128 threads
+                if (thread_in_group == 0) bulk_wait_read<0>();  // the last tile's stores have read the buffer
+                named_barrier_sync(barrier, 128);
+                stage_tile<BN, BF16>(d, buffer, thread_in_group);
+                fence_proxy_async_shared();  // this thread's writes, visible to the copy engine
+                named_barrier_sync(barrier, 128);
+                if (thread_in_group == 0) {
+#pragma unroll
+                    for (int box = 0; box < BN / 64; ++box)
+                        tma_store_2d(map_c, buffer + box * C_BOX_BYTES, n0 + box * 64, m0 + consumer * 64);
+                    bulk_commit();
+                }
+            } else {
+                store_tile<BN, BF16>(d, C, M, N, m0 + consumer * 64, n0, thread_in_group);
+            }
+        }
+        if constexpr (TMA_STORE) {
+            if (thread_in_group == 0) bulk_wait<0>();  // the last tile written before the block ends
         }
     }
     // A CTA leaves only when its peers are done: until then their consumers arrive on its barriers and
@@ -312,7 +359,7 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1)
 matmul_wgmma_ws(const __grid_constant__ kbench_sm90::TensorMap map_a,
                 const __grid_constant__ kbench_sm90::TensorMap map_b, unsigned short* __restrict__ C, int M, int N,
                 int K, int group_m) {
-    kbench_wgmma::wgmma_ws_body<BM, BN, STAGES, BF16, 1>(map_a, map_b, C, M, N, K, group_m);
+    kbench_wgmma::wgmma_ws_body<BM, BN, STAGES, BF16, 1>(map_a, map_b, nullptr, C, M, N, K, group_m);
 }
 
 // The same in clusters of two CTAs along M sharing their B tiles by TMA multicast (the grid a multiple
@@ -322,7 +369,27 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__((BM / 64 + 1) * 128,
 matmul_wgmma_ws_cluster2(const __grid_constant__ kbench_sm90::TensorMap map_a,
                          const __grid_constant__ kbench_sm90::TensorMap map_b, unsigned short* __restrict__ C, int M,
                          int N, int K, int group_m) {
-    kbench_wgmma::wgmma_ws_body<BM, BN, STAGES, BF16, 2>(map_a, map_b, C, M, N, K, group_m);
+    kbench_wgmma::wgmma_ws_body<BM, BN, STAGES, BF16, 2>(map_a, map_b, nullptr, C, M, N, K, group_m);
+}
+
+// The two kernels above with the TMA-store epilogue: C written through a third map, map_c, in boxes of
+// 64 x 64 with the 128-byte swizzle (C 16-byte aligned, N a multiple of 8).
+template <int BM, int BN, int STAGES, bool BF16>
+__global__ void __launch_bounds__((BM / 64 + 1) * 128, 1)
+matmul_wgmma_ws_store(const __grid_constant__ kbench_sm90::TensorMap map_a,
+                      const __grid_constant__ kbench_sm90::TensorMap map_b,
+                      const __grid_constant__ kbench_sm90::TensorMap map_c, unsigned short* __restrict__ C, int M,
+                      int N, int K, int group_m) {
+    kbench_wgmma::wgmma_ws_body<BM, BN, STAGES, BF16, 1, true>(map_a, map_b, &map_c, C, M, N, K, group_m);
+}
+
+template <int BM, int BN, int STAGES, bool BF16>
+__global__ void __cluster_dims__(2, 1, 1) __launch_bounds__((BM / 64 + 1) * 128, 1)
+matmul_wgmma_ws_cluster2_store(const __grid_constant__ kbench_sm90::TensorMap map_a,
+                               const __grid_constant__ kbench_sm90::TensorMap map_b,
+                               const __grid_constant__ kbench_sm90::TensorMap map_c, unsigned short* __restrict__ C,
+                               int M, int N, int K, int group_m) {
+    kbench_wgmma::wgmma_ws_body<BM, BN, STAGES, BF16, 2, true>(map_a, map_b, &map_c, C, M, N, K, group_m);
 }
 
 template <int BM, int BN, int STAGES, bool BF16>
@@ -398,4 +465,13 @@ KBENCH_WGMMA(128, 128, 6)
 KBENCH_WGMMA(64, 256, 4)
 KBENCH_WGMMA(128, 64, 4)
 KBENCH_WGMMA(64, 128, 4)
+#define KBENCH_WGMMA_STORE(KERNEL, BM, BN, S, BF16)                                                       \
+    template __global__ void KERNEL<BM, BN, S, BF16>(                                                         \
+        const __grid_constant__ kbench_sm90::TensorMap, const __grid_constant__ kbench_sm90::TensorMap,       \
+        const __grid_constant__ kbench_sm90::TensorMap, unsigned short*, int, int, int, int);
+KBENCH_WGMMA_STORE(matmul_wgmma_ws_store, 128, 256, 3, false)
+KBENCH_WGMMA_STORE(matmul_wgmma_ws_store, 128, 256, 3, true)
+KBENCH_WGMMA_STORE(matmul_wgmma_ws_cluster2_store, 128, 256, 3, false)
+KBENCH_WGMMA_STORE(matmul_wgmma_ws_cluster2_store, 128, 256, 3, true)
+KBENCH_WGMMA_STORE(matmul_wgmma_ws_cluster2_store, 128, 128, 4, false)
 #endif

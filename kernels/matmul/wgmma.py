@@ -19,6 +19,11 @@ tile rows of one tile column, each producer loading every other 64-column box of
 TMA multicast into both. ``cluster=auto`` (the default) takes 2 for the warp-specialized kernel's
 128-row tiles of 128 columns or more and 1 otherwise: on an H200 clusters of two ran level with single
 blocks at 4096³ and 1.27-1.31x faster at 5000 x 3000 x 7000 (docs/performance.md).
+``epilogue=tma`` (ws): each consumer warpgroup writes its slice of a finished tile into a staging buffer
+in shared memory (64 x 64 boxes, 128-byte swizzle) and one thread stores it by TMA through a third
+map, so the warpgroup starts its next tile while the copy engine writes C; ``epilogue=direct`` (the
+default) stores C from the registers. The staging takes block_m x block_n x 2 bytes, so 128 x 256 tiles
+fit only with ``stages=3``.
 
 TMA reads A and B in place, so K and N must be multiples of 8 (16-byte row strides) and A and B
 16-byte aligned; other shapes are refused with that reason (the other matmul kernels take them).
@@ -43,6 +48,8 @@ PRODUCER_REGISTERS, CONSUMER_REGISTERS = 40, 232  # setmaxnreg in wgmma.cu's war
 VARIANTS = ("ws", "plain")
 BLOCK_NS = (64, 128, 192, 256)  # wgmma n, B loaded in 64-column boxes
 CLUSTERS = (1, 2)  # CTAs a cluster along M (ws only): 2 share each B tile by TMA multicast
+EPILOGUES = ("direct", "tma")  # C stored from the registers, or staged in shared memory and stored by TMA
+C_BOX = 64  # the TMA-store epilogue writes C in boxes of 64 x 64 (one 128-byte swizzled row of 64 elements)
 H200_SMS = 132  # for `kbench explain` without a GPU (kbench.devices has the same figure)
 
 _common = load_helper(Path(__file__).parent / "_cupy_matmul.py")
@@ -57,9 +64,14 @@ def resolve_cluster(cluster, variant: str, block_m: int, block_n: int) -> int:
     return int(cluster)  # --param gives "1" or "2" (typed as the default, a string)
 
 
-def check_config(block_m: int, block_n: int, stages: int, group_m: int, variant: str, cluster: int = 1) -> str | None:
+def check_config(block_m: int, block_n: int, stages: int, group_m: int, variant: str, cluster: int = 1,
+                 epilogue: str = "direct") -> str | None:
     if variant not in VARIANTS:
         return f"variant={variant!r} is not one of {', '.join(VARIANTS)}"
+    if epilogue not in EPILOGUES:
+        return f"epilogue={epilogue!r} is not one of {', '.join(EPILOGUES)}"
+    if epilogue == "tma" and variant != "ws":
+        return "epilogue=tma with variant=plain: the TMA-store epilogue is the warp-specialized kernel's"
     if cluster not in CLUSTERS:
         return f"cluster={cluster}: 1 or 2 CTAs a cluster"
     if cluster == 2 and (variant != "ws" or block_n < 128):
@@ -81,11 +93,13 @@ def stage_bytes(block_m: int, block_n: int) -> tuple[int, int]:
     return block_m * BLOCK_K * 2, BLOCK_K * block_n * 2
 
 
-def smem_bytes(block_m: int, block_n: int, stages: int) -> int:
-    """Dynamic shared memory: the stages, a full and an empty mbarrier per stage, and the slack that
-    lets the kernel round the buffers' start up to the 1024-byte swizzle atom."""
+def smem_bytes(block_m: int, block_n: int, stages: int, epilogue: str = "direct") -> int:
+    """Dynamic shared memory: the stages, with epilogue=tma the consumers' staging of C (block_m x
+    block_n 16-bit elements), a full and an empty mbarrier per stage, and the slack that lets the kernel
+    round the buffers' start up to the 1024-byte swizzle atom."""
     a, b = stage_bytes(block_m, block_n)
-    return stages * (a + b) + 2 * 8 * stages + SWIZZLE_ATOM
+    staging = block_m * block_n * 2 if epilogue == "tma" else 0
+    return stages * (a + b) + staging + 2 * 8 * stages + SWIZZLE_ATOM
 
 
 def threads(block_m: int, variant: str) -> int:
@@ -118,11 +132,12 @@ def tensor_maps(case, a, b, block_m: int, l2_promotion: int = 128):
 
 
 def plan(case, a, b, out, block_m, block_n, stages, group_m, variant, sms=H200_SMS, smem_limit=None,
-         l2_promotion=128, cluster=1, resident_clusters=None) -> dict:
+         l2_promotion=128, cluster=1, resident_clusters=None, epilogue="direct") -> dict:
     """The launch for one case (raises Unsupported): kernel name, grid, block, shared memory, the tiles and
-    the units the persistent blocks (or clusters) take (``cluster`` tiles down a tile column), maps.
-    ``resident_clusters``: clusters the GPU holds at once (cluster > 1; None: one per ``cluster`` SMs)."""
-    reason = check_config(block_m, block_n, stages, group_m, variant, cluster)
+    the units the persistent blocks (or clusters) take (``cluster`` tiles down a tile column), maps (A, B,
+    and C with epilogue=tma). ``resident_clusters``: clusters the GPU holds at once (cluster > 1; None: one
+    per ``cluster`` SMs)."""
+    reason = check_config(block_m, block_n, stages, group_m, variant, cluster, epilogue)
     if reason:
         raise Unsupported(reason)
     if case.dtype not in ("fp16", "bf16"):
@@ -134,7 +149,14 @@ def plan(case, a, b, out, block_m, block_n, stages, group_m, variant, sms=H200_S
             raise Unsupported(f"TMA cannot read {name}: {problem}")
     if out.data_ptr() % 4:
         raise Unsupported("C must be 4-byte aligned (pairs of elements are stored as one 32-bit word)")
-    smem = smem_bytes(block_m, block_n, stages)
+    maps = (map_a, map_b)
+    if epilogue == "tma":
+        map_c = _tma.Tiled2D(case.dtype, out.data_ptr(), case.m, case.n, C_BOX, C_BOX)
+        problem = map_c.problem()
+        if problem:
+            raise Unsupported(f"TMA cannot write C: {problem}")
+        maps += (map_c,)
+    smem = smem_bytes(block_m, block_n, stages, epilogue)
     if smem_limit is not None and smem > smem_limit:
         raise Unsupported(f"needs {smem / 1024:.1f} KiB of shared memory per block; this GPU allows "
                           f"{smem_limit / 1024:.1f} KiB (sharedMemPerBlockOptin)")
@@ -146,10 +168,11 @@ def plan(case, a, b, out, block_m, block_n, stages, group_m, variant, sms=H200_S
     resident = sms // cluster if resident_clusters is None else resident_clusters
     grid = (cluster * min(units, resident) if variant == "ws" else count,)
     _common.check_grid(grid)
-    kernel = ("matmul_wgmma_ws" + ("_cluster2" if cluster == 2 else "")) if variant == "ws" else "matmul_wgmma_plain"
+    kernel = ("matmul_wgmma_ws" + ("_cluster2" if cluster == 2 else "") + ("_store" if epilogue == "tma" else "")
+              if variant == "ws" else "matmul_wgmma_plain")
     name = _common.instance_name(kernel, block_m, block_n, stages, case.dtype == "bf16")
     return {"name": name, "grid": grid, "block": (threads(block_m, variant),), "smem": smem,
-            "tiles": (tiles_m, tiles_n), "units": units, "maps": (map_a, map_b)}
+            "tiles": (tiles_m, tiles_n), "units": units, "maps": maps}
 
 
 def explain(case, params) -> dict:
@@ -158,7 +181,8 @@ def explain(case, params) -> dict:
     cluster = resolve_cluster(params["cluster"], variant, bm, bn)
     try:
         p = plan(case, _common.PLACEHOLDER, _common.PLACEHOLDER, _common.PLACEHOLDER, bm, bn, stages,
-                 params["group_m"], variant, l2_promotion=params["l2_promotion"], cluster=cluster)
+                 params["group_m"], variant, l2_promotion=params["l2_promotion"], cluster=cluster,
+                 epilogue=params["epilogue"])
     except Unsupported as exc:
         return {"configuration": f"not runnable: {exc}"}
     figures = _common.explain_launch(case, p, SOURCE, (bm, bn), p["smem"], arch=ARCH)
@@ -198,10 +222,17 @@ def explain(case, params) -> dict:
     figures["wgmma"] = (f"m64n{bn}k16 .f32.{'bf16' if case.dtype == 'bf16' else 'f16'}, A and B from shared "
                         f"memory (B transposed: MN-major); {BLOCK_K // 16} per stage and warpgroup, "
                         f"{consumers * BLOCK_K // 16 * k_steps:,} per tile ({k_steps} k-steps of {BLOCK_K})")
+    if params["epilogue"] == "tma":
+        figures["epilogue"] = (f"each consumer stages its 64 x {bn} slice of C in shared memory ({bn // C_BOX} boxes "
+                               f"of 64 x 64, {64 * bn * 2 // 1024} KiB, 128-byte swizzle) and one thread stores it "
+                               f"by TMA; the next tile's products start while the copy engine writes it")
+    else:
+        figures["epilogue"] = "C stored from the accumulator registers, a pair of elements (32 bits) a store"
     figures["pipeline"] = (f"{stages} stages of {(a_bytes + b_bytes) // 1024} KiB (A {a_bytes // 1024} KiB in one "
                            f"TMA box, B {b_bytes // 1024} KiB in {bn // B_BOX_N} boxes of 64 x 64), 128-byte "
                            f"swizzle, read into L2 {params['l2_promotion']} bytes at a time; {p['smem']:,} bytes "
-                           f"of shared memory with the barriers and 1 KiB of alignment slack")
+                           f"of shared memory with the barriers{', the staging of C' if params['epilogue'] == 'tma' else ''} "
+                           f"and 1 KiB of alignment slack")
     return figures
 
 
@@ -209,16 +240,16 @@ def explain(case, params) -> dict:
     "matmul", "wgmma", backend="cupy", cuda=True, modules=("torch", "cupy"), min_cc=(9, 0),
     dtypes=("fp16", "bf16"),
     params={"block_m": 128, "block_n": 256, "stages": 4, "group_m": 8, "variant": "ws", "l2_promotion": 128,
-            "cluster": "auto"},
+            "cluster": "auto", "epilogue": "direct"},
     allowed={"variant": VARIANTS, "block_m": (64, 128), "block_n": BLOCK_NS, "l2_promotion": tuple(_tma.L2_PROMOTION),
-             "cluster": ("auto", *map(str, CLUSTERS)),
+             "cluster": ("auto", *map(str, CLUSTERS)), "epilogue": EPILOGUES,
              "stages": lambda s: None if s >= 2 else "is fewer than 2 stages",
              "group_m": lambda g: None if g >= 1 else "is below 1"},
     explain=explain,
     description="Hopper wgmma + TMA (CUDA C++, sm_90a): 128x256 tiles, warp-specialized, 4-stage mbarrier "
                 "pipeline, persistent grid",
 )
-def wgmma(case, inputs, out, block_m, block_n, stages, group_m, variant, l2_promotion, cluster):
+def wgmma(case, inputs, out, block_m, block_n, stages, group_m, variant, l2_promotion, cluster, epilogue):
     import numpy as np
     import torch
 
@@ -230,7 +261,7 @@ def wgmma(case, inputs, out, block_m, block_n, stages, group_m, variant, l2_prom
                           f"sm_{capability[0]}{capability[1]}")
     sms = torch.cuda.get_device_properties(a.device).multi_processor_count
     p = plan(case, a, b, c, block_m, block_n, stages, group_m, variant, sms=sms,
-             smem_limit=_common.smem_optin_limit(a), l2_promotion=l2_promotion, cluster=cluster)
+             smem_limit=_common.smem_optin_limit(a), l2_promotion=l2_promotion, cluster=cluster, epilogue=epilogue)
     kernel = _common.compiled(str(SOURCE), p["name"], ARCH)
     kernel.max_dynamic_shared_size_bytes = p["smem"]
     if cluster > 1:  # a GPC's SMs left over from whole clusters idle: size the persistent grid by the driver
@@ -239,15 +270,16 @@ def wgmma(case, inputs, out, block_m, block_n, stages, group_m, variant, l2_prom
             raise Unsupported(f"no cluster of {cluster} blocks of {p['block'][0]} threads and {p['smem']:,} bytes "
                               "of shared memory fits this GPU")
         p = plan(case, a, b, c, block_m, block_n, stages, group_m, variant, sms=sms,
-                 smem_limit=_common.smem_optin_limit(a), l2_promotion=l2_promotion, cluster=cluster,
+                 smem_limit=_common.smem_optin_limit(a), l2_promotion=l2_promotion, cluster=cluster, epilogue=epilogue,
                  resident_clusters=resident)
-    map_a, map_b = (_tma.encode(spec) for spec in p["maps"])
-    args = (map_a, map_b, *_common.pointer_args(c), np.int32(case.m), np.int32(case.n), np.int32(case.k),
+    maps = tuple(_tma.encode(spec) for spec in p["maps"])  # A, B, and C with epilogue=tma
+    args = (*maps, *_common.pointer_args(c), np.int32(case.m), np.int32(case.n), np.int32(case.k),
             np.int32(group_m))
     run = _common.launcher(kernel, p["grid"], p["block"], args, smem=p["smem"])
     run.config = {
         "block_m": block_m, "block_n": block_n, "block_k": BLOCK_K, "stages": stages, "group_m": group_m,
-        "variant": variant, "l2_promotion": l2_promotion, "cluster": cluster, "tiles": list(p["tiles"]),
+        "variant": variant, "l2_promotion": l2_promotion, "cluster": cluster, "epilogue": epilogue,
+        "tiles": list(p["tiles"]),
         **_common.kernel_config(kernel, p["grid"], p["block"], p["smem"]),
     }
     return run

@@ -46,7 +46,7 @@ def matmul(registry) -> tuple[int, list[str]]:
     if tuple(torch.cuda.get_device_capability()) == (9, 0):
         impl = impls["wgmma"]
         for form in ({"variant": "ws", "cluster": 1}, {"variant": "plain"}, {"variant": "ws", "cluster": 2},
-                     {"variant": "ws", "block_n": 192, "cluster": 2}):
+                     {"variant": "ws", "block_n": 192, "cluster": 2}, {"variant": "ws", "epilogue": "tma", "stages": 3}):
             for m, n, k in ((64, 136, 72), (33, 40, 24), (130, 264, 200)):
                 case = Case({"m": m, "n": n, "k": k, "dtype": "fp16", "tf32": False})
                 label = " ".join(f"{key}={value}" for key, value in form.items())

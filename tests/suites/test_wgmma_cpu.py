@@ -162,16 +162,38 @@ def test_clusters_of_two_take_neighbouring_tile_rows_of_one_column(wg):
             plan(wg, 4096, 4096, 4096, cluster=kw.pop("cluster", 2), **kw)
 
 
+def test_tma_store_epilogue_stages_c_and_adds_its_map(wg):
+    """epilogue=tma: the _store kernels, a third TMA map for C in 64 x 64 boxes, and shared memory for the
+    consumers' staging of a 128 x 256 tile (64 KiB), which leaves room for three stages, not four."""
+    p = plan(wg, 4096, 4096, 4096, stages=3, cluster=2, epilogue="tma", smem_limit=232448)
+    assert p["name"] == "matmul_wgmma_ws_cluster2_store<128, 256, 3, false>"
+    assert p["smem"] == 3 * (128 * 64 * 2 + 64 * 256 * 2) + 128 * 256 * 2 + 2 * 3 * 8 + 1024
+    map_c = p["maps"][2]
+    assert len(p["maps"]) == 3 and (map_c.rows, map_c.cols, map_c.box_rows, map_c.box_cols) == (4096, 4096, 64, 64)
+    assert map_c.swizzle_bytes == 128  # stage_tile's chunk ^ row % 8
+    assert plan(wg, 5000, 3000, 7000, "bf16", stages=3, epilogue="tma")["name"] == \
+        "matmul_wgmma_ws_store<128, 256, 3, true>"
+    assert len(plan(wg, 4096, 4096, 4096)["maps"]) == 2  # the direct epilogue: A and B only
+    with pytest.raises(Unsupported, match="KiB of shared memory per block"):
+        plan(wg, 4096, 4096, 4096, epilogue="tma", smem_limit=232448)  # four stages and the staging
+    with pytest.raises(Unsupported, match="epilogue=tma with variant=plain"):
+        plan(wg, 4096, 4096, 4096, variant="plain", epilogue="tma")
+    with pytest.raises(Unsupported, match="epilogue='smem' is not one of direct, tma"):
+        plan(wg, 4096, 4096, 4096, epilogue="smem")
+
+
 def test_registration(registry):
     impl = registry.implementations("matmul")["wgmma"]
     assert impl.needs.min_cc == (9, 0) and impl.needs.dtypes == ("fp16", "bf16")
     assert impl.params == {"block_m": 128, "block_n": 256, "stages": 4, "group_m": 8, "variant": "ws",
-                           "l2_promotion": 128, "cluster": "auto"}
+                           "l2_promotion": 128, "cluster": "auto", "epilogue": "direct"}
     from kbench.registry import _param_value
 
     assert _param_value(impl, "cluster", "2") == "2" and _param_value(impl, "cluster", "auto") == "auto"
     with pytest.raises(UserError, match="not one of auto, 1, 2"):
         _param_value(impl, "cluster", "4")
+    with pytest.raises(UserError, match="'fast' is not one of direct, tma"):
+        _param_value(impl, "epilogue", "fast")
 
     assert _param_value(impl, "variant", "plain") == "plain"
     with pytest.raises(UserError, match="not one of ws, plain"):
@@ -197,6 +219,11 @@ def test_explain_describes_roles_instructions_and_schedule(registry):
     assert odd_narrow.endswith("5 rounds, the last with 112 of 132 blocks busy (97% of the rounds' slots used)")
     assert figures["pipeline"].startswith("4 stages of 48 KiB (A 16 KiB in one TMA box, B 32 KiB in 4 boxes")
     assert "read into L2 128 bytes at a time" in figures["pipeline"]
+    assert figures["epilogue"].startswith("C stored from the accumulator registers")
+    staged = impl.explain(case(4096, 4096, 4096), dict(impl.params, epilogue="tma", stages=3))
+    assert staged["kernel"] == "matmul_wgmma_ws_cluster2_store<128, 256, 3, false>"
+    assert staged["epilogue"].startswith("each consumer stages its 64 x 256 slice of C in shared memory (4 boxes")
+    assert "the staging of C" in staged["pipeline"]
     wider = impl.explain(case(4096, 4096, 4096), dict(single, l2_promotion=256))
     assert "read into L2 256 bytes at a time" in wider["pipeline"]
     # cluster=auto: one block where clusters do not apply (no warp specialization), two by default
