@@ -85,7 +85,6 @@ def crt_include() -> Path:
                        "pip install nvidia-cuda-crt (matching your CUDA major version) or set CUDA_PATH")
 
 
-@lru_cache(maxsize=None)
 def instance_name(template: str, *args) -> str:
     """The name expression of one instance of a templated kernel, as NVRTC and nvcc take it:
     ``template<a, b, ...>``, a bool argument (Python's or NumPy's) spelled true or false."""
@@ -93,6 +92,7 @@ def instance_name(template: str, *args) -> str:
     return f"{template}<{', '.join(spelled)}>"
 
 
+@lru_cache(maxsize=None)
 def compiled_module(source: str, name: str, arch: str | None = None):
     """The cupy.RawModule of one template instance of a .cu (NVRTC once per process, CuPy's disk
     cache across runs): its kernel (compiled) and its globals (a __constant__ array) come from it.
