@@ -131,7 +131,7 @@ def explain(case, params) -> dict:
     from kbench.occupancy import blocks_per_sm
 
     bm, bn, warps, layout = params["block_m"], params["block_n"], params["warps"], params["smem_layout"]
-    loads = resolve_loads(params.get("loads", "auto"), case.d, bn, warps)
+    loads = resolve_loads(params["loads"], case.d, bn, warps)
     reason = check_config(case.d, bm, bn, warps, layout, loads)
     if reason:
         return {"configuration": f"not runnable: {reason}"}
@@ -156,8 +156,7 @@ def explain(case, params) -> dict:
     }
     try:
         resources = from_nvcc(SOURCE, name_expression(case.d, bm, bn, warps, case.dtype == "bf16",
-                                                      bool(case.causal), layout, params.get("rescale", 8),
-                                                      loads))
+                                                      bool(case.causal), layout, params["rescale"], loads))
     except RuntimeError as exc:
         resources = None
         figures["registers"] = f"could not compile: {exc}"
