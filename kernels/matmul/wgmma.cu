@@ -96,14 +96,23 @@ struct Layout {
     static_assert(A_BYTES % SWIZZLE_ATOM == 0 && B_BYTES % SWIZZLE_ATOM == 0, "tiles keep 1024-byte alignment");
 };
 
-// Issue the TMA loads of k-step `kt` of the tile at (m0, n0) into one stage, completing `bar`.
-template <int BM, int BN>
+// Issue the TMA loads of k-step `kt` of the tile at (m0, n0) into one stage, completing `bar`. In a
+// cluster of CLUSTER CTAs along M, CTA `rank` loads its own A box and B boxes rank, rank + CLUSTER, ...,
+// each multicast to every CTA of the cluster: `bar` still expects the whole stage, the other B boxes
+// coming from the peers.
+template <int BM, int BN, int CLUSTER = 1>
 __device__ __forceinline__ void load_stage(const TensorMap* map_a, const TensorMap* map_b, unsigned sa, unsigned sb,
-                                           unsigned bar, int m0, int n0, int kt) {
+                                           unsigned bar, int m0, int n0, int kt, unsigned rank = 0) {
     mbarrier_arrive_expect_tx(bar, Layout<BM, BN>::STAGE_BYTES);
     tma_load_2d(sa, map_a, bar, kt * BK, m0);
+    if constexpr (CLUSTER == 1) {
 #pragma unroll
-    for (int j = 0; j < BN / 64; ++j) tma_load_2d(sb + j * B_BOX_BYTES, map_b, bar, n0 + j * 64, kt * BK);
+        for (int j = 0; j < BN / 64; ++j) tma_load_2d(sb + j * B_BOX_BYTES, map_b, bar, n0 + j * 64, kt * BK);
+    } else {
+#pragma unroll
+        for (int j = rank; j < BN / 64; j += CLUSTER)
+            tma_load_2d_multicast(sb + j * B_BOX_BYTES, map_b, bar, n0 + j * 64, kt * BK, (1u << CLUSTER) - 1);
+    }
 }
 
 // The descriptors of the k16 step kk (0 .. BK/16 - 1) of one stage, for a warpgroup whose 64 rows of A
@@ -215,7 +224,7 @@ __device__ __forceinline__ void wgmma_ws_body(const TensorMap& map_a, const Tens
     constexpr int C_SLICE_BYTES = BN / 64 * C_BOX_BYTES;  // one consumer's staging buffer
     constexpr int PRODUCER_REGISTERS = 40;   // setmaxnreg of the producer warpgroup, and of the consumers:
     constexpr int CONSUMER_REGISTERS = 232;  // 128 * 40 + 2 * 128 * 232 <= 65536, the register file
-    constexpr int B_BOXES = BN / 64;  // 64-column boxes of a B tile: CTA `rank` of a cluster loads boxes rank, rank + CLUSTER, ...
+    constexpr int B_BOXES = BN / 64;  // 64-column boxes of a B tile, shared out among a cluster (load_stage)
     static_assert(BM % 64 == 0 && CONSUMERS >= 1 && CONSUMERS <= 2, "one or two consumer warpgroups of 64 rows");
     static_assert(BN == 64 || BN == 128 || BN == 192 || BN == 256, "wgmma n of 64, 128, 192 or 256");
     static_assert(STAGES >= 2, "a ring of at least two stages");
@@ -263,16 +272,7 @@ __device__ __forceinline__ void wgmma_ws_body(const TensorMap& map_a, const Tens
                     mbarrier_wait(st.empty + 8 * stage, phase ^ 1);  // the first lap passes at once
                     const unsigned sa = st.a + stage * Layout<BM, BN>::A_BYTES;
                     const unsigned sb = st.b + stage * Layout<BM, BN>::B_BYTES, bar = st.full + 8 * stage;
-                    if (CLUSTER == 1) {
-                        load_stage<BM, BN>(&map_a, &map_b, sa, sb, bar, m0, n0, kt);
-                    } else {
-                        mbarrier_arrive_expect_tx(bar, Layout<BM, BN>::STAGE_BYTES);  // A, and B from both
-                        tma_load_2d(sa, &map_a, bar, kt * BK, m0);
-#pragma unroll
-                        for (int j = rank; j < B_BOXES; j += CLUSTER)
-                            tma_load_2d_multicast(sb + j * B_BOX_BYTES, &map_b, bar, n0 + j * 64, kt * BK,
-                                                  (1u << CLUSTER) - 1);
-                    }
+                    load_stage<BM, BN, CLUSTER>(&map_a, &map_b, sa, sb, bar, m0, n0, kt, rank);
                     if (++stage == STAGES) {
                         stage = 0;
                         phase ^= 1;
