@@ -144,3 +144,22 @@ def test_instance_names_spell_bools_as_cpp_does():
     common = load_helper(BUILTIN_KERNELS / "_cupy_common.py")
     assert common.instance_name("k", 128, True, np.False_, "long long", 0) == "k<128, true, false, long long, 0>"
     assert common.instance_name("combine", 64, False) == "combine<64, false>"
+
+
+def test_a_template_instance_is_compiled_once_per_process(monkeypatch):
+    """compiled_module builds one cupy.RawModule per (source, instance, arch) and hands it back after:
+    NVRTC runs once per process, whatever the number of launches set up (a stand-in cupy counts)."""
+    import sys
+    from types import SimpleNamespace
+
+    from kbench.loader import load_helper
+
+    built = []
+    monkeypatch.setitem(sys.modules, "cupy", SimpleNamespace(RawModule=lambda **kw: built.append(kw) or object()))
+    common = load_helper(BUILTIN_KERNELS / "_cupy_common.py")
+    source = str(BUILTIN_KERNELS / "matmul" / "wgmma.cu")
+    first = common.compiled_module(source, "matmul_wgmma_ws<128, 256, 4, false>", "sm_90a")
+    assert common.compiled_module(source, "matmul_wgmma_ws<128, 256, 4, false>", "sm_90a") is first
+    common.compiled_module(source, "matmul_wgmma_ws<128, 256, 4, true>", "sm_90a")
+    assert [kw["name_expressions"] for kw in built] == [("matmul_wgmma_ws<128, 256, 4, false>",),
+                                                       ("matmul_wgmma_ws<128, 256, 4, true>",)]
