@@ -447,10 +447,16 @@ class CudaSampler(_Sampler):
         self.stamps = stamps(MAX_BATCH) if stamps else None
         self.sample_mhz: list[float] = []
 
-    def burst(self, seconds: float | None = None) -> str | None:
+    def burst(self, seconds: float | None = None, settle: bool = False) -> str | None:
         """Sample in batches until the stop rule says stop (returns why) or, given ``seconds``, until
-        that much sampling time has passed in this burst (returns None: more to come)."""
+        that much sampling time has passed in this burst (returns None: more to come). ``settle``: the
+        worker gave its cached memory back since the last burst: one call first, outside the samples
+        and guarded like them, takes back any allocation the call makes, so no sample pays for it."""
         cuda, checks, stamps = self.cuda, self.checks, self.stamps
+        if settle:
+            checks.before()
+            checks.after(self.call())
+            cuda.synchronize()
         start = time.perf_counter()
         base = self.sampling_s
         while self.stop_reason is None:

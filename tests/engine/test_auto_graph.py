@@ -299,3 +299,18 @@ def test_compare_takes_eager_times_against_a_baseline_from_before_graph_timing()
     both = compare.judge([compare.Pair(current.key, Located(current, "a:1"), Located(current, "b:1"))],
                          lambda suite: 0.05, 0.01)[0]
     assert both.basis == "" and both.median("current") == 0.004
+
+
+def test_a_settling_burst_calls_once_outside_the_samples_guarded_like_them():
+    """After the worker gave its cached memory back, a burst first calls the closure once untimed (so no
+    sample pays for an allocation the call makes), with the output poisoned and the returned tensor
+    spoiled as for a timed call."""
+    calls = []
+    rule = StopRule(target_noise=0.5, min_samples=5, min_time=0.0, max_time=100.0, max_samples=5)
+    guard = Guard()
+    sampler = kbench.timing.CudaSampler(lambda: calls.append(1), Settings(stop=rule, warmup_time=0.0, warmup_calls=1),
+                                        cuda=FakeCuda(), guard=guard)
+    before = len(calls)
+    sampler.burst(settle=True)
+    assert len(sampler.samples) == 5 and len(calls) - before == 6
+    assert guard.calls == 6 and guard.checked == 5  # the settling call went through before/after, unjudged
