@@ -17,13 +17,16 @@ also issues the loads: the simpler kernel, with the same loads, descriptors and 
 ``cluster=2`` (ws, block_n of 128 or more): thread-block clusters of two blocks computing neighbouring
 tile rows of one tile column, each producer loading every other 64-column box of the shared B tile by
 TMA multicast into both. ``cluster=auto`` (the default) takes 2 for the warp-specialized kernel's
-128-row tiles of 128 columns or more and 1 otherwise: on an H200 clusters of two ran level with single
-blocks at 4096³ and 1.27-1.31x faster at 5000 x 3000 x 7000 (docs/performance.md).
+128-row tiles of 128 columns or more and 1 otherwise: on an H200 clusters of two ran within 2 % of
+single blocks at 4096³ and 8192³ and 1.16-1.21x faster at 5000 x 3000 x 7000 (docs/performance.md).
 ``epilogue=tma`` (ws): each consumer warpgroup writes its slice of a finished tile into a staging buffer
 in shared memory (64 x 64 boxes, 128-byte swizzle) and one thread stores it by TMA through a third
-map, so the warpgroup starts its next tile while the copy engine writes C; ``epilogue=direct`` (the
-default) stores C from the registers. The staging takes block_m x block_n x 2 bytes, so 128 x 256 tiles
-fit only with ``stages=3``.
+map, so the warpgroup starts its next tile while the copy engine writes C; ``epilogue=direct`` stores C
+from the registers. ``epilogue=auto`` (the default) takes tma for the warp-specialized kernel and direct
+for the plain one: on an H200 the TMA stores made the default tiles 5-10 % faster at 4096³ and 8192³
+and 4-5 % at 5000 x 3000 x 7000 (docs/performance.md). The staging takes block_m x block_n x 2 bytes,
+so 128 x 256 tiles fit only with ``stages=3`` (the default; four stages were no faster with the direct
+epilogue).
 
 TMA reads A and B in place, so K and N must be multiples of 8 (16-byte row strides) and A and B
 16-byte aligned; other shapes are refused with that reason (the other matmul kernels take them).
@@ -62,6 +65,14 @@ def resolve_cluster(cluster, variant: str, block_m: int, block_n: int) -> int:
     if cluster == "auto":
         return 2 if variant == "ws" and block_m == 128 and block_n >= 128 else 1
     return int(cluster)  # --param gives "1" or "2" (typed as the default, a string)
+
+
+def resolve_epilogue(epilogue: str, variant: str) -> str:
+    """epilogue=auto as the form it takes: the TMA stores for the warp-specialized kernel (the one that
+    has them), the register stores for the plain one; a name as given."""
+    if epilogue == "auto":
+        return "tma" if variant == "ws" else "direct"
+    return epilogue
 
 
 def check_config(block_m: int, block_n: int, stages: int, group_m: int, variant: str, cluster: int = 1,
@@ -179,10 +190,11 @@ def explain(case, params) -> dict:
     """`kbench explain matmul --impl wgmma`: roles, wgmma shape and count, pipeline, tiles and waves."""
     bm, bn, stages, variant = params["block_m"], params["block_n"], params["stages"], params["variant"]
     cluster = resolve_cluster(params["cluster"], variant, bm, bn)
+    epilogue = resolve_epilogue(params["epilogue"], variant)
     try:
         p = plan(case, _common.PLACEHOLDER, _common.PLACEHOLDER, _common.PLACEHOLDER, bm, bn, stages,
                  params["group_m"], variant, l2_promotion=params["l2_promotion"], cluster=cluster,
-                 epilogue=params["epilogue"])
+                 epilogue=epilogue)
     except Unsupported as exc:
         return {"configuration": f"not runnable: {exc}"}
     figures = _common.explain_launch(case, p, SOURCE, (bm, bn), p["smem"], arch=ARCH)
@@ -222,7 +234,7 @@ def explain(case, params) -> dict:
     figures["wgmma"] = (f"m64n{bn}k16 .f32.{'bf16' if case.dtype == 'bf16' else 'f16'}, A and B from shared "
                         f"memory (B transposed: MN-major); {BLOCK_K // 16} per stage and warpgroup, "
                         f"{consumers * BLOCK_K // 16 * k_steps:,} per tile ({k_steps} k-steps of {BLOCK_K})")
-    if params["epilogue"] == "tma":
+    if epilogue == "tma":
         figures["epilogue"] = (f"each consumer stages its 64 x {bn} slice of C in shared memory ({bn // C_BOX} boxes "
                                f"of 64 x 64, {64 * bn * 2 // 1024} KiB, 128-byte swizzle) and one thread stores it "
                                f"by TMA; the next tile's products start while the copy engine writes it")
@@ -231,7 +243,7 @@ def explain(case, params) -> dict:
     figures["pipeline"] = (f"{stages} stages of {(a_bytes + b_bytes) // 1024} KiB (A {a_bytes // 1024} KiB in one "
                            f"TMA box, B {b_bytes // 1024} KiB in {bn // B_BOX_N} boxes of 64 x 64), 128-byte "
                            f"swizzle, read into L2 {params['l2_promotion']} bytes at a time; {p['smem']:,} bytes "
-                           f"of shared memory with the barriers{', the staging of C' if params['epilogue'] == 'tma' else ''} "
+                           f"of shared memory with the barriers{', the staging of C' if epilogue == 'tma' else ''} "
                            f"and 1 KiB of alignment slack")
     return figures
 
@@ -239,15 +251,15 @@ def explain(case, params) -> dict:
 @implementation(
     "matmul", "wgmma", backend="cupy", cuda=True, modules=("torch", "cupy"), min_cc=(9, 0),
     dtypes=("fp16", "bf16"),
-    params={"block_m": 128, "block_n": 256, "stages": 4, "group_m": 8, "variant": "ws", "l2_promotion": 128,
-            "cluster": "auto", "epilogue": "direct"},
+    params={"block_m": 128, "block_n": 256, "stages": 3, "group_m": 8, "variant": "ws", "l2_promotion": 128,
+            "cluster": "auto", "epilogue": "auto"},
     allowed={"variant": VARIANTS, "block_m": (64, 128), "block_n": BLOCK_NS, "l2_promotion": tuple(_tma.L2_PROMOTION),
-             "cluster": ("auto", *map(str, CLUSTERS)), "epilogue": EPILOGUES,
+             "cluster": ("auto", *map(str, CLUSTERS)), "epilogue": ("auto", *EPILOGUES),
              "stages": lambda s: None if s >= 2 else "is fewer than 2 stages",
              "group_m": lambda g: None if g >= 1 else "is below 1"},
     explain=explain,
-    description="Hopper wgmma + TMA (CUDA C++, sm_90a): 128x256 tiles, warp-specialized, 4-stage mbarrier "
-                "pipeline, persistent grid",
+    description="Hopper wgmma + TMA (CUDA C++, sm_90a): 128x256 tiles, warp-specialized, 3-stage mbarrier "
+                "pipeline, persistent grid, clusters of two, TMA stores",
 )
 def wgmma(case, inputs, out, block_m, block_n, stages, group_m, variant, l2_promotion, cluster, epilogue):
     import numpy as np
@@ -255,6 +267,7 @@ def wgmma(case, inputs, out, block_m, block_n, stages, group_m, variant, l2_prom
 
     a, b, c = _common.operands(case, inputs, out)
     cluster = resolve_cluster(cluster, variant, block_m, block_n)
+    epilogue = resolve_epilogue(epilogue, variant)
     capability = torch.cuda.get_device_capability(a.device)
     if tuple(capability) != (9, 0):
         raise Unsupported(f"wgmma and setmaxnreg exist only on sm_90 (Hopper, built for sm_90a); this GPU is "

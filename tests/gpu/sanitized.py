@@ -40,13 +40,14 @@ def matmul(registry) -> tuple[int, list[str]]:
                 checked(suite, impls[name], case, impls[name].params, f"{name} {dtype} {m}x{n}x{k}", problems)
                 count += 1
     # wgmma (Hopper only) at the shapes TMA reads (K and N multiples of 8), both kernels and clusters of
-    # two (with B tiles of four boxes and of three), edge tiles.
+    # two (with B tiles of four boxes and of three), C stored by TMA (the default) and from registers, edge tiles.
     import torch
 
     if tuple(torch.cuda.get_device_capability()) == (9, 0):
         impl = impls["wgmma"]
         for form in ({"variant": "ws", "cluster": 1}, {"variant": "plain"}, {"variant": "ws", "cluster": 2},
-                     {"variant": "ws", "block_n": 192, "cluster": 2}, {"variant": "ws", "epilogue": "tma", "stages": 3}):
+                     {"variant": "ws", "block_n": 192, "cluster": 2},
+                     {"variant": "ws", "epilogue": "direct", "stages": 4}, {"variant": "ws", "epilogue": "direct", "cluster": 1}):
             for m, n, k in ((64, 136, 72), (33, 40, 24), (130, 264, 200)):
                 case = Case({"m": m, "n": n, "k": k, "dtype": "fp16", "tf32": False})
                 label = " ".join(f"{key}={value}" for key, value in form.items())

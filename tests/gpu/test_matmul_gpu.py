@@ -76,15 +76,15 @@ WGMMA_SHAPES = ((1, 8, 8), (33, 40, 24), (64, 136, 72), (130, 264, 200), (256, 5
                 (4096, 2048, 1000), (5000, 3000, 7000))
 # Both kernels, each tile width and warpgroup count, a deep and a shallow ring, other L2 promotions of the
 # TMA reads, clusters of two sharing B by multicast (the default for 128-row tiles; odd tile-row counts
-# leave a unit half past M) and single blocks, C stored by TMA from shared memory (edge tiles clipped by
-# the copy engine); bf16 differs in its conversions and its wgmma type: the default of each kernel
+# leave a unit half past M) and single blocks, C stored by TMA from shared memory (the default; edge tiles
+# clipped by the copy engine) and from the registers; bf16 differs in its conversions and its wgmma type: the default of each kernel
 # covers them.
 WGMMA_CONFIGS = ([("fp16", {}), ("bf16", {}), ("fp16", {"block_n": 128, "stages": 6}), ("fp16", {"block_n": 64}),
                   ("fp16", {"block_m": 64}), ("fp16", {"stages": 2}), ("fp16", {"l2_promotion": 0}),
                   ("bf16", {"l2_promotion": 256}), ("fp16", {"cluster": 1}), ("bf16", {"cluster": 1}),
                   ("fp16", {"cluster": 2, "block_n": 128, "stages": 2}), ("fp16", {"block_n": 192}),
-                  ("bf16", {"block_n": 192, "cluster": 1}), ("fp16", {"epilogue": "tma", "stages": 3}),
-                  ("bf16", {"epilogue": "tma", "stages": 3, "cluster": 1}), ("fp16", {"epilogue": "tma", "block_n": 128})]
+                  ("bf16", {"block_n": 192, "cluster": 1}), ("fp16", {"epilogue": "direct", "stages": 4}),
+                  ("bf16", {"epilogue": "direct", "cluster": 1}), ("fp16", {"epilogue": "direct", "block_n": 128})]
                  + [(dtype, {"variant": "plain", **config}) for dtype, config in
                     (("fp16", {}), ("bf16", {}), ("fp16", {"block_n": 128}), ("fp16", {"block_m": 64, "stages": 2}))])
 

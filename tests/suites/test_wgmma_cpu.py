@@ -185,15 +185,16 @@ def test_tma_store_epilogue_stages_c_and_adds_its_map(wg):
 def test_registration(registry):
     impl = registry.implementations("matmul")["wgmma"]
     assert impl.needs.min_cc == (9, 0) and impl.needs.dtypes == ("fp16", "bf16")
-    assert impl.params == {"block_m": 128, "block_n": 256, "stages": 4, "group_m": 8, "variant": "ws",
-                           "l2_promotion": 128, "cluster": "auto", "epilogue": "direct"}
+    assert impl.params == {"block_m": 128, "block_n": 256, "stages": 3, "group_m": 8, "variant": "ws",
+                           "l2_promotion": 128, "cluster": "auto", "epilogue": "auto"}
     from kbench.registry import _param_value
 
     assert _param_value(impl, "cluster", "2") == "2" and _param_value(impl, "cluster", "auto") == "auto"
     with pytest.raises(UserError, match="not one of auto, 1, 2"):
         _param_value(impl, "cluster", "4")
-    with pytest.raises(UserError, match="'fast' is not one of direct, tma"):
+    with pytest.raises(UserError, match="'fast' is not one of auto, direct, tma"):
         _param_value(impl, "epilogue", "fast")
+    assert _param_value(impl, "epilogue", "auto") == "auto"
 
     assert _param_value(impl, "variant", "plain") == "plain"
     with pytest.raises(UserError, match="not one of ws, plain"):
@@ -204,7 +205,7 @@ def test_registration(registry):
 
 def test_explain_describes_roles_instructions_and_schedule(registry):
     impl = registry.implementations("matmul")["wgmma"]
-    single = dict(impl.params, cluster=1)
+    single = dict(impl.params, cluster=1, epilogue="direct", stages=4)
     figures = impl.explain(case(4096, 4096, 4096), single)
     assert figures["kernel"] == "matmul_wgmma_ws<128, 256, 4, false>"
     assert figures["warpgroups"].startswith("1 producer (one thread issues the TMA loads; setmaxnreg 40) + 2 consumers")
@@ -220,7 +221,7 @@ def test_explain_describes_roles_instructions_and_schedule(registry):
     assert figures["pipeline"].startswith("4 stages of 48 KiB (A 16 KiB in one TMA box, B 32 KiB in 4 boxes")
     assert "read into L2 128 bytes at a time" in figures["pipeline"]
     assert figures["epilogue"].startswith("C stored from the accumulator registers")
-    staged = impl.explain(case(4096, 4096, 4096), dict(impl.params, epilogue="tma", stages=3))
+    staged = impl.explain(case(4096, 4096, 4096), impl.params)  # epilogue=auto: TMA stores for ws
     assert staged["kernel"] == "matmul_wgmma_ws_cluster2_store<128, 256, 3, false>"
     assert staged["epilogue"].startswith("each consumer stages its 64 x 256 slice of C in shared memory (4 boxes")
     assert "the staging of C" in staged["pipeline"]
@@ -228,15 +229,16 @@ def test_explain_describes_roles_instructions_and_schedule(registry):
     assert "read into L2 256 bytes at a time" in wider["pipeline"]
     # cluster=auto: one block where clusters do not apply (no warp specialization), two by default
     plain = impl.explain(case(4096, 4096, 4096, "bf16"), dict(impl.params, variant="plain", block_n=128))
-    assert plain["kernel"] == "matmul_wgmma_plain<128, 128, 4, true>"
+    assert plain["kernel"] == "matmul_wgmma_plain<128, 128, 3, true>"  # epilogue=auto: register stores
+    assert plain["epilogue"].startswith("C stored from the accumulator registers")
     assert plain["tile schedule"].startswith("32 x 32 = 1,024 tiles of 128 x 128, one per block")
-    clustered = impl.explain(case(4096, 4096, 4096), impl.params)
+    clustered = impl.explain(case(4096, 4096, 4096), dict(impl.params, epilogue="direct", stages=4))
     assert clustered["clusters"].startswith("66 clusters of 2 blocks") and "every other one of the 4 B boxes" in \
         clustered["clusters"]
     assert clustered["kernel"] == "matmul_wgmma_ws_cluster2<128, 256, 4, false>"
     assert clustered["tile schedule"].endswith("4 rounds, the last with 58 of 66 clusters busy (97% of the rounds' slots used)")
     assert impl.explain(case(4096, 4096, 4096), dict(impl.params, block_m=64))["kernel"] == \
-        "matmul_wgmma_ws<64, 256, 4, false>"  # auto: clusters only for the 128-row tiles measured so
+        "matmul_wgmma_ws_store<64, 256, 3, false>"  # auto: clusters only for the 128-row tiles measured so
     odd = impl.explain(case(1000, 777, 333), impl.params)
     assert odd["configuration"].startswith("not runnable: TMA cannot read A")
 
