@@ -130,13 +130,13 @@ struct TileState<T, false> {  // split: statuses, aggregates, prefixes; release/
         (kind == STATUS_PREFIX ? prefixes : aggregates)[tile] = value;
         asm volatile("st.release.gpu.global.b32 [%0], %1;" ::"l"(status + tile), "r"(kind) : "memory");
     }
+    __device__ void peek(int tile, int& kind, T& value) const {  // one look: kind NONE if nothing yet
+        asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(kind) : "l"(status + tile) : "memory");
+        // after the acquire: the published value
+        value = kind == STATUS_NONE ? T(0) : (kind == STATUS_PREFIX ? prefixes : aggregates)[tile];
+    }
     __device__ void wait(int tile, int& kind, T& value, unsigned poll_ns) const {
-        for (;;) {
-            asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(kind) : "l"(status + tile) : "memory");
-            if (kind != STATUS_NONE) break;
-            poll_pause(poll_ns);
-        }
-        value = (kind == STATUS_PREFIX ? prefixes : aggregates)[tile];  // after the acquire: the published value
+        for (peek(tile, kind, value); kind == STATUS_NONE; peek(tile, kind, value)) poll_pause(poll_ns);
     }
 };
 
@@ -156,24 +156,23 @@ struct TileState<T, true> {  // packed: {value, status} in one word, one relaxed
                          "l"(static_cast<unsigned long long>(kind)) : "memory");
         }
     }
-    __device__ void wait(int tile, int& kind, T& value, unsigned poll_ns) const {
+    __device__ void peek(int tile, int& kind, T& value) const {  // one look: kind NONE if nothing yet
         unsigned long long bits, status;
-        for (;;) {
-            if constexpr (sizeof(T) == 4) {
-                unsigned long long word;
-                asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(word) : "l"(words + 8LL * tile) : "memory");
-                bits = word & 0xffffffffull;
-                status = word >> 32;
-            } else {
-                asm volatile("{\n\t.reg .b128 word;\n\tld.relaxed.gpu.global.b128 word, [%2];\n\t"
-                             "mov.b128 {%0, %1}, word;\n\t}" : "=l"(bits), "=l"(status) : "l"(words + 16LL * tile)
-                             : "memory");
-            }
-            if (status != STATUS_NONE) break;
-            poll_pause(poll_ns);
+        if constexpr (sizeof(T) == 4) {
+            unsigned long long word;
+            asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(word) : "l"(words + 8LL * tile) : "memory");
+            bits = word & 0xffffffffull;
+            status = word >> 32;
+        } else {
+            asm volatile("{\n\t.reg .b128 word;\n\tld.relaxed.gpu.global.b128 word, [%2];\n\t"
+                         "mov.b128 {%0, %1}, word;\n\t}" : "=l"(bits), "=l"(status) : "l"(words + 16LL * tile)
+                         : "memory");
         }
         kind = static_cast<int>(status);
         value = from_bits<T>(bits);
+    }
+    __device__ void wait(int tile, int& kind, T& value, unsigned poll_ns) const {
+        for (peek(tile, kind, value); kind == STATUS_NONE; peek(tile, kind, value)) poll_pause(poll_ns);
     }
 };
 
@@ -195,9 +194,11 @@ __device__ __forceinline__ void down_level(T* sums, int tid, int d) {
 }
 
 // Warp 0 of tile `tile` (all 32 lanes): publish the tile's total as its aggregate, walk back over the
-// predecessors 32 at a time, one lane each, adding aggregates until a tile with a known inclusive prefix,
-// then publish this tile's inclusive prefix; lane 0 stores the exclusive prefix in *tile_prefix.
-template <typename T, typename State>
+// predecessors 32 x WINDOW at a time, WINDOW consecutive ones a lane (lane 0 the nearest), adding
+// aggregates until a tile with a known inclusive prefix, then publish this tile's inclusive prefix;
+// lane 0 stores the exclusive prefix in *tile_prefix. A lane first looks at its WINDOW states at once
+// (independent loads, one round trip), then waits on those that had nothing yet.
+template <int WINDOW, typename T, typename State>
 __device__ __forceinline__ void look_back(int tile, int lane, T total, State& state, T* tile_prefix,
                                           unsigned poll_ns) {
     if (tile == 0) {
@@ -209,13 +210,29 @@ __device__ __forceinline__ void look_back(int tile, int lane, T total, State& st
     }
     if (lane == 0) state.publish(tile, total, STATUS_AGGREGATE);
     T exclusive = T(0);
-    for (int pred = tile - 1 - lane;; pred -= 32) {
-        int kind = STATUS_PREFIX;  // before tile 0: an empty prefix
-        T value = T(0);
-        if (pred >= 0) state.wait(pred, kind, value, poll_ns);
-        const unsigned with_prefix = __ballot_sync(0xffffffffu, kind == STATUS_PREFIX);
-        const int nearest = with_prefix ? __ffs(with_prefix) - 1 : 31;  // lane 0 is the nearest tile
-        exclusive += warp_sum_all(lane <= nearest ? value : T(0));
+    for (int nearest_pred = tile - 1 - lane * WINDOW;; nearest_pred -= 32 * WINDOW) {
+        int kind[WINDOW];
+        T value[WINDOW];
+#pragma unroll
+        for (int j = 0; j < WINDOW; ++j) {
+            kind[j] = STATUS_PREFIX;  // before tile 0: an empty prefix
+            value[j] = T(0);
+            if (nearest_pred - j >= 0) state.peek(nearest_pred - j, kind[j], value[j]);
+        }
+#pragma unroll
+        for (int j = 0; j < WINDOW; ++j)
+            if (kind[j] == STATUS_NONE) state.wait(nearest_pred - j, kind[j], value[j], poll_ns);
+        // This lane's part: its aggregates from the nearest on, up to and including its first prefix.
+        T part = T(0);
+        bool found = false;
+#pragma unroll
+        for (int j = 0; j < WINDOW; ++j) {
+            if (!found) part += value[j];
+            found = found || kind[j] == STATUS_PREFIX;
+        }
+        const unsigned with_prefix = __ballot_sync(0xffffffffu, found);
+        const int nearest = with_prefix ? __ffs(with_prefix) - 1 : 31;  // lane 0 holds the nearest tiles
+        exclusive += warp_sum_all(lane <= nearest ? part : T(0));
         if (with_prefix) break;
     }
     if (lane == 0) {
@@ -256,7 +273,7 @@ __device__ __forceinline__ void stage_in(const T* x, long long tile_first, int w
 // (State = void: the three-pass kernel, which writes the tile's total to tile_sums[tile] instead).
 // Ends with the tile's output written (through the stage when staged). Every thread of the block calls
 // it, with block-uniform arguments; it holds block barriers.
-template <typename T, int THREADS, int ITEMS, bool EXCLUSIVE, bool VECTOR, bool EARLY, typename State>
+template <typename T, int THREADS, int ITEMS, bool EXCLUSIVE, bool VECTOR, bool EARLY, int WINDOW, typename State>
 __device__ __forceinline__ void scan_tile(const T* __restrict__ x, T* __restrict__ y, long long n, int tile,
                                           bool staged, T* stage, ScanShared<T, THREADS>& sh, State* state,
                                           T* tile_sums, unsigned poll_ns) {
@@ -312,7 +329,7 @@ __device__ __forceinline__ void scan_tile(const T* __restrict__ x, T* __restrict
         }
         if constexpr (LOOK_BACK && EARLY) {  // publish and look back now: successors see this tile sooner
             __syncwarp();
-            look_back(tile, lane, sh.tile_total, *state, &sh.tile_prefix, poll_ns);
+            look_back<WINDOW>(tile, lane, sh.tile_total, *state, &sh.tile_prefix, poll_ns);
         }
 #pragma unroll
         for (int d = THREADS / 2; d >= WIDE; d >>= 1) {  // down-sweep, one warp: exclusive prefixes
@@ -330,7 +347,7 @@ __device__ __forceinline__ void scan_tile(const T* __restrict__ x, T* __restrict
 
     // The tile's own prefix: decoupled look-back by warp 0 (EARLY: done above), or none (three passes).
     if constexpr (LOOK_BACK) {
-        if (!EARLY && tid < 32) look_back(tile, lane, sh.tile_total, *state, &sh.tile_prefix, poll_ns);
+        if (!EARLY && tid < 32) look_back<WINDOW>(tile, lane, sh.tile_total, *state, &sh.tile_prefix, poll_ns);
         __syncthreads();
     } else if (tid == 0 && tile_sums != nullptr) {
         tile_sums[tile] = sh.tile_total;
@@ -375,7 +392,8 @@ __device__ __forceinline__ T* dynamic_stage() {
 
 // One pass, one tile a block (the tile number from the counter). Dynamic shared memory: one stage
 // when STAGED (blelloch.py's plan), none otherwise.
-template <typename T, int THREADS, int ITEMS, bool EXCLUSIVE, bool VECTOR, bool STAGED, bool EARLY, bool PACKED>
+template <typename T, int THREADS, int ITEMS, bool EXCLUSIVE, bool VECTOR, bool STAGED, bool EARLY, bool PACKED,
+          int WINDOW = 1>
 __global__ void __launch_bounds__(THREADS)
 scan_blelloch(const T* __restrict__ x, T* __restrict__ y, long long n, int* __restrict__ counter,
               void* __restrict__ tile_state, unsigned poll_ns) {
@@ -397,15 +415,16 @@ scan_blelloch(const T* __restrict__ x, T* __restrict__ y, long long n, int* __re
         stage_in<T, ITEMS, false>(x, tile_first, threadIdx.x / 32 * 32 * ITEMS, threadIdx.x % 32, stage);
         __syncwarp();
     }
-    scan_tile<T, THREADS, ITEMS, EXCLUSIVE, VECTOR, EARLY>(x, y, n, tile, staged, stage, sh, &state, nullptr,
-                                                           poll_ns);
+    scan_tile<T, THREADS, ITEMS, EXCLUSIVE, VECTOR, EARLY, WINDOW>(x, y, n, tile, staged, stage, sh, &state,
+                                                                   nullptr, poll_ns);
 }
 
 // One pass, persistent blocks: each keeps the loads of its next AHEAD tiles in flight (cp.async into
 // a ring of AHEAD + 1 stages of dynamic shared memory) while it scans the current one. Tiles are taken
 // from the counter one iteration before their loads are issued, so the atomic's round trip is never
 // waited for: its result is needed only at the end of the iteration.
-template <typename T, int THREADS, int ITEMS, bool EXCLUSIVE, bool VECTOR, int AHEAD, bool EARLY, bool PACKED>
+template <typename T, int THREADS, int ITEMS, bool EXCLUSIVE, bool VECTOR, int AHEAD, bool EARLY, bool PACKED,
+          int WINDOW = 1>
 __global__ void __launch_bounds__(THREADS)
 scan_blelloch_pipelined(const T* __restrict__ x, T* __restrict__ y, long long n, int* __restrict__ counter,
                         void* __restrict__ tile_state, unsigned poll_ns) {
@@ -454,7 +473,7 @@ scan_blelloch_pipelined(const T* __restrict__ x, T* __restrict__ y, long long n,
         issue(ring[AHEAD], (k + AHEAD) % STAGES);
         asm volatile("cp.async.wait_group %0;" ::"n"(AHEAD) : "memory");  // this thread's copies of ring[0]
         __syncwarp();  // ... and the other lanes' copies: a warp reads only what it staged itself
-        scan_tile<T, THREADS, ITEMS, EXCLUSIVE, VECTOR, EARLY>(x, y, n, ring[0], full(ring[0]),
+        scan_tile<T, THREADS, ITEMS, EXCLUSIVE, VECTOR, EARLY, WINDOW>(x, y, n, ring[0], full(ring[0]),
                                                                stages + (k % STAGES) * STAGE, sh, &state,
                                                                nullptr, poll_ns);
         if (tid == THREADS - 1) reserved_tile = reserved;
@@ -482,8 +501,8 @@ scan_blelloch_tiles(const T* __restrict__ x, T* __restrict__ y, long long n, T* 
         stage_in<T, ITEMS, false>(x, tile_first, threadIdx.x / 32 * 32 * ITEMS, threadIdx.x % 32, stage);
         __syncwarp();
     }
-    scan_tile<T, THREADS, ITEMS, EXCLUSIVE, VECTOR, false, void>(x, y, n, tile, staged, stage, sh, nullptr,
-                                                                 tile_sums, 0);
+    scan_tile<T, THREADS, ITEMS, EXCLUSIVE, VECTOR, false, 1, void>(x, y, n, tile, staged, stage, sh, nullptr,
+                                                                    tile_sums, 0);
 }
 
 // Pass 3: y[i] += prefixes[i / TILE] for tiles 1 and on (tile 0's prefix is 0), one block a tile,
@@ -554,6 +573,10 @@ KBENCH_SCAN_ONE_TILE_FLAGS(long long, 256, 16)
 KBENCH_SCAN_ONE(int, 256, 16, false, true, true, false, true)
 KBENCH_SCAN_ONE(int, 128, 32, false, true, true, false, true)
 KBENCH_SCAN_ONE(float, 256, 32, false, true, true, false, true)
+template __global__ void scan_blelloch<int, 256, 32, false, true, true, false, true, 4>(const int*, int*, long long,
+                                                                                       int*, void*, unsigned);
+template __global__ void scan_blelloch<long long, 256, 16, false, true, true, false, false, 2>(
+    const long long*, long long*, long long, int*, void*, unsigned);
 KBENCH_SCAN_THREE_PASS(int, 256, 32)
 KBENCH_SCAN_THREE_PASS(long long, 256, 16)
 #endif

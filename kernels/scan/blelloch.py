@@ -18,7 +18,8 @@ thread totals in shared memory. What the ``--param`` values change, each measura
 - ``staged=0`` (with ``prefetch=0``): each thread loads its own vectors instead of the warp's
   coalesced copy through shared memory; ``lookback=early``: publish and look back right after the
   up-sweep; ``threads=128``; ``backoff=NS``: sleep NS nanoseconds between polls of a tile that has
-  published nothing yet.
+  published nothing yet; ``window=W``: each look-back step reads 32 x W predecessors' state, W a lane
+  with independent loads (1: 32 a step, one a lane).
 
 The tile counter and the look-back state are zeroed by the closure before each launch (one memset);
 every buffer is allocated once, here, outside the timed closure.
@@ -38,6 +39,7 @@ CUDA_TYPES = {"int32": "int", "fp32": "float", "int64": "long long"}
 ITEM_CHOICES = (4, 8, 16, 32)  # elements per thread --param items= may ask for (whole 16-byte vectors)
 PASSES = (1, 3)
 PREFETCH_CHOICES = (0, 1, 2)
+WINDOWS = (1, 2, 4)  # predecessors a lane reads in one look-back step
 MAX_BACKOFF_NS = 10_000
 STATIC_SMEM_LIMIT = 48 * 1024  # above it a kernel must opt in to more dynamic shared memory
 # Bytes a thread by default. One tile a block (prefetch=0, and the three-pass tile scan): 128 (the H200
@@ -78,7 +80,7 @@ def default_items(dtype: str, prefetch: int) -> int:
 
 def plan(n: int, dtype: str, exclusive: bool, aligned: bool, *, passes: int = 1, prefetch: int = 0,
          items: int = 0, staged: bool = True, early: bool = False, threads: int = THREADS,
-         packed: bool = True, resident: int | None = None) -> dict:
+         packed: bool = True, resident: int | None = None, window: int = 1) -> dict:
     """What the closure launches for one case: the tile, the kernels (name, grid, block, dynamic shared
     memory) and the bytes of counter and tile state the look-back needs.
 
@@ -90,11 +92,13 @@ def plan(n: int, dtype: str, exclusive: bool, aligned: bool, *, passes: int = 1,
         raise Unsupported(f"passes={passes}: use 1 (decoupled look-back) or 3 (scan tiles, scan their totals, add)")
     if prefetch not in PREFETCH_CHOICES:
         raise Unsupported(f"prefetch={prefetch}: use one of {', '.join(map(str, PREFETCH_CHOICES))}")
+    if window not in WINDOWS:
+        raise Unsupported(f"window={window}: use one of {', '.join(map(str, WINDOWS))}")
     if threads not in THREAD_CHOICES:
         raise Unsupported(f"threads={threads}: use one of {', '.join(map(str, THREAD_CHOICES))}")
-    if passes == 3 and (prefetch or early or not packed):
+    if passes == 3 and (prefetch or early or not packed or window != 1):
         raise Unsupported("passes=3 joins the tiles without a look-back: it takes prefetch=0 and the default "
-                          "lookback and state (--param passes=3 --param prefetch=0)")
+                          "lookback, state and window (--param passes=3 --param prefetch=0)")
     if passes == 1 and prefetch and not staged:
         raise Unsupported("staged=0 loads each thread's own vectors, one tile a block: it needs prefetch=0 "
                           "(prefetch copies the next tiles through shared memory)")
@@ -119,13 +123,16 @@ def plan(n: int, dtype: str, exclusive: bool, aligned: bool, *, passes: int = 1,
         p["smem"] = max((launch["smem"] for launch in p["launches"]), default=0)
         p["state_bytes"] = 0
         return p
+    widened = (window,) if window != 1 else ()  # the kernels' last template argument, 1 by default
+    p["window"] = window
     if prefetch:
         p["name"] = _cupy.instance_name("scan_blelloch_pipelined", t, threads, items, exclusive, aligned, prefetch,
-                                        early, packed)
+                                        early, packed, *widened)
         p["grid"] = (min(tiles, resident) if resident else tiles,)
         p["smem"] = (prefetch + 1) * stage if aligned else 0  # unaligned tiles are read in place, never staged
     else:
-        p["name"] = _cupy.instance_name("scan_blelloch", t, threads, items, exclusive, aligned, staged, early, packed)
+        p["name"] = _cupy.instance_name("scan_blelloch", t, threads, items, exclusive, aligned, staged, early, packed,
+                                        *widened)
         p["grid"] = (tiles,)
         p["smem"] = stage if staged else 0
     p["state_bytes"] = COUNTER_BYTES + state_bytes(tiles, e, packed)
@@ -183,7 +190,7 @@ def _plan_from_params(case, params: dict, aligned: bool, resident: int | None = 
                 prefetch=int(params.get("prefetch", 1)), items=int(params.get("items", 0)),
                 staged=bool(int(params.get("staged", 1))), early=_early(params.get("lookback", "late")),
                 threads=int(params.get("threads", THREADS)), packed=_packed(params.get("state", "packed")),
-                resident=resident)
+                resident=resident, window=int(params.get("window", 1)))
 
 
 def resident_blocks(kernel, threads: int, smem: int, device) -> int:
@@ -245,9 +252,10 @@ def explain(case, params) -> dict:
         return figures
     state = (f"one {2 * e}-byte status-and-value word a tile, one relaxed access each way" if p["packed"] else
              "a status (release/acquire), an aggregate and a prefix a tile")
-    figures["decoupled look-back"] = (f"warp 0, {'before' if p['early'] else 'after'} the down-sweep, reads up to 32 "
-                                      f"predecessors' state at a time; {state}; {p['state_bytes']:,} bytes (with the "
-                                      f"tile counter) zeroed before each launch")
+    step = 32 * p["window"]
+    figures["decoupled look-back"] = (f"warp 0, {'before' if p['early'] else 'after'} the down-sweep, reads up to {step} "
+                                      f"predecessors' state at a time ({p['window']} a lane); {state}; "
+                                      f"{p['state_bytes']:,} bytes (with the tile counter) zeroed before each launch")
     figures["global traffic"] = f"{case.n * e:,} bytes read + {case.n * e:,} written, plus a few state words a tile"
     figures.update(_cupy.resource_figures(SOURCE, p["name"], p["tiles"], threads, p["smem"]))
     return figures
@@ -261,28 +269,29 @@ def _backoff(value: int) -> str | None:
     "scan", "blelloch", backend="cupy", cuda=True, modules=("torch", "cupy"), min_cc=(8, 0), unit="memory",
     dtypes=tuple(CUDA_TYPES),
     params={"passes": 1, "prefetch": 0, "items": 0, "staged": 1, "lookback": "late", "threads": THREADS,
-            "state": "packed", "backoff": 0},
+            "state": "packed", "backoff": 0, "window": 1},
     allowed={"passes": PASSES, "prefetch": PREFETCH_CHOICES, "items": (0, *ITEM_CHOICES), "staged": (0, 1),
              "lookback": ("late", "early"), "threads": THREAD_CHOICES, "state": ("packed", "split"),
-             "backoff": _backoff},
+             "backoff": _backoff, "window": WINDOWS},
     explain=explain,
     description="Blelloch up/down-sweep per tile in shared memory; one pass, decoupled look-back "
                 "(--param prefetch=1,2: persistent blocks with the next tiles' loads in flight)",
 )
 def blelloch(case, inputs, out, passes=1, prefetch=0, items=0, staged=1, lookback="late", threads=THREADS,
-             state="packed", backoff=0):
+             state="packed", backoff=0, window=1):
     """``--param prefetch=0`` (the default): one tile a block (1: persistent blocks with the next tile's
     loads in flight during the look-back; 2: the next two); ``passes=3`` (with prefetch=0): the textbook's
     three passes instead of one; ``items=``: elements a thread; ``staged=0`` (with prefetch=0): per-thread
     loads; ``lookback=early``; ``threads=128``; ``state=split``: statuses and values apart; ``backoff=NS``
-    between polls. passes=3 takes items, threads and staged (it has no look-back to tune)."""
+    between polls; ``window=W``: W predecessors a lane per look-back step. passes=3 takes items, threads
+    and staged (it has no look-back to tune)."""
     import numpy as np
     import torch
 
     x = inputs["x"]
     aligned = x.data_ptr() % 16 == 0 and out.data_ptr() % 16 == 0
     params = {"passes": passes, "prefetch": prefetch, "items": items, "staged": staged, "lookback": lookback,
-              "threads": threads, "state": state}
+              "threads": threads, "state": state, "window": window}
     p = _plan_from_params(case, params, aligned)
     limit = _cupy.smem_optin_limit(x)
     if p["smem"] > limit:
@@ -311,7 +320,7 @@ def blelloch(case, inputs, out, passes=1, prefetch=0, items=0, staged=1, lookbac
     run = _cupy.on_torch_stream(body)
     run.config = {"passes": 1, "tile_elements": p["tile"], "tiles": p["tiles"], "items": p["items"],
                   "prefetch": p["prefetch"], "vector_loads": aligned, "staged": p["staged"], "packed": p["packed"],
-                  "backoff_ns": backoff, **_cupy.kernel_config(kernel, p["grid"], p["block"], p["smem"])}
+                  "backoff_ns": backoff, "window": p["window"], **_cupy.kernel_config(kernel, p["grid"], p["block"], p["smem"])}
     return run
 
 

@@ -95,12 +95,17 @@ def test_one_tile_a_block_keeps_its_shapes(blelloch):
     p = blelloch.plan(4097, "int32", False, True, prefetch=0, staged=False, threads=128)
     assert p["name"] == "scan_blelloch<int, 128, 32, false, true, false, false, true>" and p["smem"] == 0
     assert blelloch.plan(100, "int64", False, True, prefetch=0, items=4)["tile"] == 1024
+    # a wider look-back step is the kernels' last template argument, left out at its default of 1
+    assert blelloch.plan(4097, "int32", False, True, prefetch=0, window=4)["name"] == \
+        "scan_blelloch<int, 256, 32, false, true, true, false, true, 4>"
+    assert blelloch.plan(4097, "int32", False, True, prefetch=1, window=2)["name"].endswith("false, true, 2>")
 
 
 @pytest.mark.parametrize("kwargs,fragment", [
     ({"items": 2}, "items=2"), ({"items": 64}, "items=64"), ({"threads": 512}, "threads=512"),
     ({"passes": 2}, "passes=2"), ({"prefetch": 3}, "prefetch=3"),
     ({"staged": False, "prefetch": 1}, "staged=0 loads each thread's own vectors"),  # prefetch copies through shared memory
+    ({"window": 3}, "window=3"), ({"passes": 3, "prefetch": 0, "window": 2}, "default lookback, state and window"),
 ])
 def test_plans_blelloch_cannot_launch_are_unsupported(blelloch, kwargs, fragment):
     with pytest.raises(Unsupported, match=fragment):
