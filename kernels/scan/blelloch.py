@@ -19,7 +19,10 @@ thread totals in shared memory. What the ``--param`` values change, each measura
   coalesced copy through shared memory; ``lookback=early``: publish and look back right after the
   up-sweep; ``threads=128``; ``backoff=NS``: sleep NS nanoseconds between polls of a tile that has
   published nothing yet; ``window=W``: each look-back step reads 32 x W predecessors' state, W a lane
-  with independent loads (1: 32 a step, one a lane).
+  with independent loads (1: 32 a step, one a lane); ``stride``: bytes from one tile's packed state word
+  to the next, 0 (densely packed), 32 (a sector a tile) or 128 (a line a tile); ``auto``, the default,
+  takes 128 for packed state, so that the words a look-back step reads fall in different L2 lines
+  (on an H200, 1.20x torch.cumsum densely packed, 1.44x a line apart, int32 2^28).
 
 The tile counter and the look-back state are zeroed by the closure before each launch (one memset);
 every buffer is allocated once, here, outside the timed closure.
@@ -40,6 +43,8 @@ ITEM_CHOICES = (4, 8, 16, 32)  # elements per thread --param items= may ask for 
 PASSES = (1, 3)
 PREFETCH_CHOICES = (0, 1, 2)
 WINDOWS = (1, 2, 4)  # predecessors a lane reads in one look-back step
+STRIDES = (0, 32, 128)  # bytes from one tile's packed state word to the next (0: dense, the word's size)
+AUTO_STRIDE = 128  # stride=auto with packed state: a line a tile
 MAX_BACKOFF_NS = 10_000
 STATIC_SMEM_LIMIT = 48 * 1024  # above it a kernel must opt in to more dynamic shared memory
 # Bytes a thread by default. One tile a block (prefetch=0, and the three-pass tile scan): 128 (the H200
@@ -51,11 +56,11 @@ DEFAULT_THREAD_BYTES = {0: 128, 1: 64, 2: 64}
 _cupy = load_helper(Path(__file__).parent.parent / "_cupy_common.py")
 
 
-def state_bytes(tiles: int, element_bytes: int, packed: bool) -> int:
+def state_bytes(tiles: int, element_bytes: int, packed: bool, stride: int = 0) -> int:
     """Bytes of look-back state for `tiles` tiles, laid out as blelloch.cu's TileState reads it (keep the
     two in step)."""
-    if packed:
-        return tiles * 2 * element_bytes  # {value, status}: 8 bytes for 4-byte types, 16 for 8-byte ones
+    if packed:  # {value, status}: 8 bytes for 4-byte types, 16 for 8-byte ones, ``stride`` apart (0: dense)
+        return tiles * (stride or 2 * element_bytes)
     return _cupy.ceil_div(tiles * 4, 16) * 16 + 2 * tiles * element_bytes  # statuses, then aggregates and prefixes
 
 
@@ -80,7 +85,7 @@ def default_items(dtype: str, prefetch: int) -> int:
 
 def plan(n: int, dtype: str, exclusive: bool, aligned: bool, *, passes: int = 1, prefetch: int = 0,
          items: int = 0, staged: bool = True, early: bool = False, threads: int = THREADS,
-         packed: bool = True, resident: int | None = None, window: int = 1) -> dict:
+         packed: bool = True, resident: int | None = None, window: int = 1, stride: int | str = "auto") -> dict:
     """What the closure launches for one case: the tile, the kernels (name, grid, block, dynamic shared
     memory) and the bytes of counter and tile state the look-back needs.
 
@@ -92,13 +97,18 @@ def plan(n: int, dtype: str, exclusive: bool, aligned: bool, *, passes: int = 1,
         raise Unsupported(f"passes={passes}: use 1 (decoupled look-back) or 3 (scan tiles, scan their totals, add)")
     if prefetch not in PREFETCH_CHOICES:
         raise Unsupported(f"prefetch={prefetch}: use one of {', '.join(map(str, PREFETCH_CHOICES))}")
+    spaced_asked, stride = stride not in ("auto", 0, "0"), resolve_stride(stride, packed)
+    if stride not in STRIDES:
+        raise Unsupported(f"stride={stride}: use one of {', '.join(map(str, STRIDES))} (bytes a tile's state word takes)")
+    if stride and not packed:
+        raise Unsupported(f"stride={stride} spaces the packed state words: it needs state=packed")
     if window not in WINDOWS:
         raise Unsupported(f"window={window}: use one of {', '.join(map(str, WINDOWS))}")
     if threads not in THREAD_CHOICES:
         raise Unsupported(f"threads={threads}: use one of {', '.join(map(str, THREAD_CHOICES))}")
-    if passes == 3 and (prefetch or early or not packed or window != 1):
+    if passes == 3 and (prefetch or early or not packed or window != 1 or spaced_asked):
         raise Unsupported("passes=3 joins the tiles without a look-back: it takes prefetch=0 and the default "
-                          "lookback, state and window (--param passes=3 --param prefetch=0)")
+                          "lookback, state, window and stride (--param passes=3 --param prefetch=0)")
     if passes == 1 and prefetch and not staged:
         raise Unsupported("staged=0 loads each thread's own vectors, one tile a block: it needs prefetch=0 "
                           "(prefetch copies the next tiles through shared memory)")
@@ -123,7 +133,8 @@ def plan(n: int, dtype: str, exclusive: bool, aligned: bool, *, passes: int = 1,
         p["smem"] = max((launch["smem"] for launch in p["launches"]), default=0)
         p["state_bytes"] = 0
         return p
-    widened = (window,) if window != 1 else ()  # the kernels' last template argument, 1 by default
+    # the kernels' last template arguments, left out at their template defaults (window 1, stride 0)
+    widened = (window, stride) if stride else (window,) if window != 1 else ()
     p["window"] = window
     if prefetch:
         p["name"] = _cupy.instance_name("scan_blelloch_pipelined", t, threads, items, exclusive, aligned, prefetch,
@@ -135,7 +146,8 @@ def plan(n: int, dtype: str, exclusive: bool, aligned: bool, *, passes: int = 1,
                                         *widened)
         p["grid"] = (tiles,)
         p["smem"] = stage if staged else 0
-    p["state_bytes"] = COUNTER_BYTES + state_bytes(tiles, e, packed)
+    p["stride"] = stride
+    p["state_bytes"] = COUNTER_BYTES + state_bytes(tiles, e, packed, stride)
     return p
 
 
@@ -172,6 +184,14 @@ def three_pass_launches(levels: list[int], tile: int, t: str, threads: int, item
     return [launch for launch in out if launch["grid"][0] > 0]
 
 
+def resolve_stride(stride, packed: bool) -> int:
+    """stride=auto as the bytes it takes: a line a tile for packed state, nothing for split (whose
+    statuses and values are arrays of their own); a number as given (--param gives a string)."""
+    if stride == "auto":
+        return AUTO_STRIDE if packed else 0
+    return int(stride)
+
+
 def _early(lookback: str) -> bool:
     if lookback not in ("late", "early"):
         raise Unsupported(f"lookback={lookback!r}: use late (after the down-sweep) or early (before it)")
@@ -190,7 +210,7 @@ def _plan_from_params(case, params: dict, aligned: bool, resident: int | None = 
                 prefetch=int(params.get("prefetch", 1)), items=int(params.get("items", 0)),
                 staged=bool(int(params.get("staged", 1))), early=_early(params.get("lookback", "late")),
                 threads=int(params.get("threads", THREADS)), packed=_packed(params.get("state", "packed")),
-                resident=resident, window=int(params.get("window", 1)))
+                resident=resident, window=int(params.get("window", 1)), stride=params.get("stride", "auto"))
 
 
 def resident_blocks(kernel, threads: int, smem: int, device) -> int:
@@ -250,7 +270,8 @@ def explain(case, params) -> dict:
         if first:
             figures.update(_cupy.resource_figures(SOURCE, first["name"], first["grid"][0], threads, first["smem"]))
         return figures
-    state = (f"one {2 * e}-byte status-and-value word a tile, one relaxed access each way" if p["packed"] else
+    spaced = f" ({p['stride']} bytes apart)" if p["stride"] else ""
+    state = (f"one {2 * e}-byte status-and-value word a tile{spaced}, one relaxed access each way" if p["packed"] else
              "a status (release/acquire), an aggregate and a prefix a tile")
     step = 32 * p["window"]
     figures["decoupled look-back"] = (f"warp 0, {'before' if p['early'] else 'after'} the down-sweep, reads up to {step} "
@@ -269,29 +290,29 @@ def _backoff(value: int) -> str | None:
     "scan", "blelloch", backend="cupy", cuda=True, modules=("torch", "cupy"), min_cc=(8, 0), unit="memory",
     dtypes=tuple(CUDA_TYPES),
     params={"passes": 1, "prefetch": 0, "items": 0, "staged": 1, "lookback": "late", "threads": THREADS,
-            "state": "packed", "backoff": 0, "window": 1},
+            "state": "packed", "backoff": 0, "window": 1, "stride": "auto"},
     allowed={"passes": PASSES, "prefetch": PREFETCH_CHOICES, "items": (0, *ITEM_CHOICES), "staged": (0, 1),
              "lookback": ("late", "early"), "threads": THREAD_CHOICES, "state": ("packed", "split"),
-             "backoff": _backoff, "window": WINDOWS},
+             "backoff": _backoff, "window": WINDOWS, "stride": ("auto", *map(str, STRIDES))},
     explain=explain,
     description="Blelloch up/down-sweep per tile in shared memory; one pass, decoupled look-back "
                 "(--param prefetch=1,2: persistent blocks with the next tiles' loads in flight)",
 )
 def blelloch(case, inputs, out, passes=1, prefetch=0, items=0, staged=1, lookback="late", threads=THREADS,
-             state="packed", backoff=0, window=1):
+             state="packed", backoff=0, window=1, stride="auto"):
     """``--param prefetch=0`` (the default): one tile a block (1: persistent blocks with the next tile's
     loads in flight during the look-back; 2: the next two); ``passes=3`` (with prefetch=0): the textbook's
     three passes instead of one; ``items=``: elements a thread; ``staged=0`` (with prefetch=0): per-thread
     loads; ``lookback=early``; ``threads=128``; ``state=split``: statuses and values apart; ``backoff=NS``
-    between polls; ``window=W``: W predecessors a lane per look-back step. passes=3 takes items, threads
-    and staged (it has no look-back to tune)."""
+    between polls; ``window=W``: W predecessors a lane per look-back step; ``stride=B``: B bytes from one
+    tile's state word to the next. passes=3 takes items, threads and staged (it has no look-back to tune)."""
     import numpy as np
     import torch
 
     x = inputs["x"]
     aligned = x.data_ptr() % 16 == 0 and out.data_ptr() % 16 == 0
     params = {"passes": passes, "prefetch": prefetch, "items": items, "staged": staged, "lookback": lookback,
-              "threads": threads, "state": state, "window": window}
+              "threads": threads, "state": state, "window": window, "stride": stride}
     p = _plan_from_params(case, params, aligned)
     limit = _cupy.smem_optin_limit(x)
     if p["smem"] > limit:
@@ -320,7 +341,7 @@ def blelloch(case, inputs, out, passes=1, prefetch=0, items=0, staged=1, lookbac
     run = _cupy.on_torch_stream(body)
     run.config = {"passes": 1, "tile_elements": p["tile"], "tiles": p["tiles"], "items": p["items"],
                   "prefetch": p["prefetch"], "vector_loads": aligned, "staged": p["staged"], "packed": p["packed"],
-                  "backoff_ns": backoff, "window": p["window"], **_cupy.kernel_config(kernel, p["grid"], p["block"], p["smem"])}
+                  "backoff_ns": backoff, "window": p["window"], "state_stride": p["stride"], **_cupy.kernel_config(kernel, p["grid"], p["block"], p["smem"])}
     return run
 
 

@@ -19,7 +19,8 @@ FLAGS = {"reduction": ({},), "scan": ({"exclusive": False}, {"exclusive": True})
 # tile's loads in flight, packed state): one tile a block (staged, per-thread loads, early look-back with
 # split state on a smaller block), a deeper prefetch ring with larger tiles, the smallest tiles (the most
 # tiles a block and the longest look-back chains), the other look-back order and state layout, a back-off
-# between polls, wider look-back steps (the default kernels, int64's 16-byte state words split), and the three-pass scan (one level above the tiles, several with 1,024-element tiles,
+# between polls, wider look-back steps (the default kernels, int64's 16-byte state words split), state words
+# spaced a sector or a line apart, and the three-pass scan (one level above the tiles, several with 1,024-element tiles,
 # per-thread loads on a smaller block).
 BLELLOCH_VARIANTS = {
     "one tile a block": {"prefetch": 0},
@@ -32,6 +33,8 @@ BLELLOCH_VARIANTS = {
     "split 128 threads backoff": {"state": "split", "threads": 128, "backoff": 100},
     "one tile a block window 4": {"prefetch": 0, "window": 4},
     "items 4 window 2 split": {"items": 4, "window": 2, "state": "split"},
+    "one tile a block state a line a tile": {"prefetch": 0, "stride": 128},
+    "state a sector a tile window 2": {"stride": 32, "window": 2},
     "three passes": {"passes": 3, "prefetch": 0},
     "three passes items 4": {"passes": 3, "prefetch": 0, "items": 4},
     "three passes unstaged 128 threads": {"passes": 3, "prefetch": 0, "staged": 0, "threads": 128},

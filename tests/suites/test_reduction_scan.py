@@ -214,20 +214,22 @@ def test_blelloch_launch_geometry(registry):
     assert p["state_bytes"] == 16 + 16 + 2 * 2 * 8  # two statuses padded to 16 bytes, then 2 x 2 values
     # staged copies are 16-byte ones: asked for on an unaligned tensor, the plain path is launched
     assert module.plan(4097, "int32", False, aligned=False, prefetch=0, staged=True)["name"].endswith(
-        "false, false, false, false, true>")
+        "false, false, false, false, true, 1, 128>")
     assert module.plan(4097, "int32", False, aligned=True, prefetch=0, staged=True)["name"] == \
-        "scan_blelloch<int, 256, 32, false, true, true, false, true>"  # packed state by default
+        "scan_blelloch<int, 256, 32, false, true, true, false, true, 1, 128>"  # packed state a line a tile by default
     assert module.plan(0, "fp32", False, True, prefetch=0)["grid"] == (0,)
     p = module.plan(1 << 28, "int32", False, aligned=True, prefetch=0, staged=True, items=32)
     assert p["tile"] == 8192 and p["grid"] == (32768,)
     assert module.plan(100, "int64", False, True, prefetch=0, items=4)["tile"] == 1024
     assert module.plan(100, "int32", False, True, prefetch=0, early=True, packed=False)["name"].endswith(
         "true, true, true, false>")
-    # packed: one word a tile, twice the element size; 128 threads halve the tile
+    # packed: one word a tile, twice the element size, a 128-byte line apart by default; 128 threads halve the tile
     p = module.plan(1 << 28, "int32", False, True, prefetch=0, threads=128)
-    assert p["name"] == "scan_blelloch<int, 128, 32, false, true, true, false, true>"
-    assert p["tile"] == 4096 and p["state_bytes"] == 16 + 65536 * 8
-    assert module.plan(5000, "int64", False, True, prefetch=0, items=8, packed=True)["state_bytes"] == 16 + 3 * 16
+    assert p["name"] == "scan_blelloch<int, 128, 32, false, true, true, false, true, 1, 128>"
+    assert p["tile"] == 4096 and p["state_bytes"] == 16 + 65536 * 128
+    assert module.plan(1 << 28, "int32", False, True, prefetch=0, threads=128, stride=0)["state_bytes"] == 16 + 65536 * 8
+    assert module.plan(5000, "int64", False, True, prefetch=0, items=8, packed=True, stride=0)["state_bytes"] == 16 + 3 * 16
+    assert module.plan(5000, "int64", False, True, prefetch=0, items=8, packed=True, stride=32)["state_bytes"] == 16 + 3 * 32
     for dtype, items in (("int32", 2), ("int32", 64), ("int64", 3)):
         with pytest.raises(Unsupported, match="items="):
             module.plan(100, dtype, False, True, items=items)

@@ -66,11 +66,11 @@ def test_every_new_value_is_a_variant_of_its_own(registry):
 
 def test_prefetch_is_the_pipelined_one_pass_kernel(blelloch):
     p = blelloch.plan(1 << 28, "int32", False, True, prefetch=1, resident=660)
-    assert p["name"] == "scan_blelloch_pipelined<int, 256, 16, false, true, 1, false, true>"
+    assert p["name"] == "scan_blelloch_pipelined<int, 256, 16, false, true, 1, false, true, 1, 128>"
     # 64 bytes a thread: 4,096-element tiles; the grid is what fits the GPU, the blocks loop over the tiles
     assert p["tile"] == 4096 and p["tiles"] == 65536 and p["grid"] == (660,) and p["block"] == (256,)
     assert p["smem"] == 2 * (4096 + 128 * 4) * 4  # two stages, 16 bytes of padding every 32 elements
-    assert p["state_bytes"] == 16 + 65536 * 8  # the counter, then one 8-byte word a tile
+    assert p["state_bytes"] == 16 + 65536 * 128  # the counter, then one 8-byte word a tile, a line apart
     assert blelloch.plan(1000, "int32", False, True, prefetch=1, resident=660)["grid"] == (1,)  # no more blocks than tiles
     assert blelloch.plan(1 << 20, "int32", False, True, prefetch=1)["grid"] == (256,)  # resident unknown: a block a tile
     assert blelloch.plan(0, "fp32", False, True, prefetch=1, resident=660)["grid"] == (0,)
@@ -79,13 +79,13 @@ def test_prefetch_is_the_pipelined_one_pass_kernel(blelloch):
     assert p["tile"] == 2048 and p["smem"] == 3 * (2048 + 64 * 2) * 8
     assert p["state_bytes"] == 16 + 16 + 2 * 3 * 8  # three statuses padded to 16 bytes, then 2 x 3 values
     unaligned = blelloch.plan(5000, "fp32", False, False, prefetch=1)
-    assert unaligned["name"] == "scan_blelloch_pipelined<float, 256, 16, false, false, 1, false, true>"
+    assert unaligned["name"] == "scan_blelloch_pipelined<float, 256, 16, false, false, 1, false, true, 1, 128>"
     assert unaligned["smem"] == 0 and not unaligned["staged"]  # read in place: nothing to stage
 
 
 def test_one_tile_a_block_keeps_its_shapes(blelloch):
     p = blelloch.plan(1 << 28, "int32", False, True, prefetch=0)
-    assert p["name"] == "scan_blelloch<int, 256, 32, false, true, true, false, true>"  # 128 bytes a thread
+    assert p["name"] == "scan_blelloch<int, 256, 32, false, true, true, false, true, 1, 128>"  # 128 bytes a thread
     assert p["tile"] == 8192 and p["grid"] == (32768,) and p["smem"] == (8192 + 256 * 4) * 4
     p = blelloch.plan(1 << 28, "int32", False, True, prefetch=0, items=16, packed=False)
     assert p["tile"] == 4096 and p["grid"] == (65536,) and p["state_bytes"] == 16 + 65536 * 12
@@ -93,19 +93,26 @@ def test_one_tile_a_block_keeps_its_shapes(blelloch):
     assert p["name"] == "scan_blelloch<long long, 256, 16, true, false, false, false, false>"
     assert p["grid"] == (2,) and p["smem"] == 0  # unaligned: per-thread loads, no stage
     p = blelloch.plan(4097, "int32", False, True, prefetch=0, staged=False, threads=128)
-    assert p["name"] == "scan_blelloch<int, 128, 32, false, true, false, false, true>" and p["smem"] == 0
+    assert p["name"] == "scan_blelloch<int, 128, 32, false, true, false, false, true, 1, 128>" and p["smem"] == 0
     assert blelloch.plan(100, "int64", False, True, prefetch=0, items=4)["tile"] == 1024
-    # a wider look-back step is the kernels' last template argument, left out at its default of 1
+    # the look-back step and the state words' spacing are the kernels' last template arguments, left out
+    # at their template defaults (1, 0: densely packed)
     assert blelloch.plan(4097, "int32", False, True, prefetch=0, window=4)["name"] == \
-        "scan_blelloch<int, 256, 32, false, true, true, false, true, 4>"
-    assert blelloch.plan(4097, "int32", False, True, prefetch=1, window=2)["name"].endswith("false, true, 2>")
+        "scan_blelloch<int, 256, 32, false, true, true, false, true, 4, 128>"
+    assert blelloch.plan(4097, "int32", False, True, prefetch=1, window=2, stride=0)["name"].endswith("false, true, 2>")
+    assert blelloch.plan(4097, "int32", False, True, prefetch=0, stride="0")["name"].endswith("false, true>")
+    spaced = blelloch.plan(8193, "int32", False, True, prefetch=0, stride=128)  # two tiles
+    assert spaced["name"].endswith("false, true, 1, 128>") and spaced["state_bytes"] == 16 + 2 * 128
+    assert blelloch.plan(8193, "int32", False, True, prefetch=0, stride=0)["state_bytes"] == 16 + 2 * 8
+    assert blelloch.plan(8193, "int32", False, True, prefetch=0, stride="auto")["state_bytes"] == 16 + 2 * 128
 
 
 @pytest.mark.parametrize("kwargs,fragment", [
     ({"items": 2}, "items=2"), ({"items": 64}, "items=64"), ({"threads": 512}, "threads=512"),
     ({"passes": 2}, "passes=2"), ({"prefetch": 3}, "prefetch=3"),
     ({"staged": False, "prefetch": 1}, "staged=0 loads each thread's own vectors"),  # prefetch copies through shared memory
-    ({"window": 3}, "window=3"), ({"passes": 3, "prefetch": 0, "window": 2}, "default lookback, state and window"),
+    ({"window": 3}, "window=3"), ({"passes": 3, "prefetch": 0, "window": 2}, "default lookback, state, window and stride"),
+    ({"stride": 64}, "stride=64"), ({"stride": 32, "packed": False}, "needs state=packed"),
 ])
 def test_plans_blelloch_cannot_launch_are_unsupported(blelloch, kwargs, fragment):
     with pytest.raises(Unsupported, match=fragment):
@@ -215,10 +222,10 @@ def test_explain_says_how_each_variant_joins_the_tiles(registry):
     impl = registry.implementations("scan")["blelloch"]
     case = scan_case(1 << 28)
     default = impl.explain(case, {**impl.params, "prefetch": 1})
-    assert default["kernel"] == "scan_blelloch_pipelined<int, 256, 16, false, true, 1, false, true>"
+    assert default["kernel"] == "scan_blelloch_pipelined<int, 256, 16, false, true, 1, false, true, 1, 128>"
     assert default["grid"].startswith("65,536 tiles of 4,096 elements (16,384 bytes) over persistent blocks")
     assert "next 1 tile in flight (cp.async into 2 shared-memory stages of 18,432 bytes)" in default["prefetch"]
-    assert "one 8-byte status-and-value word a tile" in default["decoupled look-back"]
+    assert "one 8-byte status-and-value word a tile (128 bytes apart)" in default["decoupled look-back"]
     one_tile = impl.explain(case, {**impl.params, "prefetch": 0, "state": "split", "lookback": "early"})
     assert one_tile["grid"].startswith("32,768 tiles of 8,192 elements") and "prefetch" not in one_tile
     assert "warp 0, before the down-sweep" in one_tile["decoupled look-back"]
@@ -242,8 +249,8 @@ def test_the_h200_scan_plan_parses_and_names_what_is_loaded():
     assert dtypes == {"int32", "fp32", "int64"}
     assert all(case.values["n"] == 1 << 28 for run in prepared for case in run.cases)
     labels = {variant.label for run in prepared for variant in run.request.variants}
-    assert {"torch-cumsum", "cupy-cumsum", "cub-scan", "blelloch", "blelloch[prefetch=1]", "blelloch[prefetch=2]",
-            "blelloch[passes=3]", "blelloch[backoff=200]"} <= labels
+    assert {"torch-cumsum", "cupy-cumsum", "cub-scan", "blelloch", "blelloch[stride=0]", "blelloch[prefetch=1]",
+            "blelloch[prefetch=1,stride=0]", "blelloch[passes=3]", "blelloch[items=16]"} <= labels
 
 
 # --- cub-scan: the cuda-cccl API generations, with stand-ins ----------------------------------------------------
