@@ -95,17 +95,13 @@ def plan(n: int, dtype: str, exclusive: bool, aligned: bool, *, passes: int = 1,
         raise Unsupported(f"{dtype}: blelloch scans int32, int64 or fp32")
     if passes not in PASSES:
         raise Unsupported(f"passes={passes}: use 1 (decoupled look-back) or 3 (scan tiles, scan their totals, add)")
-    if prefetch not in PREFETCH_CHOICES:
-        raise Unsupported(f"prefetch={prefetch}: use one of {', '.join(map(str, PREFETCH_CHOICES))}")
     spaced_asked, stride = stride not in ("auto", 0, "0"), resolve_stride(stride, packed)
-    if stride not in STRIDES:
-        raise Unsupported(f"stride={stride}: use one of {', '.join(map(str, STRIDES))} (bytes a tile's state word takes)")
+    for name, value, choices in (("prefetch", prefetch, PREFETCH_CHOICES), ("stride", stride, STRIDES),
+                                 ("window", window, WINDOWS), ("threads", threads, THREAD_CHOICES)):
+        if value not in choices:
+            raise Unsupported(f"{name}={value}: use one of {', '.join(map(str, choices))}")
     if stride and not packed:
         raise Unsupported(f"stride={stride} spaces the packed state words: it needs state=packed")
-    if window not in WINDOWS:
-        raise Unsupported(f"window={window}: use one of {', '.join(map(str, WINDOWS))}")
-    if threads not in THREAD_CHOICES:
-        raise Unsupported(f"threads={threads}: use one of {', '.join(map(str, THREAD_CHOICES))}")
     if passes == 3 and (prefetch or early or not packed or window != 1 or spaced_asked):
         raise Unsupported("passes=3 joins the tiles without a look-back: it takes prefetch=0 and the default "
                           "lookback, state, window and stride (--param passes=3 --param prefetch=0)")
