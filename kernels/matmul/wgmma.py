@@ -18,7 +18,7 @@ also issues the loads: the simpler kernel, with the same loads, descriptors and 
 tile rows of one tile column, each producer loading every other 64-column box of the shared B tile by
 TMA multicast into both. ``cluster=auto`` (the default) takes 2 for the warp-specialized kernel's
 128-row tiles of 128 columns or more and 1 otherwise: on an H200 clusters of two ran within 2 % of
-single blocks at 4096³ and 8192³ and 1.16-1.21x faster at 5000 x 3000 x 7000 (docs/performance.md).
+single blocks at 4096³ and 8192³ and 1.18-1.21x faster at 5000 x 3000 x 7000 (docs/performance.md).
 ``epilogue=tma`` (ws): each consumer warpgroup writes its slice of a finished tile into a staging buffer
 in shared memory (64 x 64 boxes, 128-byte swizzle) and one thread stores it by TMA through a third
 map, so the warpgroup starts its next tile while the copy engine writes C; ``epilogue=direct`` stores C
