@@ -347,11 +347,15 @@ def test_warp_shuffle_walkthrough(registry):
 def test_blelloch_walkthrough(registry):
     impl = registry.implementations("scan")["blelloch"]
     figures = impl.explain(Case({"n": 1 << 28, "dtype": "int32", "exclusive": False}), impl.params)
-    assert figures["kernel"] == "scan_blelloch<int, 256, 32, false, true, true, false, true>"
-    assert "warp 0, after the down-sweep" in figures["decoupled look-back"]
-    assert "one 8-byte status-and-value word a tile" in figures["decoupled look-back"]
+    assert figures["kernel"] == "scan_blelloch<int, 256, 32, false, true, true, false, true, 1, 128>"
+    assert "warp 0, after the down-sweep, reads up to 32 predecessors' state at a time (1 a lane)" in \
+        figures["decoupled look-back"]
+    assert "one 8-byte status-and-value word a tile (128 bytes apart)" in figures["decoupled look-back"]
     assert figures["grid"].startswith("32,768 tiles of 8,192 elements (32,768 bytes)")
-    assert "262,160 bytes (with the tile counter)" in figures["decoupled look-back"]  # 16 + 32,768 x 8
+    assert "4,194,320 bytes (with the tile counter)" in figures["decoupled look-back"]  # 16 + 32,768 x 128
+    dense = impl.explain(Case({"n": 1 << 28, "dtype": "int32", "exclusive": False}), {**impl.params, "stride": "0"})
+    assert "262,160 bytes (with the tile counter)" in dense["decoupled look-back"]  # 16 + 32,768 x 8
+    assert "word a tile, one relaxed access" in dense["decoupled look-back"]
     assert "the 4 with more than 32 threads adding behind block barriers" in \
         figures["Blelloch sweeps of the 256 thread totals"]
     unstaged = impl.explain(Case({"n": 5000, "dtype": "int64", "exclusive": True}),
