@@ -64,6 +64,12 @@ TENSOR_METRIC = re.compile(r"^sm__(pipe_tensor\w*_cycles_active|inst_executed_pi
 # The WarpStateStats section's stall reasons: cycles a warp spent in each state per issued instruction.
 # "selected" (issuing) is not a stall.
 STALL_METRIC = re.compile(r"^smsp__average_warps_issue_stalled_(\w+?)_per_issue_active\.ratio$")
+# Sections sets without WarpStateStats (`--set detailed` in ncu 2025.3) still sample warp states for the
+# SourceCounters section: counts of samples per state ("_not_issued": the same samples, narrowed to
+# cycles with no instruction issued), out of smsp__pcsamp_sample_count. A kernel's top stalls are then
+# each state's share of its samples.
+SAMPLED_STALL_METRIC = re.compile(r"^smsp__pcsamp_warps_issue_stalled_(\w+)$")
+SAMPLE_COUNT = "smsp__pcsamp_sample_count"
 TOP_STALLS = 3
 DEFAULT_LAUNCH_COUNT = 20
 _SET_NAME = re.compile(r"[A-Za-z0-9_-]+")
@@ -232,7 +238,8 @@ def figures(kernel: dict, asked: tuple[str, ...] = ()) -> dict:
         "dram_read": read,
         "dram_write": write,
         "dram_bytes": total,
-        "stalls": stalls(m),
+        "stalls": stalls(m) or sampled_stalls(m),
+        "stall_unit": "cycles" if stalls(m) else "samples",
         "grid": kernel.get("grid", ""),
         "block": kernel.get("block", ""),
         "asked": {name: m.get(name) for name in asked},
@@ -247,6 +254,21 @@ def stalls(metrics: dict, top: int = TOP_STALLS) -> list[tuple[str, float]]:
         match = STALL_METRIC.match(name)
         if match and match.group(1) != "selected" and value:
             found.append((match.group(1), value))
+    return sorted(found, key=lambda pair: -pair[1])[:top]
+
+
+def sampled_stalls(metrics: dict, top: int = TOP_STALLS) -> list[tuple[str, float]]:
+    """The largest warp-stall reasons by sampling, (reason, percent of the kernel's warp samples), largest
+    first; [] when the CSV has no samples. For collections without WarpStateStats (:data:`SAMPLED_STALL_METRIC`)."""
+    total = metrics.get(SAMPLE_COUNT)
+    if not total:
+        return []
+    found = []
+    for name, value in metrics.items():
+        match = SAMPLED_STALL_METRIC.match(name)
+        reason = match.group(1) if match else ""
+        if reason and not reason.endswith("_not_issued") and reason != "selected" and value:
+            found.append((reason, round(100.0 * value / total, 2)))
     return sorted(found, key=lambda pair: -pair[1])[:top]
 
 
@@ -286,6 +308,7 @@ def by_name(rows: list[dict]) -> list[dict]:
                     "dram_read", "dram_write", "dram_bytes"):
             merged[key] = _mean([g[key] for g in group if g.get(key) is not None])
         merged["stalls"] = group[0].get("stalls") or []  # the first launch's: launches of one kernel stall alike
+        merged["stall_unit"] = group[0].get("stall_unit", "cycles")
         merged["grid"], merged["block"] = group[0].get("grid", ""), group[0].get("block", "")
         asked = group[0].get("asked") or {}
         merged["asked"] = {name: _mean([g["asked"][name] for g in group if g["asked"].get(name) is not None])

@@ -371,3 +371,16 @@ def test_help_does_not_import_torch(kbench_proc):
         modules = [line.split("|")[-1].strip() for line in result.stderr.splitlines() if "|" in line]
         assert not [m for m in modules if m == "torch" or m.startswith("torch.")], args
     assert "--ncu" in result.stdout and "--compare" in result.stdout and "--n" in result.stdout
+
+
+def test_ncu_stalls_from_warp_sampling_are_shares_of_the_samples(fake, cli, wide_console, tmp_path, monkeypatch):
+    """A section set without WarpStateStats (`--set detailed`): the stall line gives each state's share of
+    the kernel's sampled warp states, from the H200's raw page of the scan (recorded 2026-12-04)."""
+    played = tmp_path / "played"
+    played.mkdir()
+    (played / "ncu_raw_naive.csv").write_text((FIXTURES / "ncu_raw_20261204_blelloch-detailed.csv").read_text())
+    monkeypatch.setenv("FAKE_CSV_DIR", str(played))
+    result = cli("profile", "--ncu", "attention", *BIG, "--impl", "naive", "--set", "detailed")
+    assert result.exit_code == 0, result.output
+    assert ("scan_blelloch: top stalls, share of its sampled warp states: barrier 61 %, long_scoreboard 18 %, "
+            "short_scoreboard 6 %") in result.output

@@ -206,6 +206,24 @@ def test_recorded_stall_reasons(impl, top):
     assert summary["kernels"][0]["stalls"] == []  # collected without WarpStateStats
 
 
+@pytest.mark.parametrize("impl, kernel, top", [
+    ("blelloch", "scan_blelloch", [("barrier", 60.72), ("long_scoreboard", 18.06), ("short_scoreboard", 6.37)]),
+    ("wmma-smem", "matmul_wmma_smem", [("wait", 32.51), ("long_scoreboard", 19.37), ("short_scoreboard", 10.23)])])
+def test_stalls_from_warp_sampling_where_the_set_has_no_warp_state_stats(impl, kernel, top):
+    """ncu 2025.3 on the H200 with `--set detailed` (2026-12-04): no WarpStateStats averages in the raw page,
+    only the SourceCounters' sampled warp states. The top stalls are then shares of the kernel's samples
+    ('_not_issued' counts narrow the same samples; 'selected' is not a stall): the scan's warps waited at
+    block barriers, the WMMA kernel's on fixed-latency dependencies."""
+    text = (FIXTURES / f"ncu_raw_20261204_{impl}-detailed.csv").read_text()
+    figures = {f["name"]: f for f in map(ncu.figures, ncu.parse_raw(text))}
+    assert figures[kernel]["stalls"] == top and figures[kernel]["stall_unit"] == "samples"
+    merged = {k["name"]: k for k in ncu.summarize(text, 1, MIN_BYTES)["kernels"]}
+    assert merged[kernel]["stall_unit"] == "samples" and merged[kernel]["stalls"] == top
+    (cmem,) = ncu.parse_raw((FIXTURES / "ncu_raw_20261129_constant-cmem.csv").read_text())
+    assert ncu.figures(cmem)["stall_unit"] == "cycles"  # WarpStateStats collected: its averages come first
+    assert ncu.sampled_stalls({"smsp__pcsamp_warps_issue_stalled_barrier": 5.0}) == []  # no sample count
+
+
 # --- nsys stats -------------------------------------------------------------------------------
 
 def test_nsys_kernels_inside_the_range_only():
