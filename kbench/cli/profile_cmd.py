@@ -265,6 +265,12 @@ def _print_ncu(outcome: dict, case_key: str) -> None:
         elif k.get("stalls"):
             stdout.print(f"{escape(_abbrev(k['name']))}: top stalls, cycles per issued instruction: "
                          + ", ".join(f"{reason} {value:.1f}" for reason, value in k["stalls"]), highlight=False)
+        if k.get("hot_lines"):
+            stdout.print(f"{escape(_abbrev(k['name']))}: the instructions its sampled warps waited at most "
+                         "(share of its samples, the state most were in):", highlight=False)
+            for line in k["hot_lines"]:
+                stdout.print(f"  {line['percent']:5.1f} %  {line['state']:<16} {escape(line['sass'])}  ({line['address']})",
+                             highlight=False)
 
 
 def _print_asked_metrics(kernels: list[dict]) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -252,9 +253,36 @@ def _read_ncu(outcome: dict, stem: Path, child, settings: Settings) -> None:
     if not data["launches"]:
         raise common.NoKernels(_no_kernels("ncu", outcome, settings, child.log_path))
     outcome.update(kernels=data["kernels"], launches=data["launches"], per_call=data["per_call"])
+    _read_ncu_sources(outcome, report, stem, settings)
     if len(data["launches"]) >= settings.launch_count:
         outcome["warning"] = (f"{len(data['launches'])} kernels: capped by --launch-count {settings.launch_count}, "
                               "so the per-call figures may miss some; raise it")
+
+
+# Kernels of one implementation whose instructions are read (the longest first): the page of each costs
+# one more `ncu --import`.
+SOURCE_KERNELS = 4
+
+
+def _read_ncu_sources(outcome: dict, report: Path, stem: Path, settings: Settings) -> None:
+    """Where the collection sampled warp states (its raw page has a sample count), each kernel's hottest
+    instructions from the report's source page (ncu.hot_lines), kept as ``hot_lines`` and the page as a
+    file beside the report. A page ncu cannot print leaves that kernel without them."""
+    from kbench.profilers import ncu
+
+    sampled = [k for k in outcome["kernels"] if k.get("samples")]
+    for kernel in sorted(sampled, key=lambda k: -(k.get("duration") or 0.0))[:SOURCE_KERNELS]:
+        try:
+            result = _run_reader(ncu.source_argv(settings.executable, report, kernel["name"]), settings.timeout,
+                                 f"ncu --import {report} --page source")
+        except common.ProfileError:
+            continue
+        lines = ncu.hot_lines(ncu.parse_source(result.stdout, kernel["name"]), kernel["samples"])
+        if lines:
+            page = Path(f"{stem}.{re.sub(r'[^A-Za-z0-9_.-]', '_', kernel['name'])}.source.csv")
+            page.write_text(result.stdout, encoding="utf-8")
+            outcome["files"].setdefault("source", []).append(str(page))
+            kernel["hot_lines"] = lines
 
 
 def _read_nsys(outcome: dict, stem: Path, child, settings: Settings) -> None:

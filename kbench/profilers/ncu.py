@@ -25,6 +25,13 @@ a units row, then one row per profiled kernel. Numbers may carry thousands separ
 (``1,234,567``); units are scaled with SI prefixes (``usecond``, ``Mbyte``, ``Kbyte/block``) unless
 ``--print-units base`` made them ``nsecond`` and ``byte``. :func:`parse_raw` handles both, and a
 metric missing from the CSV shows as "-".
+
+Where the collection sampled warp states per instruction (the SourceCounters section: ``--set detailed``
+or ``full``), ``ncu --import R.ncu-rep --csv --page source --print-source sass --kernel-name K`` prints,
+per kernel, a ``"Kernel Name",...`` line, a header row (``Address``, ``Source``, ``Warp Stall Sampling
+(All Samples)``, ..., ``stall_barrier``, ...) and one row per SASS instruction: :func:`parse_source`
+reads it and :func:`hot_lines` names the instructions most samples found a warp waiting at (a sample
+is charged to the instruction the warp would issue next: the one after a barrier, say).
 """
 
 from __future__ import annotations
@@ -125,6 +132,12 @@ def profile_argv(ncu: str, stem, range_name: str, worker: list[str], *, set_name
 def import_argv(ncu: str, report) -> list[str]:
     return [ncu, "--import", str(report), "--csv", "--page", "raw", "--print-units", "base",
             "--print-kernel-base", "function"]
+
+
+def source_argv(ncu: str, report, kernel: str) -> list[str]:
+    """The per-instruction page of one kernel (``kernel``: a short name, :func:`short_name`), as SASS."""
+    return [ncu, "--import", str(report), "--csv", "--page", "source", "--print-source", "sass",
+            "--kernel-name", f"regex:{re.escape(kernel)}$"]
 
 
 # --- the raw page ------------------------------------------------------------------------
@@ -240,6 +253,7 @@ def figures(kernel: dict, asked: tuple[str, ...] = ()) -> dict:
         "dram_bytes": total,
         "stalls": stalls(m) or sampled_stalls(m),
         "stall_unit": "cycles" if stalls(m) else "samples",
+        "samples": first(SAMPLE_COUNT),
         "grid": kernel.get("grid", ""),
         "block": kernel.get("block", ""),
         "asked": {name: m.get(name) for name in asked},
@@ -270,6 +284,58 @@ def sampled_stalls(metrics: dict, top: int = TOP_STALLS) -> list[tuple[str, floa
         if reason and not reason.endswith("_not_issued") and reason != "selected" and value:
             found.append((reason, round(100.0 * value / total, 2)))
     return sorted(found, key=lambda pair: -pair[1])[:top]
+
+
+SOURCE_SAMPLES = "Warp Stall Sampling (All Samples)"
+HOT_LINES = 5
+# The source page's short names of warp states (its stall_* columns), as the raw page's metrics name them,
+# so that one kernel's stall line and its instructions speak of the same states.
+SOURCE_STATES = {"dispatch": "dispatch_stall", "imc": "imc_miss", "lg": "lg_throttle", "long_sb": "long_scoreboard",
+                 "math": "math_pipe_throttle", "mio": "mio_throttle", "no_inst": "no_instructions",
+                 "short_sb": "short_scoreboard", "sleep": "sleeping", "tex": "tex_throttle"}
+
+
+def parse_source(text: str, kernel: str | None = None) -> list[dict]:
+    """The rows of the first kernel of a source page (see the module doc) whose short name is ``kernel``
+    (None: the first kernel): address, SASS text, samples and the samples of each warp state
+    (``stall_*`` columns, not the "(Not Issued)" ones); [] when the text has no such table."""
+    rows = list(csv.reader(io.StringIO(text)))
+    start = next((i for i, row in enumerate(rows) if len(row) > 1 and row[0] == "Kernel Name"
+                  and (kernel is None or short_name(row[1]) == kernel)), None)
+    if start is None or start + 1 >= len(rows) or SOURCE_SAMPLES not in rows[start + 1]:
+        return []
+    header = rows[start + 1]
+    samples = header.index(SOURCE_SAMPLES)
+    states = {i: SOURCE_STATES.get(name.removeprefix("stall_"), name.removeprefix("stall_"))
+              for i, name in enumerate(header) if name.startswith("stall_") and not name.endswith("(Not Issued)")}
+    out = []
+    for row in rows[start + 2:]:
+        if row and row[0] == "Kernel Name":
+            break  # the next kernel's table
+        if len(row) <= samples:
+            continue
+        count = number(row[samples]) or 0.0
+        out.append({"address": row[0], "sass": row[1].strip(), "samples": count,
+                    "states": {name: number(row[i]) or 0.0 for i, name in states.items() if i < len(row)}})
+    return out
+
+
+def hot_lines(rows: list[dict], total: float | None = None, top: int = HOT_LINES) -> list[dict]:
+    """The instructions with the most samples, most first: SASS text, percent of the kernel's samples
+    (``total``: its sample count from the raw page; else the rows' sum) and the warp state most of them
+    were in."""
+    total = total or sum(row["samples"] for row in rows)
+    if not total:
+        return []
+    out = []
+    for row in sorted(rows, key=lambda r: -r["samples"])[:top]:
+        if not row["samples"]:
+            break
+        states = {name: count for name, count in row["states"].items() if count}
+        out.append({"sass": row["sass"], "address": row["address"],
+                    "percent": round(100.0 * row["samples"] / total, 1),
+                    "state": max(states, key=states.get) if states else ""})
+    return out
 
 
 def short_name(name: str) -> str:
@@ -309,6 +375,7 @@ def by_name(rows: list[dict]) -> list[dict]:
             merged[key] = _mean([g[key] for g in group if g.get(key) is not None])
         merged["stalls"] = group[0].get("stalls") or []  # the first launch's: launches of one kernel stall alike
         merged["stall_unit"] = group[0].get("stall_unit", "cycles")
+        merged["samples"] = group[0].get("samples")
         merged["grid"], merged["block"] = group[0].get("grid", ""), group[0].get("block", "")
         asked = group[0].get("asked") or {}
         merged["asked"] = {name: _mean([g["asked"][name] for g in group if g["asked"].get(name) is not None])

@@ -379,8 +379,19 @@ def test_ncu_stalls_from_warp_sampling_are_shares_of_the_samples(fake, cli, wide
     played = tmp_path / "played"
     played.mkdir()
     (played / "ncu_raw_naive.csv").write_text((FIXTURES / "ncu_raw_20261204_blelloch-detailed.csv").read_text())
+    (played / "ncu_source_naive.csv").write_text((FIXTURES / "ncu_source_20261204_blelloch-trimmed.csv").read_text())
     monkeypatch.setenv("FAKE_CSV_DIR", str(played))
-    result = cli("profile", "--ncu", "attention", *BIG, "--impl", "naive", "--set", "detailed")
+    result = cli("profile", "--ncu", "attention", *BIG, "--impl", "naive", "--set", "detailed", "--name", "src")
     assert result.exit_code == 0, result.output
     assert ("scan_blelloch: top stalls, share of its sampled warp states: barrier 61 %, long_scoreboard 18 %, "
             "short_scoreboard 6 %") in result.output
+    # and, from the source page, where: the instruction after the look-back's barrier
+    assert "scan_blelloch: the instructions its sampled warps waited at most" in result.output
+    assert "40.3 %  barrier          UMOV UR4, 0x400  (0x7f618f7ada40)" in result.output
+    assert "STS.128 [R42], R4" in result.output  # SASS brackets printed as they are, not read as markup
+    pages = [call["argv"] for call in fake.calls() if "source" in call["argv"]]
+    assert [argv[-1] for argv in pages] == ["regex:scan_blelloch$", "regex:vectorized_elementwise_kernel$"]
+    # the memset kernel's page is the scan's here (a fake): it is not read as the memset's
+    assert "vectorized_elementwise_kernel: the instructions" not in result.output
+    profiles = fake.root / "results" / "profiles"
+    assert (profiles / "src-naive.scan_blelloch.source.csv").exists()

@@ -224,6 +224,23 @@ def test_stalls_from_warp_sampling_where_the_set_has_no_warp_state_stats(impl, k
     assert ncu.sampled_stalls({"smsp__pcsamp_warps_issue_stalled_barrier": 5.0}) == []  # no sample count
 
 
+def test_the_hottest_instructions_of_a_source_page():
+    """ncu 2025.3's source page of the scan on the H200 (2026-12-04; trimmed to its 30 busiest SASS lines):
+    40 % of the kernel's 87,516 samples found a warp at the instruction after the barrier that waits for
+    warp 0's look-back. Samples are shares of the raw page's count, not of the trimmed rows'."""
+    text = (FIXTURES / "ncu_source_20261204_blelloch-trimmed.csv").read_text()
+    rows = ncu.parse_source(text, "scan_blelloch")
+    assert len(rows) == 30 and rows[0]["address"] == "0x7f618f7aab10" and rows[0]["sass"] == "S2R R3, SR_TID.X"
+    hot = ncu.hot_lines(rows, 87516, top=3)
+    assert [(h["sass"], h["percent"], h["state"]) for h in hot] == [
+        ("UMOV UR4, 0x400", 40.3, "barrier"), ("BSSY B0, 0x7f618f7ad3f0", 7.5, "barrier"),
+        ("STS.128 [R42], R4", 7.4, "long_scoreboard")]
+    assert ncu.parse_source(text, "scan_blelloch_pipelined") == []  # another kernel's page
+    assert ncu.parse_source("==ERROR== no source\n") == [] and ncu.hot_lines([]) == []
+    argv = ncu.source_argv("ncu", "r.ncu-rep", "scan_blelloch")
+    assert argv[-2:] == ["--kernel-name", "regex:scan_blelloch$"] and "--print-source" in argv
+
+
 # --- nsys stats -------------------------------------------------------------------------------
 
 def test_nsys_kernels_inside_the_range_only():
