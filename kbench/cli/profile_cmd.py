@@ -259,12 +259,12 @@ def _print_ncu(outcome: dict, case_key: str) -> None:
     stdout.print(line, highlight=False)
     _print_asked_metrics(outcome["kernels"])
     for k in outcome["kernels"]:
-        if k.get("stalls") and k.get("stall_unit") == "samples":
-            stdout.print(f"{escape(_abbrev(k['name']))}: top stalls, share of its sampled warp states: "
-                         + ", ".join(f"{reason} {value:.0f} %" for reason, value in k["stalls"]), highlight=False)
-        elif k.get("stalls"):
-            stdout.print(f"{escape(_abbrev(k['name']))}: top stalls, cycles per issued instruction: "
-                         + ", ".join(f"{reason} {value:.1f}" for reason, value in k["stalls"]), highlight=False)
+        if k.get("stalls"):
+            sampled = k.get("stall_unit") == "samples"
+            unit = "share of its sampled warp states" if sampled else "cycles per issued instruction"
+            stdout.print(f"{escape(_abbrev(k['name']))}: top stalls, {unit}: "
+                         + ", ".join(f"{reason} {value:.0f} %" if sampled else f"{reason} {value:.1f}"
+                                     for reason, value in k["stalls"]), highlight=False)
         if k.get("hot_lines"):
             stdout.print(f"{escape(_abbrev(k['name']))}: the instructions its sampled warps waited at most "
                          "(share of its samples, the state most were in):", highlight=False)

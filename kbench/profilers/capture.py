@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -279,7 +278,7 @@ def _read_ncu_sources(outcome: dict, report: Path, stem: Path, settings: Setting
             continue
         lines = ncu.hot_lines(ncu.parse_source(result.stdout, kernel["name"]), kernel["samples"])
         if lines:
-            page = Path(f"{stem}.{re.sub(r'[^A-Za-z0-9_.-]', '_', kernel['name'])}.source.csv")
+            page = Path(f"{stem}.{common.safe_label(kernel['name'])}.source.csv")
             page.write_text(result.stdout, encoding="utf-8")
             outcome["files"].setdefault("source", []).append(str(page))
             kernel["hot_lines"] = lines

@@ -236,6 +236,7 @@ def figures(kernel: dict, asked: tuple[str, ...] = ()) -> dict:
     tensor = [value for name, value in m.items() if TENSOR_METRIC.match(name)]
     read, write = first("dram__bytes_read.sum"), first("dram__bytes_write.sum")
     total = read + write if read is not None and write is not None else first("dram__bytes.sum")
+    averaged = stalls(m)  # WarpStateStats where collected, else the sampled warp states
     return {
         "name": short_name(kernel["name"]),
         "duration": first(DURATION),
@@ -251,8 +252,8 @@ def figures(kernel: dict, asked: tuple[str, ...] = ()) -> dict:
         "dram_read": read,
         "dram_write": write,
         "dram_bytes": total,
-        "stalls": stalls(m) or sampled_stalls(m),
-        "stall_unit": "cycles" if stalls(m) else "samples",
+        "stalls": averaged or sampled_stalls(m),
+        "stall_unit": "cycles" if averaged else "samples",
         "samples": first(SAMPLE_COUNT),
         "grid": kernel.get("grid", ""),
         "block": kernel.get("block", ""),
