@@ -34,7 +34,7 @@
 // what TMA cannot describe: K or N not a multiple of 8 (a row stride that is not a multiple of 16
 // bytes) and A or B not 16-byte aligned.
 //
-// Two kernels share the loads, the descriptors, the wgmma and the epilogue:
+// The kernels share the loads, the descriptors, the wgmma and the register-store epilogue:
 //
 // matmul_wgmma_ws (warp-specialized, persistent): 1 + BM/64 warpgroups. Warpgroup 0 is the producer:
 // it gives registers back (setmaxnreg.dec to 40) and one thread issues the TMA loads of every k-step
@@ -50,6 +50,10 @@
 // matmul_wgmma_ws_cluster2: the same in thread-block clusters of two along M (wgmma_ws_body's
 // comment): the pair's B tiles are read from L2 once, by TMA multicast, and a stage is refilled once
 // both blocks' consumers have released it.
+//
+// matmul_wgmma_ws_store, matmul_wgmma_ws_cluster2_store: the two above with the TMA-store epilogue:
+// each consumer warpgroup stages its slice of a finished tile in shared memory (stage_tile) and one of
+// its threads writes it by TMA through a third map, while the warpgroup goes on to its next tile.
 //
 // matmul_wgmma_plain (the simpler variant: no warp specialization, no setmaxnreg, one tile per block):
 // BM/64 warpgroups, all consumers; thread 0 also issues the TMA loads, STAGES k-steps ahead. After
