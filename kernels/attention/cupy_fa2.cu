@@ -37,6 +37,11 @@ constexpr float RESCALE_LOG2 = 8.f;
 // (the layout is a parameter so that what swizzling buys can be measured).
 enum Layout { SWIZZLE = 0, PAD = 1, PLAIN = 2 };
 
+// The order in which blocks take query tiles (the host's ORDERS; see fa2_forward). Under a causal
+// mask the last query tile of a head visits every K/V tile and the first only one, so which run
+// first decides how ragged the end of the launch is.
+enum Order { ORDER_ROWS = 0, ORDER_REVERSE = 1, ORDER_HEAVIEST = 2 };
+
 template <int D, int LAYOUT>
 struct Tile {
     static constexpr int ROW_BYTES = D * 2 + (LAYOUT == PAD ? 16 : 0);
@@ -98,7 +103,7 @@ __device__ __forceinline__ void load_tile_stepped(unsigned dst, const unsigned s
 }
 
 template <int D, int BLOCK_M, int BLOCK_N, int WARPS, bool BF16, bool CAUSAL, int LAYOUT, bool MARGIN,
-          bool STEPPED>
+          bool STEPPED, int ORDER>
 __global__ void __launch_bounds__(WARPS * 32)
 fa2_forward(const unsigned short* __restrict__ Q, const unsigned short* __restrict__ K,
             const unsigned short* __restrict__ V, unsigned short* __restrict__ O, float* __restrict__ LSE,
@@ -128,9 +133,18 @@ fa2_forward(const unsigned short* __restrict__ Q, const unsigned short* __restri
     const int tid = threadIdx.x;
     const int warp = tid / 32;
     const int lane = tid % 32;
-    const int b = blockIdx.y / heads;
-    const int h = blockIdx.y % heads;
-    const int m0 = blockIdx.x * BLOCK_M;
+    // Which (query tile, batch x head) this block is. ORDER_ROWS: the grid is (query tiles, B x H),
+    // each head's query tiles in order. ORDER_REVERSE: the same grid, each head's last (under a
+    // causal mask, heaviest) query tile first. ORDER_HEAVIEST: the grid is (B x H, query tiles), every
+    // head's heaviest tile before any head's next, so the lightest tiles fill the end of the launch.
+    // (unsigned, as blockIdx is: an unsigned division by heads takes fewer instructions than a signed one)
+    const unsigned bh = ORDER == ORDER_HEAVIEST ? blockIdx.x : blockIdx.y;
+    const unsigned q_tile = ORDER == ORDER_HEAVIEST ? gridDim.y - 1 - blockIdx.y
+                     : ORDER == ORDER_REVERSE  ? gridDim.x - 1 - blockIdx.x
+                                               : blockIdx.x;
+    const int b = bh / heads;
+    const int h = bh % heads;
+    const int m0 = q_tile * BLOCK_M;
     const int warp_row0 = m0 + warp * ROWS;
     const unsigned short* q = Q + b * q_sb + h * q_sh;
     const unsigned short* k = K + b * k_sb + h * k_sh;
@@ -322,7 +336,7 @@ fa2_forward(const unsigned short* __restrict__ Q, const unsigned short* __restri
                 for (int dt = 0; dt < DT; ++dt)
                     dst[dt * 4] = pack2<BF16>(o[mt][dt][2 * r] * inv, o[mt][dt][2 * r + 1] * inv);
                 if (LSE != nullptr && lane % 4 == 0)  // natural-log log-sum-exp of the scaled scores
-                    LSE[static_cast<long long>(blockIdx.y) * n + row] =
+                    LSE[static_cast<long long>(bh) * n + row] =
                         (row_max[mt][r] * scale_log2 + log2f(l)) * 0.6931471805599453f;
             }
         }
@@ -331,21 +345,23 @@ fa2_forward(const unsigned short* __restrict__ Q, const unsigned short* __restri
 
 #ifdef KBENCH_INSTANTIATE
 // nvcc build check (tests/): instantiate the configurations kbench launches.
-#define KBENCH_FA2_ONE(D, BM, BN, W, BF16, CAUSAL, LAYOUT, MARGIN, STEPPED)                                 \
-    template __global__ void fa2_forward<D, BM, BN, W, BF16, CAUSAL, LAYOUT, MARGIN, STEPPED>(              \
+#define KBENCH_FA2_ONE(D, BM, BN, W, BF16, CAUSAL, LAYOUT, MARGIN, STEPPED, ORDER)                          \
+    template __global__ void fa2_forward<D, BM, BN, W, BF16, CAUSAL, LAYOUT, MARGIN, STEPPED, ORDER>(       \
         const unsigned short*, const unsigned short*, const unsigned short*, unsigned short*, float*, int, \
         int, long long, long long, long long, long long, long long, long long, long long, long long,     \
         long long, long long, long long, long long, float);
 #define KBENCH_FA2(D, BM, BN, W)                    \
-    KBENCH_FA2_ONE(D, BM, BN, W, false, false, SWIZZLE, false, false) \
-    KBENCH_FA2_ONE(D, BM, BN, W, true, true, SWIZZLE, false, false)
+    KBENCH_FA2_ONE(D, BM, BN, W, false, false, SWIZZLE, false, false, ORDER_ROWS) \
+    KBENCH_FA2_ONE(D, BM, BN, W, true, true, SWIZZLE, false, false, ORDER_ROWS)
 KBENCH_FA2(64, 128, 64, 4)
 KBENCH_FA2(128, 128, 64, 4)
 KBENCH_FA2(128, 128, 128, 4)
 KBENCH_FA2(128, 64, 64, 4)
-KBENCH_FA2_ONE(128, 128, 64, 4, false, false, PAD, false, false)
-KBENCH_FA2_ONE(128, 128, 64, 4, false, false, PLAIN, false, false)
-KBENCH_FA2_ONE(128, 128, 64, 4, false, false, SWIZZLE, true, true)
-KBENCH_FA2_ONE(128, 128, 64, 4, true, true, SWIZZLE, true, true)
-KBENCH_FA2_ONE(64, 128, 64, 4, false, false, SWIZZLE, false, true)
+KBENCH_FA2_ONE(128, 128, 64, 4, false, false, PAD, false, false, ORDER_ROWS)
+KBENCH_FA2_ONE(128, 128, 64, 4, false, false, PLAIN, false, false, ORDER_ROWS)
+KBENCH_FA2_ONE(128, 128, 64, 4, false, false, SWIZZLE, true, true, ORDER_ROWS)
+KBENCH_FA2_ONE(128, 128, 64, 4, true, true, SWIZZLE, true, true, ORDER_ROWS)
+KBENCH_FA2_ONE(128, 128, 64, 4, false, true, SWIZZLE, true, true, ORDER_REVERSE)
+KBENCH_FA2_ONE(128, 128, 64, 4, false, true, SWIZZLE, true, true, ORDER_HEAVIEST)
+KBENCH_FA2_ONE(64, 128, 64, 4, false, false, SWIZZLE, false, true, ORDER_ROWS)
 #endif

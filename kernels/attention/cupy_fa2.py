@@ -22,6 +22,13 @@ as well, the loop runs about 890 instructions a tile where no row's maximum move
 ``auto`` (the default): stepped where a thread's copies are rows apart by a multiple of 8 that divides
 block_n (every default tile), else checked.
 
+``order``: which query tiles the blocks take first. Under a causal mask the last query tile of a head
+visits every K/V tile and the first one, so ``heaviest`` (the default there, ``order=auto``) turns the
+grid to (batch x heads, query tiles) and hands out every head's last tile before any head's next: the
+end of the launch is left to the lightest tiles instead of a mix. ``rows`` keeps each head's tiles in
+order (the default without a mask, where every tile is the same work), ``reverse`` each head's last
+tile first.
+
 On an H200 (d = 128, B 2, H 16, fp16) rescale=8 with stepped loads ran 1.14x the rescale=0,
 checked form at N = 4096 and 16384, and 1.06x at N = 4096 causal (docs/performance.md).
 
@@ -44,6 +51,17 @@ HEAD_DIMS = (64, 128)
 
 LAYOUTS = {"swizzle": 0, "pad": 1, "plain": 2}  # shared-memory layouts (see Tile in the .cu)
 LOADS = ("auto", "checked", "stepped")  # how the loop copies the next K/V tile (the .cu's load_tile, load_tile_stepped)
+# Which query tiles run first (the .cu's Order): "rows" in order head by head, "reverse" each head's
+# last (under a causal mask, heaviest) first, "heaviest" every head's heaviest before any head's next.
+# "auto" (the default): heaviest under a causal mask, where tiles differ in work, else rows.
+ORDERS = {"rows": 0, "reverse": 1, "heaviest": 2}
+
+
+def resolve_order(order: str, causal: bool) -> str:
+    """order=auto as the order it takes for this case."""
+    if order == "auto":
+        return "heaviest" if causal else "rows"
+    return order
 RESCALE_CHOICES = (0, 8)  # log2 margin before a row's running maximum moves (0: FlashAttention-2's way; 8: the .cu's MARGIN)
 
 
@@ -85,10 +103,10 @@ def check_config(d: int, block_m: int, block_n: int, warps: int, layout: str = "
 
 
 def name_expression(d: int, block_m: int, block_n: int, warps: int, bf16: bool, causal: bool, layout: str,
-                    rescale: int = 0, loads: str = "checked") -> str:
+                    rescale: int = 0, loads: str = "checked", order: str = "rows") -> str:
     """The template instantiation NVRTC compiles (and `kbench explain` hands to ptxas)."""
     return _cupy.instance_name("fa2_forward", d, block_m, block_n, warps, bf16, causal, LAYOUTS[layout], rescale > 0,
-                               loads == "stepped")
+                               loads == "stepped", ORDERS[order])
 
 
 def kv_tile_visits(n: int, block_m: int, block_n: int, causal: bool) -> int:
@@ -132,6 +150,7 @@ def explain(case, params) -> dict:
 
     bm, bn, warps, layout = params["block_m"], params["block_n"], params["warps"], params["smem_layout"]
     loads = resolve_loads(params["loads"], case.d, bn, warps)
+    order = resolve_order(params["order"], bool(case.causal))
     reason = check_config(case.d, bm, bn, warps, layout, loads)
     if reason:
         return {"configuration": f"not runnable: {reason}"}
@@ -145,7 +164,9 @@ def explain(case, params) -> dict:
     row_bytes = case.d * 2 + (16 if layout == "pad" else 0)
     figures = {
         "grid": f"{q_tiles} Q tiles x {case.batch * case.heads} (batch x heads) = "
-                f"{q_tiles * case.batch * case.heads} blocks",
+                f"{q_tiles * case.batch * case.heads} blocks, "
+                + {"rows": "each head's Q tiles in order", "reverse": "each head's last Q tile first",
+                   "heaviest": "every head's last Q tile before any head's next"}[order],
         "block": f"{warps} warps = {warps * 32} threads; each warp owns {rows} query rows (split-Q)",
         "K/V tiles per block": f"{kv_tiles} of {bn} keys" + (" (causal: up to the diagonal)" if case.causal else ""),
         "shared memory per block": f"{smem:,} bytes = Q {bm * row_bytes:,} + K/V {2 * bn * row_bytes:,} "
@@ -156,7 +177,8 @@ def explain(case, params) -> dict:
     }
     try:
         resources = from_nvcc(SOURCE, name_expression(case.d, bm, bn, warps, case.dtype == "bf16",
-                                                      bool(case.causal), layout, params["rescale"], loads))
+                                                      bool(case.causal), layout, params["rescale"], loads,
+                                                      order))
     except RuntimeError as exc:
         resources = None
         figures["registers"] = f"could not compile: {exc}"
@@ -191,21 +213,23 @@ def _multiple_of_16(value: int) -> str | None:
     "attention", "cupy-fa2", backend="cupy", cuda=True, modules=("torch", "cupy"), min_cc=(8, 0),
     dtypes=("fp16", "bf16"), supports=_supports,
     params={"block_m": 128, "block_n": 64, "warps": 4, "smem_layout": "swizzle", "lse": 0, "rescale": 8,
-            "loads": "auto"},
+            "loads": "auto", "order": "auto"},
     explain=explain,
     # Values check_config refuses whatever the others are; block_m and warps that do not fit together
     # are SKIPs, so a sweep of both can run the pairs that fit.
     allowed={"block_m": _multiple_of_16, "block_n": _multiple_of_16,
              "warps": lambda warps: None if 1 <= warps <= 32 else "must be 1 to 32 (1024 threads a block)",
-             "smem_layout": tuple(LAYOUTS), "lse": (0, 1), "rescale": RESCALE_CHOICES, "loads": LOADS},
+             "smem_layout": tuple(LAYOUTS), "lse": (0, 1), "rescale": RESCALE_CHOICES, "loads": LOADS,
+             "order": ("auto", *ORDERS)},
     description="FlashAttention-2 in CUDA C++: mma.sync m16n8k16, ldmatrix, cp.async double buffering",
 )
-def cupy_fa2(case, inputs, out, block_m, block_n, warps, smem_layout, lse, rescale, loads):
+def cupy_fa2(case, inputs, out, block_m, block_n, warps, smem_layout, lse, rescale, loads, order):
     import numpy as np
     import torch
 
     q, k, v = inputs["q"], inputs["k"], inputs["v"]
     loads = resolve_loads(loads, case.d, block_n, warps)
+    order = resolve_order(order, bool(case.causal))
     reason = check_config(case.d, block_m, block_n, warps, smem_layout, loads)
     if reason:
         raise Unsupported(reason)
@@ -218,7 +242,7 @@ def cupy_fa2(case, inputs, out, block_m, block_n, warps, smem_layout, lse, resca
             raise Unsupported("cupy-fa2 needs a contiguous last dimension")
 
     kernel = _cupy.compiled(str(SOURCE), name_expression(case.d, block_m, block_n, warps, case.dtype == "bf16",
-                                                         bool(case.causal), smem_layout, rescale, loads))
+                                                         bool(case.causal), smem_layout, rescale, loads, order))
     if smem > 48 * 1024:  # above 48 KiB a block must opt in to its dynamic shared memory
         kernel.max_dynamic_shared_size_bytes = smem
     lse_out = torch.empty(case.batch * case.heads, case.n, device=q.device, dtype=torch.float32) if lse else None
@@ -229,12 +253,13 @@ def cupy_fa2(case, inputs, out, block_m, block_n, warps, smem_layout, lse, resca
     args = (*_cupy.pointer_args(q, k, v, out), np.uint64(lse_out.data_ptr() if lse_out is not None else 0),
             np.int32(case.heads), np.int32(case.n), *strides(q), *strides(k), *strides(v), *strides(out),
             np.float32(case.d**-0.5 * LOG2_E))
-    grid = ((case.n + block_m - 1) // block_m, case.batch * case.heads)
+    q_tiles = (case.n + block_m - 1) // block_m
+    grid = (case.batch * case.heads, q_tiles) if order == "heaviest" else (q_tiles, case.batch * case.heads)
     block = (warps * 32,)
     run = _cupy.launcher(kernel, grid, block, args, smem)
     run.config = {
         "block_m": block_m, "block_n": block_n, "warps": warps, "smem_layout": smem_layout, "lse": bool(lse),
-        "rescale": rescale, "loads": loads,
+        "rescale": rescale, "loads": loads, "order": order,
         **_cupy.kernel_config(kernel, grid, block, smem),
     }
     run.lse = lse_out  # for tests that check the log-sum-exp

@@ -2,7 +2,7 @@
 checks O only), against float64 logsumexp(Q K^T / sqrt(d)), per query row; and its output against
 float64 through kbench's check (every input distribution) with the running maximum moved at every
 new maximum (rescale=0) and only past a margin of 2^8 (rescale=8), the K/V copies checked row by row
-and stepped (loads=stepped). (cupy-fa2 under compute-sanitizer: test_sanitizer_gpu.py.)"""
+and stepped (loads=stepped), and its blocks taking query tiles in each order (--param order). (cupy-fa2 under compute-sanitizer: test_sanitizer_gpu.py.)"""
 
 from __future__ import annotations
 
@@ -29,9 +29,10 @@ def _reference_lse(inputs, n: int, d: int, causal: bool):
     return torch.logsumexp(scores, dim=-1)
 
 
+@pytest.mark.parametrize("order", ["rows", "heaviest"])  # the grid's two shapes: (Q tiles, B x H) and (B x H, Q tiles)
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
 @pytest.mark.parametrize("d", [64, 128])
-def test_cupy_fa2_log_sum_exp_matches_float64(registry, dtype, d):
+def test_cupy_fa2_log_sum_exp_matches_float64(registry, dtype, d, order):
     import torch
 
     suite, impl = registry.suite("attention"), registry.implementations("attention")["cupy-fa2"]
@@ -39,7 +40,7 @@ def test_cupy_fa2_log_sum_exp_matches_float64(registry, dtype, d):
     for n, causal in SIZES:
         case = Case({"n": n, "d": d, "batch": 2, "heads": 3, "dtype": dtype, "causal": causal})
         inputs = suite.make_inputs(case, seed=n + d, device="cuda")
-        run = impl.make(case, inputs, suite.make_output(case, inputs), **{**impl.params, "lse": 1})
+        run = impl.make(case, inputs, suite.make_output(case, inputs), **{**impl.params, "lse": 1, "order": order})
         run.lse.fill_(float("nan"))  # a row the kernel leaves unwritten stays NaN
         run()
         torch.cuda.synchronize()
@@ -53,7 +54,7 @@ def test_cupy_fa2_log_sum_exp_matches_float64(registry, dtype, d):
 
 
 FORMS = ({"rescale": 0, "loads": "checked"}, {"rescale": 8, "loads": "checked"}, {"rescale": 0, "loads": "stepped"},
-         {"rescale": 8, "loads": "stepped"})
+         {"rescale": 8, "loads": "stepped"}, {"order": "reverse"}, {"order": "heaviest"})
 
 
 @pytest.mark.parametrize("form", FORMS, ids=lambda form: ",".join(f"{k}={v}" for k, v in form.items()))
