@@ -36,6 +36,12 @@
 // lane (8 elements of one row), and written with bounds checks (one 16-byte
 // store when the 8 elements are inside C and ASYNC holds).
 //
+// Registers. A 64x64 warp tile keeps 128 fp32 accumulators a thread. Each k16 step loads the warp's
+// FM fragments of A, then B's fragments one column at a time, each used by FM mma_sync before the
+// next is loaded, and a thread's cp.async copies are one pointer and one offset per matrix
+// (AsyncCopies): with MIN_BLOCKS = 3 (__launch_bounds__) ptxas fits the 4-warp block in 168 registers,
+// three blocks an SM, with a few spilled; MIN_BLOCKS = 1 leaves it two blocks and no spills.
+//
 // Blocks are numbered along N within groups of GROUP_M block rows (as Triton's
 // matmul tutorial does), so blocks that run together share A and B tiles in L2.
 //
@@ -78,68 +84,70 @@ __device__ __forceinline__ void load_stage(unsigned short* sa, unsigned short* s
     load_tile<BK, BN, BN + 8, THREADS>(sb, B, K, N, k0, n0, tid);
 }
 
-// The 16-byte cp.async copies of one thread, worked out once: where each chunk lands in a
-// stage (byte offset), where it comes from at k0 = 0, and whether its row of A (column of
-// B) is inside the matrix. Each k-tile then only adds k0 and checks K: the main loop no
-// longer recomputes indices, bounds and 64-bit addresses for every copy.
+// The 16-byte cp.async copies of one thread, worked out once. Chunk i of the A tile is row
+// tid / A_CHUNKS + i·A_ROW_STEP, column (tid % A_CHUNKS)·8, and of the B tile row tid / B_CHUNKS +
+// i·B_ROW_STEP, column (tid % B_CHUNKS)·8: a thread's copies of one tile are a fixed stride apart, so
+// it keeps one source pointer and one shared offset per matrix (and which of its rows of A are inside
+// M) and each k-tile only adds k0. Few registers: the accumulators need most of them.
 template <int BM, int BN, int BK, int THREADS>
 struct AsyncCopies {
     static constexpr int LDA = BK + 8, LDB = BN + 8;
     static constexpr int A_CHUNKS = BK / 8, B_CHUNKS = BN / 8;  // 16-byte chunks in a tile row
-    static constexpr int A_COPIES = BM * A_CHUNKS / THREADS, B_COPIES = BK * B_CHUNKS / THREADS;
-    static_assert((BM * A_CHUNKS) % THREADS == 0 && (BK * B_CHUNKS) % THREADS == 0, "the block copies whole tiles");
+    static_assert(THREADS % A_CHUNKS == 0 && THREADS % B_CHUNKS == 0, "a thread copies one column of chunks");
+    static constexpr int A_ROW_STEP = THREADS / A_CHUNKS, B_ROW_STEP = THREADS / B_CHUNKS;
+    static_assert(BM % A_ROW_STEP == 0 && BK % B_ROW_STEP == 0, "the block copies whole tiles");
+    static constexpr int A_COPIES = BM / A_ROW_STEP, B_COPIES = BK / B_ROW_STEP;
 
-    const unsigned short* a_src[A_COPIES];
-    const unsigned short* b_src[B_COPIES];
-    unsigned a_dst[A_COPIES], b_dst[B_COPIES];  // byte offsets within a stage
-    int a_k[A_COPIES], b_k[B_COPIES];           // the chunk's k within the tile
-    unsigned a_row_inside = 0, b_col_inside = 0;  // bit i: copy i's row of A (column of B) is inside
+    const unsigned short* a_src;  // chunk 0 of A at k0 = 0 (A itself where that row is outside M)
+    const unsigned short* b_src;  // chunk 0 of B at k0 = 0
+    unsigned a_dst, b_dst;        // byte offsets of chunk 0 within a stage
+    int a_k, b_k;                 // the chunks' column of A (row of B) within the tile
+    unsigned a_row_inside = 0;    // bit i: copy i's row of A is inside M
+    bool b_col_inside;            // this thread's column of B is inside N
 
     __device__ __forceinline__ AsyncCopies(const unsigned short* A, const unsigned short* B, int M, int N, int K,
                                            int m0, int n0, int tid) {
+        const int ar = tid / A_CHUNKS, ac = (tid % A_CHUNKS) * 8;
+        a_dst = (ar * LDA + ac) * 2;
+        a_k = ac;
 #pragma unroll
-        for (int i = 0; i < A_COPIES; ++i) {
-            const int idx = tid + i * THREADS;
-            const int r = idx / A_CHUNKS, c = (idx % A_CHUNKS) * 8;
-            a_dst[i] = (r * LDA + c) * 2;
-            a_k[i] = c;
-            const bool inside = m0 + r < M;
-            a_row_inside |= unsigned(inside) << i;
-            a_src[i] = inside ? A + static_cast<long long>(m0 + r) * K + c : A;
-        }
-#pragma unroll
-        for (int i = 0; i < B_COPIES; ++i) {
-            const int idx = tid + i * THREADS;
-            const int r = idx / B_CHUNKS, c = (idx % B_CHUNKS) * 8;
-            b_dst[i] = (r * LDB + c) * 2;
-            b_k[i] = r;
-            const bool inside = n0 + c < N;
-            b_col_inside |= unsigned(inside) << i;
-            b_src[i] = inside ? B + static_cast<long long>(r) * N + n0 + c : B;
-        }
+        for (int i = 0; i < A_COPIES; ++i) a_row_inside |= unsigned(m0 + ar + i * A_ROW_STEP < M) << i;
+        a_src = A + static_cast<long long>(m0 + ar) * K + ac;
+        const int br = tid / B_CHUNKS, bc = (tid % B_CHUNKS) * 8;
+        b_dst = (br * LDB + bc) * 2;
+        b_k = br;
+        b_col_inside = n0 + bc < N;
+        b_src = B + static_cast<long long>(br) * N + n0 + bc;
     }
 
     // Issue the copies of the tiles at k0 into the stage at shared addresses sa, sb.
-    // A chunk is wholly inside or outside K (K % 8 == 0); outside, src-size 0 writes zeros.
+    // A chunk is wholly inside or outside K (K % 8 == 0); outside, src-size 0 writes zeros
+    // and the source is the matrix's first element.
     __device__ __forceinline__ void issue(unsigned sa, unsigned sb, const unsigned short* A,
                                           const unsigned short* B, int N, int K, int k0) const {
+        const bool a_k_inside = k0 + a_k < K;
+        const unsigned short* a = a_src + k0;
 #pragma unroll
         for (int i = 0; i < A_COPIES; ++i) {
-            const bool valid = ((a_row_inside >> i) & 1) && k0 + a_k[i] < K;
-            cp_async_16(sa + a_dst[i], valid ? a_src[i] + k0 : A, valid ? 16 : 0);
+            const bool valid = ((a_row_inside >> i) & 1) && a_k_inside;
+            cp_async_16(sa + a_dst + i * A_ROW_STEP * LDA * 2, valid ? a + static_cast<long long>(i) * A_ROW_STEP * K : A,
+                        valid ? 16 : 0);
         }
+        const unsigned short* b = b_src + static_cast<long long>(k0) * N;
 #pragma unroll
         for (int i = 0; i < B_COPIES; ++i) {
-            const bool valid = ((b_col_inside >> i) & 1) && k0 + b_k[i] < K;
-            cp_async_16(sb + b_dst[i], valid ? b_src[i] + static_cast<long long>(k0) * N : B, valid ? 16 : 0);
+            const bool valid = b_col_inside && k0 + b_k + i * B_ROW_STEP < K;
+            cp_async_16(sb + b_dst + i * B_ROW_STEP * LDB * 2, valid ? b + static_cast<long long>(i) * B_ROW_STEP * N : B,
+                        valid ? 16 : 0);
         }
     }
 };
 
 }  // namespace kbench_wmma_smem
 
-template <int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES, bool BF16, bool ASYNC, bool PTX_LOADS>
-__global__ void __launch_bounds__(WARPS_M * WARPS_N * 32)
+template <int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES, bool BF16, bool ASYNC, bool PTX_LOADS,
+          int MIN_BLOCKS, bool PREFETCH>
+__global__ void __launch_bounds__(WARPS_M * WARPS_N * 32, MIN_BLOCKS)
 matmul_wmma_smem(const unsigned short* __restrict__ A, const unsigned short* __restrict__ B,
                  unsigned short* __restrict__ C, int M, int N, int K, int group_m) {
     using namespace nvcuda;
@@ -204,32 +212,86 @@ matmul_wmma_smem(const unsigned short* __restrict__ A, const unsigned short* __r
 #pragma unroll
         for (int j = 0; j < FN; ++j) wmma::fill_fragment(acc[i][j], 0.f);
 
-    for (int t = 0; t < k_tiles; ++t) {
-        // Groups committed so far: STAGES - 1 + t. Leaving STAGES - 2 pending means groups
-        // 0 .. t, hence tile t, are complete (for this thread's copies; the barrier for all).
-        cp_async_wait<STAGES - 2>();
-        __syncthreads();
+    using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major>;
+    using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major>;
+    auto a_tile = [&](int t) { return sA + (t % STAGES) * A_STAGE + (wm * WM) * LDA; };
+    auto b_tile = [&](int t) { return sB + (t % STAGES) * B_STAGE + wn * WN; };
 
-        const int next = t + STAGES - 1;  // goes into tile t-1's buffer, which every warp is done with
-        if (next < k_tiles) load_tile(next % STAGES, next * BK);
-        cp_async_commit();
+    if constexpr (!PREFETCH) {
+        for (int t = 0; t < k_tiles; ++t) {
+            // Groups committed so far: STAGES - 1 + t. Leaving STAGES - 2 pending means groups
+            // 0 .. t, hence tile t, are complete (for this thread's copies; the barrier for all).
+            cp_async_wait<STAGES - 2>();
+            __syncthreads();
 
-        const unsigned short* a_tile = sA + (t % STAGES) * A_STAGE + (wm * WM) * LDA;
-        const unsigned short* b_tile = sB + (t % STAGES) * B_STAGE + wn * WN;
+            const int next = t + STAGES - 1;  // goes into tile t-1's buffer, which every warp is done with
+            if (next < k_tiles) load_tile(next % STAGES, next * BK);
+            cp_async_commit();
+
 #pragma unroll
-        for (int kk = 0; kk < BK; kk += 16) {
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a[FM];
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> b[FN];
+            for (int kk = 0; kk < BK; kk += 16) {
+                // All of A's fragments, then B's one column at a time: FM + 1 fragments live besides the
+                // accumulators rather than FM + FN, which is what lets MIN_BLOCKS = 3 fit (see the header).
+                FragA a[FM];
+#pragma unroll
+                for (int i = 0; i < FM; ++i)
+                    kbench_wmma::load_shared<PTX_LOADS, BF16>(a[i], a_tile(t) + (i * 16) * LDA + kk, LDA);
+#pragma unroll
+                for (int j = 0; j < FN; ++j) {
+                    FragB b;
+                    kbench_wmma::load_shared<PTX_LOADS, BF16>(b, b_tile(t) + kk * LDB + j * 16, LDB);
+#pragma unroll
+                    for (int i = 0; i < FM; ++i) wmma::mma_sync(acc[i][j], a[i], b, acc[i][j]);
+                }
+            }
+        }
+    } else {
+        // PREFETCH: the fragments of the next k16 step are loaded while this step's mma_sync run, into
+        // a second set of registers, across tiles too: the barrier that makes tile t+1 visible comes
+        // before tile t's last step (as CUTLASS's multistage loop does), so no step starts on an empty
+        // set of fragments.
+        FragA a[2][FM];
+        FragB b[2][FN];
+        auto load_fragments = [&](int t, int kk, FragA(&fa)[FM], FragB(&fb)[FN]) {
 #pragma unroll
             for (int i = 0; i < FM; ++i)
-                kbench_wmma::load_shared<PTX_LOADS, BF16>(a[i], a_tile + (i * 16) * LDA + kk, LDA);
+                kbench_wmma::load_shared<PTX_LOADS, BF16>(fa[i], a_tile(t) + (i * 16) * LDA + kk, LDA);
 #pragma unroll
             for (int j = 0; j < FN; ++j)
-                kbench_wmma::load_shared<PTX_LOADS, BF16>(b[j], b_tile + kk * LDB + j * 16, LDB);
+                kbench_wmma::load_shared<PTX_LOADS, BF16>(fb[j], b_tile(t) + kk * LDB + j * 16, LDB);
+        };
+        constexpr int STEPS = BK / 16;
+        cp_async_wait<STAGES - 2>();  // tile 0
+        __syncthreads();
+        load_fragments(0, 0, a[0], b[0]);
+        for (int t = 0; t < k_tiles; ++t) {
+            // Tile t is visible and its first step's fragments are in a[0], b[0]. Every warp is done
+            // reading tile t-1 (its last reads came before the barrier in that tile's last step).
+            const int next = t + STAGES - 1;
+            if (next < k_tiles) load_tile(next % STAGES, next * BK);
+            cp_async_commit();
 #pragma unroll
-            for (int i = 0; i < FM; ++i)
+            for (int step = 0; step < STEPS; ++step) {
+                const int cur = step % 2;
+                if (step == STEPS - 1) {
+                    // Groups committed: STAGES + t; STAGES - 2 pending leaves tiles 0 .. t+1 complete.
+                    cp_async_wait<STAGES - 2>();
+                    __syncthreads();
+                    if (t + 1 < k_tiles) load_fragments(t + 1, 0, a[(step + 1) % 2], b[(step + 1) % 2]);
+                } else {
+                    load_fragments(t, (step + 1) * 16, a[(step + 1) % 2], b[(step + 1) % 2]);
+                }
 #pragma unroll
-                for (int j = 0; j < FN; ++j) wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
+                for (int i = 0; i < FM; ++i)
+#pragma unroll
+                    for (int j = 0; j < FN; ++j) wmma::mma_sync(acc[i][j], a[cur][i], b[cur][j], acc[i][j]);
+            }
+            if constexpr (STEPS % 2 == 1) {  // the next tile's first fragments landed in set 1: move them
+#pragma unroll
+                for (int i = 0; i < FM; ++i) a[0][i] = a[1][i];
+#pragma unroll
+                for (int j = 0; j < FN; ++j) b[0][j] = b[1][j];
+            }
         }
     }
 
@@ -269,20 +331,27 @@ matmul_wmma_smem(const unsigned short* __restrict__ A, const unsigned short* __r
 
 #ifdef KBENCH_INSTANTIATE
 // nvcc build check (tests/): the configurations kbench launches.
-#define KBENCH_WMMA_SMEM_ONE(BM, BN, BK, WM, WN, S, BF16, ASYNC, PTX)                                      \
-    template __global__ void matmul_wmma_smem<BM, BN, BK, WM, WN, S, BF16, ASYNC, PTX>(                     \
+#define KBENCH_WMMA_SMEM_ONE(BM, BN, BK, WM, WN, S, BF16, ASYNC, PTX, MINB, PF)                            \
+    template __global__ void matmul_wmma_smem<BM, BN, BK, WM, WN, S, BF16, ASYNC, PTX, MINB, PF>(           \
         const unsigned short*, const unsigned short*, unsigned short*, int, int, int, int);
-#define KBENCH_WMMA_SMEM(BM, BN, BK, WM, WN, S)                          \
-    KBENCH_WMMA_SMEM_ONE(BM, BN, BK, WM, WN, S, false, true, false)      \
-    KBENCH_WMMA_SMEM_ONE(BM, BN, BK, WM, WN, S, true, true, false)       \
-    KBENCH_WMMA_SMEM_ONE(BM, BN, BK, WM, WN, S, false, false, false)     \
-    KBENCH_WMMA_SMEM_ONE(BM, BN, BK, WM, WN, S, true, false, false)      \
-    KBENCH_WMMA_SMEM_ONE(BM, BN, BK, WM, WN, S, false, true, true)       \
-    KBENCH_WMMA_SMEM_ONE(BM, BN, BK, WM, WN, S, true, true, true)
-KBENCH_WMMA_SMEM(128, 128, 32, 2, 4, 3)
-KBENCH_WMMA_SMEM(128, 128, 32, 2, 2, 3)
-KBENCH_WMMA_SMEM(128, 256, 32, 2, 4, 3)
-KBENCH_WMMA_SMEM(128, 128, 64, 2, 4, 3)
-KBENCH_WMMA_SMEM(128, 128, 32, 2, 4, 4)
-KBENCH_WMMA_SMEM(128, 128, 32, 2, 2, 4)
+#define KBENCH_WMMA_SMEM(BM, BN, BK, WM, WN, S, MINB, PF)                          \
+    KBENCH_WMMA_SMEM_ONE(BM, BN, BK, WM, WN, S, false, true, false, MINB, PF)      \
+    KBENCH_WMMA_SMEM_ONE(BM, BN, BK, WM, WN, S, true, true, false, MINB, PF)       \
+    KBENCH_WMMA_SMEM_ONE(BM, BN, BK, WM, WN, S, false, false, false, MINB, PF)     \
+    KBENCH_WMMA_SMEM_ONE(BM, BN, BK, WM, WN, S, true, false, false, MINB, PF)      \
+    KBENCH_WMMA_SMEM_ONE(BM, BN, BK, WM, WN, S, false, true, true, MINB, PF)       \
+    KBENCH_WMMA_SMEM_ONE(BM, BN, BK, WM, WN, S, true, true, true, MINB, PF)
+KBENCH_WMMA_SMEM(128, 128, 32, 2, 4, 3, 1, false)
+KBENCH_WMMA_SMEM(128, 128, 32, 2, 2, 3, 1, false)
+KBENCH_WMMA_SMEM(128, 256, 32, 2, 4, 3, 1, false)
+KBENCH_WMMA_SMEM(128, 128, 64, 2, 4, 3, 1, false)
+KBENCH_WMMA_SMEM(128, 128, 64, 2, 2, 3, 1, false)
+KBENCH_WMMA_SMEM(128, 128, 32, 2, 4, 4, 1, false)
+KBENCH_WMMA_SMEM(128, 128, 32, 2, 2, 4, 1, false)
+KBENCH_WMMA_SMEM(128, 128, 32, 2, 2, 4, 3, false)
+KBENCH_WMMA_SMEM(128, 128, 32, 2, 2, 3, 3, false)
+KBENCH_WMMA_SMEM(128, 128, 32, 2, 2, 4, 1, true)
+KBENCH_WMMA_SMEM(128, 128, 32, 2, 2, 3, 1, true)
+KBENCH_WMMA_SMEM(128, 128, 64, 2, 2, 3, 1, true)
+KBENCH_WMMA_SMEM(128, 128, 16, 2, 2, 4, 1, true)
 #endif

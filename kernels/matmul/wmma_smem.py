@@ -3,7 +3,7 @@
 The CUDA source is ``wmma_smem.cu`` beside this file, compiled at run time with
 NVRTC through ``cupy.RawModule`` (it includes <mma.h>). A block of ``warps``
 warps (2 x warps/2) owns a block_m x block_n tile of C; each warp a grid of
-16x16 fp32 fragments (64x32 with the defaults). A and B tiles (block_k deep,
+16x16 fp32 fragments (64x64 with the defaults: 4 warps, 128 x 128 x 64 tiles, 3 stages). A and B tiles (block_k deep,
 rows padded by 16 bytes) stream through ``stages`` shared buffers with 16-byte
 cp.async copies that zero-fill past the matrix edges. When K or N is not a
 multiple of 8 (or a tensor is not 16-byte aligned) the same kernel is built
@@ -16,8 +16,14 @@ the same instruction and fragments, but for bf16 nvcc 13.0 compiles the API's lo
 (LD.E, 64 a k-tile of the default warp tile) where the PTX form gives ldmatrix (16 LDSM, as fp16 has
 either way). On an H200 that took bf16 from about 0.31x to 0.43-0.47x cuBLAS (docs/performance.md).
 
+``--param prefetch=1`` loads the next k16 step's fragments while this step's ``mma_sync`` run (two sets
+of fragment registers), across k-tiles too: the barrier that makes the next tile visible moves before
+the current tile's last step. ``--param min_blocks=N`` asks ptxas for N blocks an SM (``__launch_bounds__``'s second argument): with
+the default 4 warps, 3 caps a thread at 168 registers (a few spill) so that 12 warps an SM hide the
+latency 8 do not.
+
     kbench run matmul --m 4096 --n 4096 --k 4096 --dtype fp16,bf16 --impl cublas,wmma-smem \\
-        --param block_n=128,256 --param stages=3,4
+        --param block_n=128,256 --param stages=3,4 --param min_blocks=1,3
 """
 
 from pathlib import Path
@@ -27,6 +33,9 @@ from kbench.registry import Unsupported, implementation
 
 SOURCE = Path(__file__).with_suffix(".cu")
 EPILOGUE_BYTES_PER_WARP = 16 * 16 * 4  # one fp32 16x16 fragment
+# __launch_bounds__'s minimum blocks an SM: ptxas caps registers near 65536 / (threads x min_blocks).
+# 3 with the default 4 warps: 168 registers, three blocks (12 warps) an SM instead of two.
+MIN_BLOCKS_CHOICES = (1, 2, 3, 4)
 MAX_FRAGMENTS_PER_WARP = 16  # 16 fp32 16x16 accumulators = 128 registers a thread (64x64 warp tile)
 
 _common = load_helper(Path(__file__).parent / "_cupy_matmul.py")
@@ -74,7 +83,8 @@ def async_copies(case, a, b, out) -> bool:
     return case.k % 8 == 0 and case.n % 8 == 0 and _common.aligned((a, b, out), 16)
 
 
-def plan(case, a, b, out, block_m, block_n, block_k, warps, stages, group_m, smem_limit=None, loads="ptx") -> dict:
+def plan(case, a, b, out, block_m, block_n, block_k, warps, stages, group_m, smem_limit=None, loads="ptx",
+         min_blocks=1, prefetch=0) -> dict:
     """The launch for one case (raises Unsupported): kernel name, grid, block, shared memory, copy path."""
     reason = check_config(block_m, block_n, block_k, warps, stages, group_m)
     if reason:
@@ -90,7 +100,8 @@ def plan(case, a, b, out, block_m, block_n, block_k, warps, stages, group_m, sme
     grid = (_common.ceil_div(case.m, block_m) * _common.ceil_div(case.n, block_n),)
     _common.check_grid(grid)
     name = _common.instance_name("matmul_wmma_smem", block_m, block_n, block_k, warps_m, warps_n, stages,
-                                 case.dtype == "bf16", use_async, loads == "ptx")
+                                 case.dtype == "bf16", use_async, loads == "ptx", min_blocks,
+                                 bool(prefetch))
     return {"name": name, "grid": grid, "block": (32 * warps,), "smem": smem, "async": use_async,
             "warps_m": warps_m, "warps_n": warps_n}
 
@@ -100,14 +111,19 @@ def explain(case, params) -> dict:
     try:
         p = plan(case, _common.PLACEHOLDER, _common.PLACEHOLDER, _common.PLACEHOLDER, params["block_m"],
                  params["block_n"], params["block_k"], params["warps"], params["stages"], params["group_m"],
-                 loads=params["loads"])
+                 loads=params["loads"], min_blocks=params["min_blocks"], prefetch=params["prefetch"])
     except Unsupported as exc:
         return {"configuration": f"not runnable: {exc}"}
     figures = _common.explain_launch(case, p, SOURCE, (params["block_m"], params["block_n"]), p["smem"])
     figures["copies"] = ("16-byte cp.async, " if p["async"] else "element-wise (K or N not a multiple of 8), ") + \
         f"{params['stages']} stages; warp tile {params['block_m'] // p['warps_m']} x {params['block_n'] // p['warps_n']}"
+    if params["min_blocks"] > 1:
+        figures["register cap"] = (f"__launch_bounds__({32 * params['warps']}, {params['min_blocks']}): at most "
+                                   f"{65536 // (32 * params['warps'] * params['min_blocks']) // 8 * 8} registers a thread")
     figures["fragment loads"] = ("wmma.load.shared (PTX)" if params["loads"] == "ptx" else
-                                 "wmma::load_matrix_sync (C++ API; generic loads for bf16 under nvcc 13.0)")
+                                 "wmma::load_matrix_sync (C++ API; generic loads for bf16 under nvcc 13.0)") + (
+        ", the next k16 step's loaded during this one's mma_sync (two sets of fragments)" if params["prefetch"] else
+        ", each k16 step's loaded before its mma_sync")
     return figures
 
 
@@ -115,17 +131,20 @@ def explain(case, params) -> dict:
     "matmul", "wmma-smem", backend="cupy", cuda=True, modules=("torch", "cupy"), min_cc=(8, 0),
     dtypes=("fp16", "bf16"),
     # 4 warps of 64x64 (2 x 2): 8 ldmatrix.x4 per 32 mma.sync instead of 8 warps of 64x32's 6 per 16.
-    # H200, fp16 (docs/performance.md): 0.48x cuBLAS at 4096^3 and 0.52x at 8192^3; 8 warps 0.42x, 0.43x.
-    params={"block_m": 128, "block_n": 128, "block_k": 32, "warps": 4, "stages": 4, "group_m": 8, "loads": "ptx"},
-    allowed={"loads": ("api", "ptx")}, explain=explain,
-    description="block-tiled WMMA (CUDA C++): 128x128x32 tiles, 4 warps of 64x64, 4-stage cp.async pipeline",
+    # 64-deep k-tiles in 3 stages (two blocks an SM) with the next step's fragments prefetched: H200,
+    # bf16 4096^3, 0.47x cuBLAS against 0.44x for 32-deep tiles in 4 stages (docs/performance.md).
+    params={"block_m": 128, "block_n": 128, "block_k": 64, "warps": 4, "stages": 3, "group_m": 8, "loads": "ptx",
+            "min_blocks": 1, "prefetch": 1},
+    allowed={"loads": ("api", "ptx"), "min_blocks": MIN_BLOCKS_CHOICES, "prefetch": (0, 1)}, explain=explain,
+    description="block-tiled WMMA (CUDA C++): 128x128x64 tiles, 4 warps of 64x64, 3-stage cp.async pipeline, "
+                "fragments prefetched a step ahead",
 )
-def wmma_smem(case, inputs, out, block_m, block_n, block_k, warps, stages, group_m, loads):
+def wmma_smem(case, inputs, out, block_m, block_n, block_k, warps, stages, group_m, loads, min_blocks, prefetch):
     import numpy as np
 
     a, b, c = _common.operands(case, inputs, out)
     p = plan(case, a, b, c, block_m, block_n, block_k, warps, stages, group_m, smem_limit=_common.smem_optin_limit(a),
-             loads=loads)
+             loads=loads, min_blocks=min_blocks, prefetch=prefetch)
     kernel = _common.compiled(str(SOURCE), p["name"])
     if p["smem"] > _common.STATIC_SMEM_LIMIT:  # above 48 KiB a block must opt in to its dynamic shared memory
         kernel.max_dynamic_shared_size_bytes = p["smem"]
@@ -134,7 +153,7 @@ def wmma_smem(case, inputs, out, block_m, block_n, block_k, warps, stages, group
     run.config = {
         "block_m": block_m, "block_n": block_n, "block_k": block_k, "warps": warps, "stages": stages,
         "group_m": group_m, "warp_tile": [block_m // p["warps_m"], block_n // p["warps_n"]],
-        "cp_async": p["async"], "loads": loads,
+        "cp_async": p["async"], "loads": loads, "min_blocks": min_blocks, "prefetch": bool(prefetch),
         **_common.kernel_config(kernel, p["grid"], p["block"], p["smem"]),
     }
     return run

@@ -176,9 +176,9 @@ def test_wmma_smem_plan(mods, shape, use_async, dtype):
     p = mods["wmma_smem"].plan(case(m, n, k, dtype), *operands(m, n, k, dtype), **DEFAULT, smem_limit=227 * 1024)
     bf16 = "true" if dtype == "bf16" else "false"
     assert p["async"] is use_async
-    assert p["name"] == f"matmul_wmma_smem<128, 128, 32, 2, 4, 3, {bf16}, {'true' if use_async else 'false'}, true>"
+    assert p["name"] == f"matmul_wmma_smem<128, 128, 32, 2, 4, 3, {bf16}, {'true' if use_async else 'false'}, true, 1, false>"
     api = mods["wmma_smem"].plan(case(m, n, k, dtype), *operands(m, n, k, dtype), **DEFAULT, loads="api")
-    assert api["name"].endswith(", false>")
+    assert api["name"].endswith(", false, 1, false>")
     assert p["grid"] == (-(-m // 128) * -(-n // 128),)  # one block per tile, 1-D (grouped raster in the kernel)
     assert p["block"] == (256,) and p["smem"] == 56832
 
@@ -223,7 +223,7 @@ def test_operands_are_checked(mods):
     [("tiled_smem", r"matmul_tiled_smem<16>"),
      ("tiled_regblock", r"KBENCH_REGBLOCK\(128, 128, 8, 8, 8\)"),
      ("wmma", r"KBENCH_WMMA\(2, 2\)"),
-     ("wmma_smem", r"KBENCH_WMMA_SMEM\(128, 128, 32, 2, 4, 3\)")],
+     ("wmma_smem", r"KBENCH_WMMA_SMEM\(128, 128, 64, 2, 2, 3, 1, true\)")],
 )
 def test_default_configuration_is_built_by_nvcc_check(stem, pattern):
     source = (MATMUL / f"{stem}.cu").read_text()
