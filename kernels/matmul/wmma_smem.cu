@@ -98,8 +98,8 @@ struct AsyncCopies {
     static_assert(BM % A_ROW_STEP == 0 && BK % B_ROW_STEP == 0, "the block copies whole tiles");
     static constexpr int A_COPIES = BM / A_ROW_STEP, B_COPIES = BK / B_ROW_STEP;
 
-    const unsigned short* a_src;  // chunk 0 of A at k0 = 0 (A itself where that row is outside M)
-    const unsigned short* b_src;  // chunk 0 of B at k0 = 0
+    const unsigned short* a_src;  // chunk 0 of A at k0 = 0 (read only where its row is inside M)
+    const unsigned short* b_src;  // chunk 0 of B at k0 = 0 (read only where its column is inside N)
     unsigned a_dst, b_dst;        // byte offsets of chunk 0 within a stage
     int a_k, b_k;                 // the chunks' column of A (row of B) within the tile
     unsigned a_row_inside = 0;    // bit i: copy i's row of A is inside M

@@ -75,6 +75,10 @@ def check_config(block_m: int, block_n: int, block_k: int, warps: int, stages: i
     if (block_m * block_k // 8) % threads or (block_k * block_n // 8) % threads:
         return (f"the {threads} threads must copy the {block_m}x{block_k} A tile and the {block_k}x{block_n} "
                 f"B tile in whole 16-byte chunks each")
+    if threads % (block_k // 8) or threads % (block_n // 8):
+        # AsyncCopies: a thread copies one column of 16-byte chunks, its rows a fixed stride apart.
+        return (f"the {threads} threads must be a multiple of the 16-byte chunks in a row of A ({block_k // 8}) "
+                f"and of B ({block_n // 8})")
     return None
 
 

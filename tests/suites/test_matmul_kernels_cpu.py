@@ -158,6 +158,8 @@ def test_wmma_smem_configurations(mods):
     assert "at least 2" in check(**{**DEFAULT, "stages": 1})
     assert "group_m" in check(**{**DEFAULT, "group_m": 0})
     assert "16-byte chunks" in check(block_m=32, block_n=64, block_k=16, warps=8, stages=2, group_m=1)
+    # 128 threads cannot each copy one column of a 192-wide B tile's 24 chunks a row
+    assert "multiple of the 16-byte chunks" in check(**{**DEFAULT, "warps": 4, "block_m": 64, "block_n": 192})
 
 
 def test_wmma_smem_warp_grid(mods):
