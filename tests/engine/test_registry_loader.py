@@ -34,7 +34,7 @@ def test_builtins_load_without_errors(registry):
     assert set(registry.implementations("attention")) == BUILTIN_ATTENTION
     assert registry.implementations("attention")["cupy-fa2"].params == {
         "block_m": 128, "block_n": 64, "warps": 4, "smem_layout": "swizzle", "lse": 0, "rescale": 8,
-        "loads": "auto"}
+        "loads": "auto", "order": "auto"}
     for suite_name in registry.suites:
         for impl in registry.implementations(suite_name).values():
             assert Path(impl.source).parent == loader.BUILTIN_KERNELS / suite_name
