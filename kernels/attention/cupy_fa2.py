@@ -55,13 +55,6 @@ LOADS = ("auto", "checked", "stepped")  # how the loop copies the next K/V tile 
 # last (under a causal mask, heaviest) first, "heaviest" every head's heaviest before any head's next.
 # "auto" (the default): heaviest under a causal mask, where tiles differ in work, else rows.
 ORDERS = {"rows": 0, "reverse": 1, "heaviest": 2}
-
-
-def resolve_order(order: str, causal: bool) -> str:
-    """order=auto as the order it takes for this case."""
-    if order == "auto":
-        return "heaviest" if causal else "rows"
-    return order
 RESCALE_CHOICES = (0, 8)  # log2 margin before a row's running maximum moves (0: FlashAttention-2's way; 8: the .cu's MARGIN)
 
 
@@ -85,6 +78,13 @@ def resolve_loads(loads: str, d: int, block_n: int, warps: int) -> str:
     if loads == "auto":
         return "checked" if stepping_problem(d, block_n, warps) else "stepped"
     return loads
+
+
+def resolve_order(order: str, causal: bool) -> str:
+    """order=auto as the order it takes for this case."""
+    if order == "auto":
+        return "heaviest" if causal else "rows"
+    return order
 
 
 def check_config(d: int, block_m: int, block_n: int, warps: int, layout: str = "swizzle",

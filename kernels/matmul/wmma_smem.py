@@ -3,10 +3,11 @@
 The CUDA source is ``wmma_smem.cu`` beside this file, compiled at run time with
 NVRTC through ``cupy.RawModule`` (it includes <mma.h>). A block of ``warps``
 warps (2 x warps/2) owns a block_m x block_n tile of C; each warp a grid of
-16x16 fp32 fragments (64x64 with the defaults: 4 warps, 128 x 128 x 64 tiles, 3 stages). A and B tiles (block_k deep,
-rows padded by 16 bytes) stream through ``stages`` shared buffers with 16-byte
-cp.async copies that zero-fill past the matrix edges. When K or N is not a
-multiple of 8 (or a tensor is not 16-byte aligned) the same kernel is built
+16x16 fp32 fragments (64x64 with the defaults: 4 warps, 128 x 128 x 64 tiles,
+3 stages). A and B tiles (block_k deep, rows padded by 16 bytes) stream through
+``stages`` shared buffers with 16-byte cp.async copies that zero-fill past the
+matrix edges. When K or N is not a multiple of 8 (or a tensor is not 16-byte
+aligned) the same kernel is built
 with element-by-element bounds-checked copies instead: slow, but any M, N, K
 works. Blocks are grouped ``group_m`` block rows at a time for L2 reuse.
 
@@ -18,9 +19,9 @@ either way). On an H200 that took bf16 from about 0.31x to 0.43-0.47x cuBLAS (do
 
 ``--param prefetch=1`` loads the next k16 step's fragments while this step's ``mma_sync`` run (two sets
 of fragment registers), across k-tiles too: the barrier that makes the next tile visible moves before
-the current tile's last step. ``--param min_blocks=N`` asks ptxas for N blocks an SM (``__launch_bounds__``'s second argument): with
-the default 4 warps, 3 caps a thread at 168 registers (a few spill) so that 12 warps an SM hide the
-latency 8 do not.
+the current tile's last step. ``--param min_blocks=N`` asks ptxas for N blocks an SM
+(``__launch_bounds__``'s second argument): with 4 warps, 3 caps a thread at 168 registers (a few spill)
+for 12 warps an SM instead of 8; on an H200 that ran 7-9 % slower (docs/performance.md).
 
     kbench run matmul --m 4096 --n 4096 --k 4096 --dtype fp16,bf16 --impl cublas,wmma-smem \\
         --param block_n=128,256 --param stages=3,4 --param min_blocks=1,3
