@@ -40,7 +40,8 @@
 // FM fragments of A, then B's fragments one column at a time, each used by FM mma_sync before the
 // next is loaded, and a thread's cp.async copies are one pointer and one offset per matrix
 // (AsyncCopies): with MIN_BLOCKS = 3 (__launch_bounds__) ptxas fits the 4-warp block in 168 registers,
-// three blocks an SM, with a few spilled; MIN_BLOCKS = 1 leaves it two blocks and no spills.
+// three blocks an SM (32-deep k-tiles without PREFETCH spill 40-48 bytes, the second set of fragments
+// much more); MIN_BLOCKS = 1 leaves it two blocks and no spills.
 //
 // Blocks are numbered along N within groups of GROUP_M block rows (as Triton's
 // matmul tutorial does), so blocks that run together share A and B tiles in L2.

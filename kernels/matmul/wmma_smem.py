@@ -20,8 +20,9 @@ either way). On an H200 that took bf16 from about 0.31x to 0.43-0.47x cuBLAS (do
 ``--param prefetch=1`` loads the next k16 step's fragments while this step's ``mma_sync`` run (two sets
 of fragment registers), across k-tiles too: the barrier that makes the next tile visible moves before
 the current tile's last step. ``--param min_blocks=N`` asks ptxas for N blocks an SM
-(``__launch_bounds__``'s second argument): with 4 warps, 3 caps a thread at 168 registers (a few spill)
-for 12 warps an SM instead of 8; on an H200 that ran 7-9 % slower (docs/performance.md).
+(``__launch_bounds__``'s second argument): with 4 warps, 3 caps a thread at 168 registers for 12 warps
+an SM instead of 8 (48 bytes spilled with 32-deep k-tiles and no prefetch, 496 at the default tile); on
+an H200 the 32-deep form ran 7-9 % slower than with two blocks (docs/performance.md).
 
     kbench run matmul --m 4096 --n 4096 --k 4096 --dtype fp16,bf16 --impl cublas,wmma-smem \\
         --param block_n=128,256 --param stages=3,4 --param min_blocks=1,3

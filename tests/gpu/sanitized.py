@@ -39,8 +39,9 @@ def matmul(registry) -> tuple[int, list[str]]:
                 case = Case({"m": m, "n": n, "k": k, "dtype": dtype, "tf32": False})
                 checked(suite, impls[name], case, impls[name].params, f"{name} {dtype} {m}x{n}x{k}", problems)
                 count += 1
-    # wmma-smem with its registers capped (a few spilled), and with the next step's fragments prefetched
-    for form in ({"min_blocks": 3}, {"prefetch": 1}, {"prefetch": 1, "block_k": 16}):
+    # wmma-smem with its registers capped (spilled), without the default's prefetched fragments,
+    # and prefetching across one-step k-tiles
+    for form in ({"min_blocks": 3}, {"prefetch": 0}, {"prefetch": 1, "block_k": 16}):
         for m, n, k in ((64, 136, 72), (130, 264, 200), (100, 77, 33)):
             case = Case({"m": m, "n": n, "k": k, "dtype": "bf16", "tf32": False})
             label = " ".join(f"{key}={value}" for key, value in form.items())

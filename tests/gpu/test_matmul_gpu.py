@@ -21,10 +21,14 @@ SHAPES = ((1, 1, 1), (17, 17, 17), (1000, 777, 333), (128, 128, 128), (33, 40, 2
           (256, 512, 1024))
 # wmma-smem: every warps x block_n x stages the benchmarks time (4 warps x 256 columns is refused: its
 # warp tile would spill). bf16 differs from fp16 only in its conversions: its defaults cover them.
-WMMA_SMEM_CONFIGS = ([{}, {"block_k": 64}] + [{"warps": w, "block_n": n, "stages": st}
-                                               for w, n in ((4, 128), (8, 128), (8, 256)) for st in (2, 3, 4)]
-                     + [{"min_blocks": 3, "stages": st} for st in (3, 4)]  # 168 registers, a few spilled
-                     + [{"prefetch": 1, "block_k": bk} for bk in (16, 32, 64)])  # one, two, four k16 steps a tile
+# The default prefetches each k16 step's fragments (64-deep k-tiles: four steps); one and two steps a
+# tile with prefetch, and the loop without it at 32- and 64-deep tiles.
+WMMA_SMEM_CONFIGS = ([{}, {"prefetch": 1, "block_k": 16}, {"prefetch": 1, "block_k": 32},
+                      {"prefetch": 0, "block_k": 32}, {"prefetch": 0}]
+                     + [{"warps": w, "block_n": n, "stages": st}
+                        for w, n in ((4, 128), (8, 128), (8, 256)) for st in (2, 3, 4)]
+                     # 168 registers: 32-deep k-tiles without prefetch spill 40-48 bytes, the default tile more
+                     + [{"min_blocks": 3, "stages": st, "block_k": 32, "prefetch": 0} for st in (3, 4)])
 CHECKS = (
     [("cublas", dtype, {}) for dtype in ("fp16", "bf16", "fp32")]
     + [("tiled-smem", "fp32", {}), ("tiled-smem", "fp32", {"tile": 32})]
@@ -32,7 +36,8 @@ CHECKS = (
        ("tiled-regblock", "fp32", {"block_m": 64, "block_n": 64, "block_k": 16, "thread_m": 4, "thread_n": 4})]
     + [("wmma", dtype, {}) for dtype in ("fp16", "bf16")]
     + [("wmma-smem", "fp16", config) for config in WMMA_SMEM_CONFIGS]
-    + [("wmma-smem", "bf16", config) for config in ({}, {"block_k": 64}, {"min_blocks": 3}, {"prefetch": 1})]
+    + [("wmma-smem", "bf16", config) for config in ({}, {"prefetch": 0}, {"min_blocks": 3},
+                                                     {"block_k": 32, "stages": 4, "prefetch": 0})]
     + [("wmma-smem", dtype, {"loads": "api"}) for dtype in ("fp16", "bf16")]
 )
 
