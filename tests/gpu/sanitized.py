@@ -69,11 +69,14 @@ def fa2(registry) -> tuple[int, list[str]]:
     """cupy-fa2 (its default tiles, with the log-sum-exp output) on 200 queries: a full 128-row tile and
     a partial one, K/V tiles of 64 with a partial last one; causal and not; as FlashAttention-2 (rescale=0,
     checked copies), as the default (the running maximum moved past a margin, the K/V copies stepped), and
-    with the grid turned (B x H, Q tiles) to take every head's last query tile first (order=heaviest)."""
+    with the block order the default does not take for that mask: the grid turned (B x H, Q tiles) to take
+    every head's last query tile first without a mask (order=heaviest, the causal default), each head's
+    tiles in order with one (order=rows)."""
     suite, impl = registry.suite("attention"), registry.implementations("attention")["cupy-fa2"]
     problems = []
     for causal in (False, True):
-        for form in ({"rescale": 0, "loads": "checked"}, {}, {"order": "heaviest"}):
+        other_order = {"order": "rows" if causal else "heaviest"}
+        for form in ({"rescale": 0, "loads": "checked"}, {}, other_order):
             case = Case({"n": 200, "d": 128, "batch": 1, "heads": 2, "dtype": "fp16", "causal": causal})
             checked(suite, impl, case, {**impl.params, "lse": 1, **form}, f"cupy-fa2 causal={causal} {form}", problems)
     return 6, problems
