@@ -47,6 +47,11 @@ MAX_ROWS = 64  # rows of one tile; a larger group x queries takes several row bl
 # were 0.55x and 0.77x SDPA at one sequence of 32k and 128k tokens, two 0.68x and 0.81x; at eight
 # sequences the two were level (0.94-0.95x).
 PROGRAMS_PER_SM = 2
+# The merge of the pieces: programs of COMBINE_CHANNELS channels (more programs where there are few
+# sequences x heads), reading COMBINE_PIECES_M pieces' maxima and COMBINE_PIECES pieces' O at a time.
+COMBINE_CHANNELS = 32
+COMBINE_PIECES_M = 32
+COMBINE_PIECES = 8
 
 if triton is not None:
 
@@ -154,27 +159,40 @@ if triton is not None:
     @triton.jit
     def _combine(PartO, PartM, PartL, Out, so_b, so_h, so_q,
                  HKV, GROUP, NQ, splits, row_blocks,
-                 BLOCK_M: tl.constexpr, HEAD_D: tl.constexpr):
+                 BLOCK_M: tl.constexpr, HEAD_D: tl.constexpr, CHANNELS: tl.constexpr,
+                 PIECES_M: tl.constexpr, PIECES: tl.constexpr):
+        # One program per (sequence x K/V head, row block, CHANNELS channels). The pieces are read
+        # PIECES_M (maxima) and PIECES (weights, sums and O) at a time, so that a loop iteration's
+        # loads are all in flight together: one piece an iteration waited on a load each time, and
+        # with 33 pieces a head at one sequence that chain is a large part of a call.
         bh = tl.program_id(0)
         row_block = tl.program_id(1)
         b = bh // HKV
         kvh = bh % HKV
         rows = row_block * BLOCK_M + tl.arange(0, BLOCK_M)
         row_ok = rows < GROUP * NQ
-        offs_d = tl.arange(0, HEAD_D)
+        offs_d = tl.program_id(2) * CHANNELS + tl.arange(0, CHANNELS)
         stride_split = row_blocks * BLOCK_M
         first = bh * splits * stride_split + rows
         m = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
-        for split in range(0, splits):
-            m = tl.maximum(m, tl.load(PartM + first + split * stride_split))
+        for s0 in range(0, splits, PIECES_M):
+            pieces = s0 + tl.arange(0, PIECES_M)
+            slot = first[None, :] + pieces[:, None] * stride_split  # [PIECES_M, BLOCK_M]
+            part_m = tl.load(PartM + slot, mask=(pieces < splits)[:, None], other=float("-inf"))
+            m = tl.maximum(m, tl.max(part_m, axis=0))
         m_safe = tl.where(m == float("-inf"), 0.0, m)
         total = tl.zeros([BLOCK_M], dtype=tl.float32)
-        acc = tl.zeros([BLOCK_M, HEAD_D], dtype=tl.float32)
-        for split in range(0, splits):
-            slot = first + split * stride_split
-            weight = tl.exp2(tl.load(PartM + slot) - m_safe)  # a piece with nothing visible weighs 0
-            total += weight * tl.load(PartL + slot)
-            acc += weight[:, None] * tl.load(PartO + slot[:, None] * HEAD_D + offs_d[None, :])
+        acc = tl.zeros([BLOCK_M, CHANNELS], dtype=tl.float32)
+        for s0 in range(0, splits, PIECES):
+            pieces = s0 + tl.arange(0, PIECES)
+            inside = (pieces < splits)[:, None]
+            slot = first[None, :] + pieces[:, None] * stride_split  # [PIECES, BLOCK_M]
+            # A piece with nothing visible (m = -inf), or past the last, weighs 0.
+            weight = tl.exp2(tl.load(PartM + slot, mask=inside, other=float("-inf")) - m_safe[None, :])
+            total += tl.sum(weight * tl.load(PartL + slot, mask=inside, other=0.0), axis=0)
+            part_o = tl.load(PartO + slot[:, :, None] * HEAD_D + offs_d[None, None, :], mask=inside[:, :, None],
+                             other=0.0)
+            acc += tl.sum(weight[:, :, None] * part_o, axis=0)
         total = tl.where(row_ok, total, 1.0)
         out = acc / total[:, None]
         head = kvh * GROUP + rows // NQ
@@ -268,9 +286,11 @@ def triton_splitkv(case, inputs, out, splits="auto", block_n=BLOCK_N, stages=2, 
                 BITS=bits, WHOLE_GROUPS=whole_groups, num_warps=warps, **pipeline)
         except utils.OUT_OF_RESOURCES as exc:  # raised at the first launch, where Triton compiles
             raise Unsupported(f"block_n={block_n}, stages={stages or 'default'}, warps={warps}: {exc}") from None
-        _combine[(bh, row_blocks)](
+        channels = min(case.d, COMBINE_CHANNELS)
+        _combine[(bh, row_blocks, case.d // channels)](
             part_o, part_m, part_l, out, out.stride(0), out.stride(1), out.stride(2),
-            case.hkv, group, case.q, n_splits, row_blocks, BLOCK_M=block_m, HEAD_D=case.d, num_warps=warps)
+            case.hkv, group, case.q, n_splits, row_blocks, BLOCK_M=block_m, HEAD_D=case.d, CHANNELS=channels,
+            PIECES_M=COMBINE_PIECES_M, PIECES=COMBINE_PIECES, num_warps=warps)
 
     run.config = {"splits": n_splits, "keys_per_split": keys_per_split, "block_m": block_m,
                   "row_blocks": row_blocks, "block_n": block_n, "num_warps": warps, "num_stages": stages or "default",

@@ -95,7 +95,7 @@ CHECKS = [
     # int4 caches (two codes a byte): a group that splits channel pairs, several pieces, two row blocks
     (case(l=100, q=3, d=64, kv_dtype="int4", group=7), "2"),
     (case(l=300, q=2, hq=32, hkv=1, d=32, kv_dtype="int4", group=32), "auto"),
-    # many pieces to merge
+    # more pieces than the merge reads at a time (8 pieces' O, 32 pieces' maxima)
     (case(l=1000, hq=4, hkv=2, d=32, kv_dtype="int4", group=32), "16"),  # 16 tiles, a piece each
     (case(l=2560, hq=4, hkv=1, d=16), "40"),  # 40 tiles of 64 keys: a piece each
 ]
