@@ -135,7 +135,7 @@ class Timing(Part):
 
     PARTS: ClassVar[dict[str, type]] = {"stats": Stats, "clock": Clock}
 
-    method: str | None = None  # "cuda-events+l2-flush", "cuda-graph-replay", "cpu-wall-clock", ...
+    method: str | None = None  # "cuda-events+l2-flush-read", "cuda-graph-replay", "cpu-wall-clock", ...
     unit: str = "ms"
     samples: list = field(default_factory=list)
     stats: Stats = field(default_factory=Stats)

@@ -1,8 +1,8 @@
 """Timing one zero-argument closure: CUDA events on a GPU, the wall clock on a CPU.
 
 GPU method (after triton.testing.do_bench and nvbench): warm-up outside the
-numbers; per sample, an L2 flush (a buffer twice the L2 size, allocated once,
-zeroed) *before* the start event so it is never timed; events recorded in
+numbers; per sample, an L2 flush (a read of a buffer twice the L2 size, allocated once:
+:meth:`TorchCuda.l2_flush` says why a read) *before* the start event so it is never timed; events recorded in
 batches and read after one synchronise; sampling stops by :class:`StopRule`.
 With ``cuda_graph`` the closure is captured once and each sample replays it,
 which removes the CPU launch gaps between the kernels of a launch-bound closure.
@@ -66,6 +66,10 @@ HIGH_NOISE = 0.02  # warn when the median is known to worse than 2 %
 UNCOVERED_FACTOR = 2.0
 UNCOVERED_SLACK_MS = 0.05
 # A Python launch costs ~3-6 us: under this a closure's time is mostly launch overhead.
+# How a record's timing method names the flush. A record whose method ends "+l2-flush" was timed after
+# a flush that zeroed its buffer: its memory-bound samples carry the write-back of the buffer's dirty
+# lines, and kbench compare does not pair it with a record timed after this flush.
+L2_FLUSH = "+l2-flush-read"
 LAUNCH_BOUND_MS = 0.020
 LAUNCH_BOUND_NOTE = "launch-bound (< 20 us a call)"  # how the warning starts; dropped once graph replay timed it
 # On a CPU the timed calls are judged in batches of this many (the last of each, and others at random).
@@ -348,11 +352,18 @@ class TorchCuda:
     def event(self):
         return self.torch.cuda.Event(enable_timing=True)
 
-    def flush_buffer(self):
-        """A buffer twice the L2 size (at least 1 MiB), zeroed before each sample to evict L2."""
+    def l2_flush(self):
+        """A closure that evicts the L2 before each sample: one sum over a buffer twice the L2's size
+        (at least 1 MiB), zeroed once. Reading it, not writing it: a flush that writes (zeroing the
+        buffer, as cudaMemset or Tensor.zero_ would) leaves the L2 full of dirty lines, and their
+        write-back then lands inside the next timed call, a fixed cost on every memory-bound sample
+        (on an H200, 60 MiB of L2: SDPA reading a 128 MiB KV cache took 49.2 us after a zeroing flush
+        and 40.1 us after this one)."""
         torch = self.torch
         l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
-        return torch.empty(max(2 * l2, 1 << 20) // 4, dtype=torch.int32, device="cuda")
+        buffer = torch.zeros(max(2 * l2, 1 << 20) // 4, dtype=torch.float32, device="cuda")
+        total = torch.empty((), dtype=torch.float32, device="cuda")
+        return lambda: torch.sum(buffer, dim=0, out=total)
 
     def hold(self, seconds: float) -> None:
         """Queue a GPU-side sleep of about ``seconds`` (longer where the SM clock runs under
@@ -439,8 +450,8 @@ class CudaSampler(_Sampler):
             self.wait = waits_on_gpu(self.call, self.cuda, self.enqueue_s)
         self.flush = None
         if settings.flush_l2:
-            self.flush = self.cuda.flush_buffer()
-            self.method += "+l2-flush"
+            self.flush = self.cuda.l2_flush()
+            self.method += L2_FLUSH
         self.ranges = settings.ranges()
         self.clocks = ClockMonitor(device_uuid)
         stamps = getattr(self.cuda, "sample_clocks", None)
@@ -466,7 +477,7 @@ class CudaSampler(_Sampler):
             for index, (begin, end) in enumerate(events):
                 checks.before()  # poison the output: untimed, like the flush after it
                 if self.flush is not None:
-                    self.flush.zero_()
+                    self.flush()
                 if self.wait:  # a call that waits on the GPU: from an idle GPU, nothing of it before the start
                     cuda.synchronize()
                 elif self.hold is not None:  # the GPU sleeps while the host queues the stamp and the call

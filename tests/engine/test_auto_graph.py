@@ -29,11 +29,6 @@ class FakeEvent:
         return self.cuda.elapsed_ms
 
 
-class FakeBuffer:
-    def zero_(self):
-        pass
-
-
 class FakeCuda:
     """TorchCuda's seam: events that read ``elapsed_ms`` (the replays' time once a graph is captured)."""
 
@@ -47,8 +42,8 @@ class FakeCuda:
     def event(self):
         return FakeEvent(self)
 
-    def flush_buffer(self):
-        return FakeBuffer()
+    def l2_flush(self):
+        return lambda: None
 
     def hold(self, seconds):
         pass
@@ -104,9 +99,9 @@ def test_a_launch_bound_case_is_timed_again_as_graph_replays_which_become_its_me
     cuda, guard = FakeCuda(), Guard()
     result = _measure(cuda, guard, auto_graph=True)
     assert cuda.captures == 1
-    assert result["method"] == "cuda-graph-replay+l2-flush" and result["stats"]["median"] == REPLAY_MS
+    assert result["method"] == "cuda-graph-replay+l2-flush-read" and result["stats"]["median"] == REPLAY_MS
     eager = result["eager"]
-    assert eager["method"] == "cuda-events+l2-flush" and eager["stats"]["median"] == EAGER_MS
+    assert eager["method"] == "cuda-events+l2-flush-read" and eager["stats"]["median"] == EAGER_MS
     assert len(eager["samples"]) == len(result["samples"]) == 5
     # the launch-bound hint (use --cuda-graph) is answered: neither part carries it
     assert not any(w.startswith("launch-bound") for w in result["warnings"] + eager["warnings"])
@@ -120,7 +115,7 @@ def test_a_case_above_the_threshold_stays_eager():
     cuda = FakeCuda(eager_ms=2 * LAUNCH_BOUND_MS)
     result = _measure(cuda, auto_graph=True)
     assert cuda.captures == 0
-    assert result["method"] == "cuda-events+l2-flush" and "eager" not in result
+    assert result["method"] == "cuda-events+l2-flush-read" and "eager" not in result
     assert result["stats"]["median"] == 2 * LAUNCH_BOUND_MS
 
 
@@ -128,7 +123,7 @@ def test_a_closure_that_cannot_be_captured_keeps_its_eager_time_and_says_why():
     cuda = FakeCuda(capture_error=RuntimeError("CUDA error: operation not permitted when stream is capturing\nmore"))
     result = _measure(cuda, auto_graph=True)
     assert cuda.captures == 1
-    assert result["method"] == "cuda-events+l2-flush" and result["stats"]["median"] == EAGER_MS
+    assert result["method"] == "cuda-events+l2-flush-read" and result["stats"]["median"] == EAGER_MS
     assert "eager" not in result
     reason = "RuntimeError: CUDA error: operation not permitted when stream is capturing"
     assert result["graph_error"] == reason
@@ -138,7 +133,7 @@ def test_a_closure_that_cannot_be_captured_keeps_its_eager_time_and_says_why():
 
 def test_wrong_replays_keep_the_eager_time():
     result = _measure(FakeCuda(), Guard(wrong_replay=True), auto_graph=True)
-    assert result["method"] == "cuda-events+l2-flush" and "eager" not in result and "wrong_call" not in result
+    assert result["method"] == "cuda-events+l2-flush-read" and "eager" not in result and "wrong_call" not in result
     assert "a replay's result was wrong (differs from the checked calls)" in result["graph_error"]
     assert any("graph capture failed: a replay's result was wrong" in w for w in result["warnings"])
 
@@ -205,9 +200,9 @@ def _timing(method: str, median: float, n: int = 20) -> dict:
 
 
 def _record(impl: str, median: float, eager: float | None = None, baseline: str = "naive") -> Record:
-    timing = _timing("cuda-events+l2-flush", median)
+    timing = _timing("cuda-events+l2-flush-read", median)
     if eager is not None:  # graph-timed: the replays are the headline, the events beside them
-        timing = {**_timing("cuda-graph-replay+l2-flush", median), "eager": _timing("cuda-events+l2-flush", eager)}
+        timing = {**_timing("cuda-graph-replay+l2-flush-read", median), "eager": _timing("cuda-events+l2-flush-read", eager)}
     return Record.from_json({"schema": 1, "suite": "attention", "impl": impl, "label": impl, "case": {"n": 256},
                              "case_key": "n=256", "status": "OK", "baseline": baseline,
                              "env": {"device": "cuda", "gpu": {"name": "NVIDIA H200"}}, "timing": timing})

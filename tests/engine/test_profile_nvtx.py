@@ -126,14 +126,6 @@ class FakeEvent:
         return 1.0  # ms
 
 
-class FakeBuffer:
-    def __init__(self, trace):
-        self.trace = trace
-
-    def zero_(self):
-        self.trace.items.append(("flush", self.trace.depth))
-
-
 class FakeCuda:
     """measure_cuda's torch.cuda seam (kbench.timing.TorchCuda), logging to the trace."""
 
@@ -152,8 +144,8 @@ class FakeCuda:
     def event(self):
         return FakeEvent(self.trace)
 
-    def flush_buffer(self):
-        return FakeBuffer(self.trace)
+    def l2_flush(self):
+        return lambda: self.trace.items.append(("flush", self.trace.depth))
 
     def capture(self, fn):
         self.captures += 1

@@ -45,3 +45,44 @@ def test_held_events_time_the_gpu_not_the_host():
     assert held["stats"]["median"] < 0.1 * HOST_S * 1e3, held["stats"]
     # without the hold the GPU waits for the host inside the timed region (the flush ran out long before)
     assert unheld["stats"]["median"] > 0.5 * HOST_S * 1e3, unheld["stats"]
+
+
+class ZeroingFlush(TorchCuda):
+    """The seam with the flush most harnesses use: the buffer zeroed before each sample."""
+
+    def l2_flush(self):
+        import torch
+
+        l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
+        buffer = torch.empty(2 * l2 // 4, dtype=torch.int32, device="cuda")
+        return buffer.zero_
+
+
+def _read_of(mib: int):
+    """A call that reads ``mib`` MiB once and writes one number."""
+    import torch
+
+    x = torch.randn(mib << 19, device="cuda", dtype=torch.float16)
+    total = torch.empty((), device="cuda", dtype=torch.float32)
+    return lambda: torch.sum(x, dim=0, dtype=torch.float32, out=total)
+
+
+def _median_of(call, cuda=None, flush_l2: bool = True) -> float:
+    rule = StopRule(target_noise=0.01, min_samples=50, min_time=0.0, max_time=2.0, max_samples=200)
+    settings = Settings(stop=rule, warmup_calls=5, warmup_time=0.0, flush_l2=flush_l2)
+    return measure_cuda(call, settings, cuda=cuda)["stats"]["median"]
+
+
+def test_the_flush_evicts_an_input_the_l2_would_hold():
+    import torch
+
+    half_l2_mib = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size >> 21
+    read = _read_of(half_l2_mib)
+    # unflushed, the input comes from the L2 the last call left it in; flushed, from device memory
+    assert _median_of(read) > 1.3 * _median_of(read, flush_l2=False)
+
+
+def test_the_flush_leaves_no_write_back_inside_the_timed_call():
+    read = _read_of(128)
+    # after a zeroing flush the L2 is full of dirty lines, written back while the call reads
+    assert _median_of(read) < 0.9 * _median_of(read, cuda=ZeroingFlush())
