@@ -20,8 +20,10 @@ rounded to fp16 for the product) with its groups' scales and minimums. ``--param
 number of pieces; ``auto`` takes enough for about two programs an SM (fewer where the cache is short),
 one piece on the CPU interpreter's small cases. ``--param block_n`` (keys a K/V tile), ``stages``
 (Triton's software pipeline depth for the K/V loads; 0 leaves Triton's default, 3 on sm_90) and ``warps``
-shape a program. Two stages are the default: on an H200 they beat Triton's three in every case of the
-decode plan (fp16, 32k and 128k tokens, batch 1 and 8).
+shape a program. ``stages=auto`` (the default) takes three where each sequence x K/V head is cut into
+many pieces (a few sequences: short programs that wait on memory more than they fill it) and two
+elsewhere: on an H200 (fp16 cache, GQA 32/8, d 128) three stages were 7-9 % faster than two at one
+sequence of 32k and 128k tokens, and 1-3 % slower at eight.
 """
 
 import math
@@ -47,6 +49,9 @@ MAX_ROWS = 64  # rows of one tile; a larger group x queries takes several row bl
 # were 0.55x and 0.77x SDPA at one sequence of 32k and 128k tokens, two 0.68x and 0.81x; at eight
 # sequences the two were level (0.94-0.95x).
 PROGRAMS_PER_SM = 2
+# stages=auto: three pipeline stages from this many pieces a sequence x head (one sequence: 33 at
+# 32k and 128k tokens on an H200), two below it (eight sequences: 5 pieces).
+DEEP_PIPELINE_SPLITS = 16
 # The merge of the pieces: programs of COMBINE_CHANNELS channels (more programs where there are few
 # sequences x heads), reading COMBINE_PIECES_M pieces' maxima and COMBINE_PIECES pieces' O at a time.
 COMBINE_CHANNELS = 32
@@ -216,6 +221,14 @@ def split_plan(length: int, sequences_x_heads: int, sms: int, splits="auto", blo
     return math.ceil(length / keys), keys
 
 
+def resolve_stages(stages, splits: int) -> int:
+    """stages=auto as the pipeline depth it takes for a cache cut into ``splits`` pieces a sequence x head
+    (DEEP_PIPELINE_SPLITS); a number as given (0: Triton's default)."""
+    if stages == "auto":
+        return 3 if splits >= DEEP_PIPELINE_SPLITS else 2
+    return int(stages)
+
+
 def row_tiling(rows: int) -> tuple[int, int]:
     """(rows a tile, row blocks) for a group of ``rows`` query rows: at least 16 (tl.dot's smallest M)."""
     block = min(MAX_ROWS, max(16, triton.next_power_of_2(rows)))
@@ -229,14 +242,14 @@ def _supports(case):
 
 
 @implementation("decode", "triton-splitkv", backend="triton", modules=("torch", "triton"), supports=_supports,
-                params={"splits": "auto", "block_n": BLOCK_N, "stages": 2, "warps": 4},
+                params={"splits": "auto", "block_n": BLOCK_N, "stages": "auto", "warps": 4},
                 allowed={"splits": lambda value: None if value == "auto" or value.isdigit() and int(value) > 0
                          else "splits takes auto or a positive number",
-                         "block_n": BLOCK_NS, "stages": (0, 2, 3, 4), "warps": (4, 8)},
+                         "block_n": BLOCK_NS, "stages": ("auto", "0", "2", "3", "4"), "warps": (4, 8)},
                 description="flash-decoding in Triton: the cache split across programs, each head's GQA "
                             "group as the rows of one tile, partial softmax states combined by log-sum-exp; "
                             "int8 and int4 caches dequantized in registers")
-def triton_splitkv(case, inputs, out, splits="auto", block_n=BLOCK_N, stages=2, warps=4):
+def triton_splitkv(case, inputs, out, splits="auto", block_n=BLOCK_N, stages="auto", warps=4):
     if triton is None:
         raise Unsupported("triton is not installed")
     import torch
@@ -262,6 +275,7 @@ def triton_splitkv(case, inputs, out, splits="auto", block_n=BLOCK_N, stages=2, 
     sms = torch.cuda.get_device_properties(q.device).multi_processor_count if on_gpu else 1
     bh = case.batch * case.hkv
     n_splits, keys_per_split = split_plan(case.l, bh, sms, splits, block_n)
+    stages = resolve_stages(stages, n_splits)
     group = case.hq // case.hkv
     block_m, row_blocks = row_tiling(group * case.q)
     padded = bh * n_splits * row_blocks * block_m

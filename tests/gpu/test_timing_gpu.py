@@ -78,8 +78,10 @@ def test_the_flush_evicts_an_input_the_l2_would_hold():
 
     half_l2_mib = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size >> 21
     read = _read_of(half_l2_mib)
-    # unflushed, the input comes from the L2 the last call left it in; flushed, from device memory
-    assert _median_of(read) > 1.3 * _median_of(read, flush_l2=False)
+    # Unflushed, the input comes from the L2 the last call left it in; flushed, from device memory. The
+    # sum is slow enough even from the L2 that the gap is well under the bandwidths' (on an H200, 30 MiB:
+    # 16.7 us flushed, 13.8 us not), and with no eviction there is none.
+    assert _median_of(read) > 1.1 * _median_of(read, flush_l2=False)
 
 
 def test_the_flush_leaves_no_write_back_inside_the_timed_call():

@@ -163,6 +163,13 @@ def test_split_plan_covers_the_cache_in_whole_tiles(splitkv):
     assert splitkv.row_tiling(4) == (16, 1) and splitkv.row_tiling(96) == (64, 2)
 
 
+def test_the_pipeline_deepens_where_a_head_is_cut_into_many_pieces(splitkv):
+    one_sequence, _ = splitkv.split_plan(32768, sequences_x_heads=8, sms=132)  # 33 pieces a head
+    eight, _ = splitkv.split_plan(32768, sequences_x_heads=64, sms=132)  # 5
+    assert splitkv.resolve_stages("auto", one_sequence) == 3 and splitkv.resolve_stages("auto", eight) == 2
+    assert splitkv.resolve_stages("0", one_sequence) == 0 and splitkv.resolve_stages(4, eight) == 4
+
+
 def test_kbench_run_decode_on_the_cpu(cli, tmp_path):
     from kbench import results
 

@@ -53,9 +53,16 @@ def splitkv_builds():
                 "sv_h": 131072 * row, "sv_l": row, "sks_b": 8 * 4096 * 128, "sks_h": 4096 * 128, "sks_g": 128,
                 "svs_b": 8 * 131072 * 4, "svs_h": 131072 * 4, "svs_l": 4, "HKV": 8, "GROUP": 4, "NQ": 1,
                 "L": 131072, "keys_per_split": 4096, "splits": 32, "row_blocks": 1, "scale_log2": 0.1, "QGROUP": 32}
-        yield (f"triton-splitkv bits={bits} whole_groups={whole}", m._partial, args,
-               {"BLOCK_M": 16, "BLOCK_N": 64, "HEAD_D": 128, "MASKED": False, "PRECISION": "native", "BITS": bits,
-                "WHOLE_GROUPS": whole}, {"num_warps": 4, "num_stages": 2})
+        # two stages, as at eight sequences; an fp16 cache also in three, as at one (stages=auto)
+        for stages in (2, 3) if bits == 0 else (2,):
+            yield (f"triton-splitkv bits={bits} whole_groups={whole} stages={stages}", m._partial, args,
+                   {"BLOCK_M": 16, "BLOCK_N": 64, "HEAD_D": 128, "MASKED": False, "PRECISION": "native", "BITS": bits,
+                    "WHOLE_GROUPS": whole}, {"num_warps": 4, "num_stages": stages})
+    args = {"PartO": "*fp32", "PartM": "*fp32", "PartL": "*fp32", "Out": "*fp16", "so_b": 4096, "so_h": 128,
+            "so_q": 128, "HKV": 8, "GROUP": 4, "NQ": 1, "splits": 33, "row_blocks": 1}
+    yield ("triton-splitkv merge", m._combine, args,
+           {"BLOCK_M": 16, "HEAD_D": 128, "CHANNELS": m.COMBINE_CHANNELS, "PIECES_M": m.COMBINE_PIECES_M,
+            "PIECES": m.COMBINE_PIECES}, {"num_warps": 4})
 
 
 def attention_builds():
