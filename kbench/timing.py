@@ -357,8 +357,8 @@ class TorchCuda:
         (at least 1 MiB), zeroed once. Reading it, not writing it: a flush that writes (zeroing the
         buffer, as cudaMemset or Tensor.zero_ would) leaves the L2 full of dirty lines, and their
         write-back then lands inside the next timed call, a fixed cost on every memory-bound sample
-        (on an H200, 60 MiB of L2: SDPA reading a 128 MiB KV cache took 49.2 us after a zeroing flush
-        and 40.1 us after this one)."""
+        (on an H200, 60 MiB of L2: SDPA reading a 128 MiB KV cache took 49.8 us after a zeroing flush
+        and 41.6 us after this one; docs/performance.md, "The L2 flush")."""
         torch = self.torch
         l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
         buffer = torch.zeros(max(2 * l2, 1 << 20) // 4, dtype=torch.float32, device="cuda")
