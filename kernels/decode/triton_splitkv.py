@@ -10,10 +10,8 @@ one program per query tile would leave most SMs idle. Flash-decoding splits the 
    them. It runs the online softmax over its piece (a running row maximum ``m``, a row sum ``l`` and an
    fp32 accumulator, base-2 exponentials with the scale folded in) and writes the three, unnormalised,
    to a workspace.
-2. the merge rescales each piece's state to the largest maximum (log-sum-exp), sums, and divides
-   once. ``--param merge=last`` (the default): the last program of a sequence x K/V head to finish its
-   piece (each counts itself in an atomic counter) merges them all, in the same launch;
-   ``merge=kernel``: a second kernel, ``combine``, does, its programs 32 channels each.
+2. ``combine``: one program per (sequence, K/V head) rescales each piece's state to the largest
+   maximum (log-sum-exp), sums, and divides once.
 
 New queries beyond the first are the cache's last positions: query i sees the keys up to L - Q + i,
 masked per row. An int8 or int4 cache is read as its codes (int4: two a byte, split into their
@@ -54,30 +52,25 @@ PROGRAMS_PER_SM = 2
 # stages=auto: three pipeline stages from this many pieces a sequence x head (one sequence: 33 at
 # 32k and 128k tokens on an H200), two below it (eight sequences: 5 pieces).
 DEEP_PIPELINE_SPLITS = 16
-# The merge of the pieces: COMBINE_CHANNELS channels at a time (merge=kernel: a program each, more
-# programs where there are few sequences x heads), reading COMBINE_PIECES_M pieces' maxima and
-# COMBINE_PIECES pieces' O at a time.
+# The merge of the pieces: programs of COMBINE_CHANNELS channels (more programs where there are few
+# sequences x heads), reading COMBINE_PIECES_M pieces' maxima and COMBINE_PIECES pieces' O at a time.
 COMBINE_CHANNELS = 32
-MERGES = ("last", "kernel")  # who merges: the last program of a sequence x head to finish, or a second kernel
 COMBINE_PIECES_M = 32
 COMBINE_PIECES = 8
 
 if triton is not None:
 
     @triton.jit
-    def _partial(Q, K, V, KS, KM, VS, VM, PartO, PartM, PartL, Out, Count,
+    def _partial(Q, K, V, KS, KM, VS, VM, PartO, PartM, PartL,
                  sq_b, sq_h, sq_q, sk_b, sk_h, sk_l, sv_b, sv_h, sv_l, sks_b, sks_h, sks_g, svs_b, svs_h, svs_l,
-                 so_b, so_h, so_q, HKV, GROUP, NQ, L, keys_per_split, splits, row_blocks, scale_log2, QGROUP,
+                 HKV, GROUP, NQ, L, keys_per_split, splits, row_blocks, scale_log2, QGROUP,
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_D: tl.constexpr, MASKED: tl.constexpr,
-                 PRECISION: tl.constexpr, BITS: tl.constexpr, WHOLE_GROUPS: tl.constexpr,
-                 MERGE_LAST: tl.constexpr, CHANNELS: tl.constexpr, PIECES_M: tl.constexpr, PIECES: tl.constexpr):
+                 PRECISION: tl.constexpr, BITS: tl.constexpr, WHOLE_GROUPS: tl.constexpr):
         """K and V are the cache's values (BITS 0), or its 8- or 4-bit codes (int4: two a byte along the
         channels), dequantized in registers as code · scale + minimum: K's scale and minimum (KS, KM) one
         per channel for every QGROUP tokens, V's (VS, VM) one per token for every QGROUP channels.
         WHOLE_GROUPS (QGROUP, when it divides both BLOCK_N and HEAD_D; else 0): each group's scale and
-        minimum are read once and spread over its elements, rather than read once per element.
-        MERGE_LAST: the last program of a sequence x K/V head and row block to finish (counted in Count,
-        which it sets back to 0) merges every piece's state into Out; otherwise _combine does, after."""
+        minimum are read once and spread over its elements, rather than read once per element."""
         bh = tl.program_id(0)  # sequence x K/V head
         split = tl.program_id(1)
         row_block = tl.program_id(2)
@@ -151,22 +144,11 @@ if triton is not None:
                 v = (v.to(tl.float32) * vs + vm).to(Q.dtype.element_ty)
             acc = utils.dot(p.to(v.dtype), v, acc * alpha[:, None], PRECISION)
             m_i = m_new
-        # The workspace: [sequence x K/V head, split, row] (x d for the accumulator), rows padded; only
-        # the rows that hold queries are written (and read by the merge).
+        # The workspace: [sequence x K/V head, split, row] (x d for the accumulator), rows padded.
         slot = (bh * splits + split) * row_blocks * BLOCK_M + rows
-        tl.store(PartM + slot, m_i, mask=row_ok)
-        tl.store(PartL + slot, l_i, mask=row_ok)
-        tl.store(PartO + slot[:, None] * HEAD_D + offs_d[None, :], acc, mask=row_ok[:, None])
-        if MERGE_LAST:
-            # Every thread's stores come before the count (the barrier), and the count's release and
-            # acquire order them before the last program's loads (the usual split-K semaphore).
-            tl.debug_barrier()
-            count = Count + bh * row_blocks + row_block
-            if tl.atomic_add(count, 1, sem="acq_rel") == splits - 1:
-                for channel0 in tl.static_range(0, HEAD_D, CHANNELS):
-                    _merge(PartO, PartM, PartL, Out, so_b, so_h, so_q, bh, row_block, channel0, HKV, GROUP, NQ,
-                           splits, row_blocks, BLOCK_M, HEAD_D, CHANNELS, PIECES_M, PIECES)
-                tl.store(count, 0)  # ready for the next call
+        tl.store(PartM + slot, m_i)
+        tl.store(PartL + slot, l_i)
+        tl.store(PartO + slot[:, None] * HEAD_D + offs_d[None, :], acc)
 
     @triton.jit
     def _spread(x, ROWS: tl.constexpr, GROUPS: tl.constexpr, SIZE: tl.constexpr):
@@ -180,42 +162,41 @@ if triton is not None:
         return tl.reshape(tl.permute(pairs, (0, 2, 1)), (HEAD_D, BLOCK_N))
 
     @triton.jit
-    def _merge(PartO, PartM, PartL, Out, so_b, so_h, so_q, bh, row_block, channel0,
-               HKV, GROUP, NQ, splits, row_blocks,
-               BLOCK_M: tl.constexpr, HEAD_D: tl.constexpr, CHANNELS: tl.constexpr,
-               PIECES_M: tl.constexpr, PIECES: tl.constexpr):
-        """The pieces' states of one (sequence x K/V head, row block) merged by log-sum-exp for CHANNELS
-        channels from channel0, written to Out. The pieces are read PIECES_M (maxima) and PIECES
-        (weights, sums and O) at a time, so that a loop iteration's loads are all in flight together:
-        one piece an iteration waited on a load each time, and with 33 pieces a head at one sequence
-        that chain is a large part of a call. Loads bypass L1 (.cg): other SMs wrote the pieces."""
+    def _combine(PartO, PartM, PartL, Out, so_b, so_h, so_q,
+                 HKV, GROUP, NQ, splits, row_blocks,
+                 BLOCK_M: tl.constexpr, HEAD_D: tl.constexpr, CHANNELS: tl.constexpr,
+                 PIECES_M: tl.constexpr, PIECES: tl.constexpr):
+        # One program per (sequence x K/V head, row block, CHANNELS channels). The pieces are read
+        # PIECES_M (maxima) and PIECES (weights, sums and O) at a time, so that a loop iteration's
+        # loads are all in flight together: one piece an iteration waited on a load each time, and
+        # with 33 pieces a head at one sequence that chain is a large part of a call.
+        bh = tl.program_id(0)
+        row_block = tl.program_id(1)
         b = bh // HKV
         kvh = bh % HKV
         rows = row_block * BLOCK_M + tl.arange(0, BLOCK_M)
         row_ok = rows < GROUP * NQ
-        offs_d = channel0 + tl.arange(0, CHANNELS)
+        offs_d = tl.program_id(2) * CHANNELS + tl.arange(0, CHANNELS)
         stride_split = row_blocks * BLOCK_M
         first = bh * splits * stride_split + rows
         m = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
         for s0 in range(0, splits, PIECES_M):
             pieces = s0 + tl.arange(0, PIECES_M)
             slot = first[None, :] + pieces[:, None] * stride_split  # [PIECES_M, BLOCK_M]
-            part_m = tl.load(PartM + slot, mask=(pieces < splits)[:, None] & row_ok[None, :], other=float("-inf"),
-                             cache_modifier=".cg")
+            part_m = tl.load(PartM + slot, mask=(pieces < splits)[:, None], other=float("-inf"))
             m = tl.maximum(m, tl.max(part_m, axis=0))
         m_safe = tl.where(m == float("-inf"), 0.0, m)
         total = tl.zeros([BLOCK_M], dtype=tl.float32)
         acc = tl.zeros([BLOCK_M, CHANNELS], dtype=tl.float32)
         for s0 in range(0, splits, PIECES):
             pieces = s0 + tl.arange(0, PIECES)
-            inside = (pieces < splits)[:, None] & row_ok[None, :]
+            inside = (pieces < splits)[:, None]
             slot = first[None, :] + pieces[:, None] * stride_split  # [PIECES, BLOCK_M]
             # A piece with nothing visible (m = -inf), or past the last, weighs 0.
-            weight = tl.exp2(tl.load(PartM + slot, mask=inside, other=float("-inf"), cache_modifier=".cg")
-                             - m_safe[None, :])
-            total += tl.sum(weight * tl.load(PartL + slot, mask=inside, other=0.0, cache_modifier=".cg"), axis=0)
+            weight = tl.exp2(tl.load(PartM + slot, mask=inside, other=float("-inf")) - m_safe[None, :])
+            total += tl.sum(weight * tl.load(PartL + slot, mask=inside, other=0.0), axis=0)
             part_o = tl.load(PartO + slot[:, :, None] * HEAD_D + offs_d[None, None, :], mask=inside[:, :, None],
-                             other=0.0, cache_modifier=".cg")
+                             other=0.0)
             acc += tl.sum(weight[:, :, None] * part_o, axis=0)
         total = tl.where(row_ok, total, 1.0)
         out = acc / total[:, None]
@@ -223,16 +204,6 @@ if triton is not None:
         query = rows % NQ
         tl.store(Out + b * so_b + head[:, None] * so_h + query[:, None] * so_q + offs_d[None, :],
                  out.to(Out.dtype.element_ty), mask=row_ok[:, None])
-
-    @triton.jit
-    def _combine(PartO, PartM, PartL, Out, so_b, so_h, so_q,
-                 HKV, GROUP, NQ, splits, row_blocks,
-                 BLOCK_M: tl.constexpr, HEAD_D: tl.constexpr, CHANNELS: tl.constexpr,
-                 PIECES_M: tl.constexpr, PIECES: tl.constexpr):
-        """merge=kernel: one program per (sequence x K/V head, row block, CHANNELS channels)."""
-        _merge(PartO, PartM, PartL, Out, so_b, so_h, so_q, tl.program_id(0), tl.program_id(1),
-               tl.program_id(2) * CHANNELS, HKV, GROUP, NQ, splits, row_blocks, BLOCK_M, HEAD_D, CHANNELS,
-               PIECES_M, PIECES)
 
 
 def split_plan(length: int, sequences_x_heads: int, sms: int, splits="auto", block_n: int = BLOCK_N) -> tuple[int, int]:
@@ -271,15 +242,14 @@ def _supports(case):
 
 
 @implementation("decode", "triton-splitkv", backend="triton", modules=("torch", "triton"), supports=_supports,
-                params={"splits": "auto", "block_n": BLOCK_N, "stages": "auto", "warps": 4, "merge": "last"},
+                params={"splits": "auto", "block_n": BLOCK_N, "stages": "auto", "warps": 4},
                 allowed={"splits": lambda value: None if value == "auto" or value.isdigit() and int(value) > 0
                          else "splits takes auto or a positive number",
-                         "block_n": BLOCK_NS, "stages": ("auto", "0", "2", "3", "4"), "warps": (4, 8),
-                         "merge": MERGES},
+                         "block_n": BLOCK_NS, "stages": ("auto", "0", "2", "3", "4"), "warps": (4, 8)},
                 description="flash-decoding in Triton: the cache split across programs, each head's GQA "
                             "group as the rows of one tile, partial softmax states combined by log-sum-exp; "
                             "int8 and int4 caches dequantized in registers")
-def triton_splitkv(case, inputs, out, splits="auto", block_n=BLOCK_N, stages="auto", warps=4, merge="last"):
+def triton_splitkv(case, inputs, out, splits="auto", block_n=BLOCK_N, stages="auto", warps=4):
     if triton is None:
         raise Unsupported("triton is not installed")
     import torch
@@ -312,11 +282,6 @@ def triton_splitkv(case, inputs, out, splits="auto", block_n=BLOCK_N, stages="au
     part_o = torch.empty(padded * case.d, dtype=torch.float32, device=q.device)
     part_m = torch.empty(padded, dtype=torch.float32, device=q.device)
     part_l = torch.empty(padded, dtype=torch.float32, device=q.device)
-    # merge=last: each sequence x K/V head and row block counts its finished pieces; the count is back at
-    # 0 after every call (the last program resets it).
-    count = torch.zeros(bh * row_blocks, dtype=torch.int32, device=q.device)
-    channels = min(case.d, COMBINE_CHANNELS)
-    merging = {"CHANNELS": channels, "PIECES_M": COMBINE_PIECES_M, "PIECES": COMBINE_PIECES}
     precision = utils.dot_precision("fp16" if bits else case.kv_dtype)
     scale_log2 = case.d**-0.5 * LOG2_E
     pipeline = {"num_stages": stages} if stages else {}  # 0: Triton's own default depth
@@ -327,23 +292,22 @@ def triton_splitkv(case, inputs, out, splits="auto", block_n=BLOCK_N, stages="au
     def run():
         try:
             _partial[(bh, n_splits, row_blocks)](
-                q, k, v, ks, km, vs, vm, part_o, part_m, part_l, out, count,
+                q, k, v, ks, km, vs, vm, part_o, part_m, part_l,
                 q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
-                v.stride(0), v.stride(1), v.stride(2), *group_strides, out.stride(0), out.stride(1), out.stride(2),
+                v.stride(0), v.stride(1), v.stride(2), *group_strides,
                 case.hkv, group, case.q, case.l, keys_per_split, n_splits, row_blocks, scale_log2, case.group,
                 BLOCK_M=block_m, BLOCK_N=block_n, HEAD_D=case.d, MASKED=case.q > 1, PRECISION=precision,
-                BITS=bits, WHOLE_GROUPS=whole_groups, MERGE_LAST=merge == "last", **merging, num_warps=warps,
-                **pipeline)
+                BITS=bits, WHOLE_GROUPS=whole_groups, num_warps=warps, **pipeline)
         except utils.OUT_OF_RESOURCES as exc:  # raised at the first launch, where Triton compiles
             raise Unsupported(f"block_n={block_n}, stages={stages or 'default'}, warps={warps}: {exc}") from None
-        if merge == "kernel":
-            _combine[(bh, row_blocks, case.d // channels)](
-                part_o, part_m, part_l, out, out.stride(0), out.stride(1), out.stride(2),
-                case.hkv, group, case.q, n_splits, row_blocks, BLOCK_M=block_m, HEAD_D=case.d, **merging,
-                num_warps=warps)
+        channels = min(case.d, COMBINE_CHANNELS)
+        _combine[(bh, row_blocks, case.d // channels)](
+            part_o, part_m, part_l, out, out.stride(0), out.stride(1), out.stride(2),
+            case.hkv, group, case.q, n_splits, row_blocks, BLOCK_M=block_m, HEAD_D=case.d, CHANNELS=channels,
+            PIECES_M=COMBINE_PIECES_M, PIECES=COMBINE_PIECES, num_warps=warps)
 
     run.config = {"splits": n_splits, "keys_per_split": keys_per_split, "block_m": block_m,
                   "row_blocks": row_blocks, "block_n": block_n, "num_warps": warps, "num_stages": stages or "default",
-                  "programs": bh * n_splits * row_blocks, "whole_groups": bool(whole_groups), "merge": merge,
+                  "programs": bh * n_splits * row_blocks, "whole_groups": bool(whole_groups),
                   "triton": triton.__version__}
     return run

@@ -111,34 +111,6 @@ def test_implementations_pass_the_check_on_the_cpu(registry, decode, impl, c, sp
     assert set(verdict.as_record()["distributions"]) == set(decode.distributions)
 
 
-# merge=kernel, the second kernel's merge: several pieces, two row blocks, more pieces than it reads at a time
-@pytest.mark.parametrize("c, splits", [CHECKS[3], CHECKS[9], CHECKS[11]], ids=lambda x: getattr(x, "key", x))
-def test_the_merge_by_a_second_kernel_passes_the_check_on_the_cpu(registry, decode, c, splits):
-    implementation = registry.implementations("decode")["triton-splitkv"]
-    verdict = check(decode, implementation, c, "cpu", seed=7, trials=len(decode.distributions),
-                    params={"splits": splits, "merge": "kernel"})
-    assert verdict.ok, verdict.reason
-
-
-def test_the_last_program_merges_on_every_call(registry, decode):
-    """merge=last counts each sequence x head's finished pieces and sets the count back to 0: a second
-    call over new inputs writes its own answer, not the first call's (or nothing: the poison)."""
-    import torch
-
-    make = registry.implementations("decode")["triton-splitkv"].make
-    c = case(l=1000, hq=4, hkv=2, batch=2, d=32)
-    inputs = decode.make_inputs(c, seed=1, device="cpu")
-    out = torch.empty_like(inputs["q"])
-    run = make(c, inputs, out, splits="5", merge="last")
-    for seed in (2, 3):
-        fresh = decode.make_inputs(c, seed=seed, device="cpu")
-        for name, tensor in inputs.items():
-            tensor.copy_(fresh[name])
-        out.fill_(float("nan"))
-        run()
-        assert torch.allclose(out.double(), decode.reference(c, inputs).to(out.device), atol=2e-3, rtol=0)
-
-
 @pytest.mark.parametrize("bits", [8, 4])
 @pytest.mark.parametrize("along, groups_shape", [(-2, (1, 2, 5, 24)), (-1, (1, 2, 70, 2))], ids=["tokens", "channels"])
 def test_a_quantized_cache_holds_each_value_to_half_a_step(decode, along, groups_shape, bits):

@@ -48,17 +48,16 @@ def splitkv_builds():
     for bits, codes, whole in ((4, "*u8", 32), (8, "*u8", 32), (4, "*u8", 0), (0, "*fp16", 0)):
         row = 128 * bits // 8 if bits else 128
         args = {"Q": "*fp16", "K": codes, "V": codes, "KS": "*fp16", "KM": "*fp16", "VS": "*fp16", "VM": "*fp16",
-                "PartO": "*fp32", "PartM": "*fp32", "PartL": "*fp32", "Out": "*fp16", "Count": "*i32", "sq_b": 4096, "sq_h": 128, "sq_q": 128,
+                "PartO": "*fp32", "PartM": "*fp32", "PartL": "*fp32", "sq_b": 4096, "sq_h": 128, "sq_q": 128,
                 "sk_b": 8 * 131072 * row, "sk_h": 131072 * row, "sk_l": row, "sv_b": 8 * 131072 * row,
                 "sv_h": 131072 * row, "sv_l": row, "sks_b": 8 * 4096 * 128, "sks_h": 4096 * 128, "sks_g": 128,
-                "svs_b": 8 * 131072 * 4, "svs_h": 131072 * 4, "svs_l": 4, "so_b": 4096, "so_h": 128, "so_q": 128, "HKV": 8, "GROUP": 4, "NQ": 1,
+                "svs_b": 8 * 131072 * 4, "svs_h": 131072 * 4, "svs_l": 4, "HKV": 8, "GROUP": 4, "NQ": 1,
                 "L": 131072, "keys_per_split": 4096, "splits": 32, "row_blocks": 1, "scale_log2": 0.1, "QGROUP": 32}
         # two stages, as at eight sequences; an fp16 cache also in three, as at one (stages=auto)
         for stages in (2, 3) if bits == 0 else (2,):
             yield (f"triton-splitkv bits={bits} whole_groups={whole} stages={stages}", m._partial, args,
                    {"BLOCK_M": 16, "BLOCK_N": 64, "HEAD_D": 128, "MASKED": False, "PRECISION": "native", "BITS": bits,
-                    "WHOLE_GROUPS": whole, "MERGE_LAST": True, "CHANNELS": m.COMBINE_CHANNELS,
-                    "PIECES_M": m.COMBINE_PIECES_M, "PIECES": m.COMBINE_PIECES}, {"num_warps": 4, "num_stages": stages})
+                    "WHOLE_GROUPS": whole}, {"num_warps": 4, "num_stages": stages})
     args = {"PartO": "*fp32", "PartM": "*fp32", "PartL": "*fp32", "Out": "*fp16", "so_b": 4096, "so_h": 128,
             "so_q": 128, "HKV": 8, "GROUP": 4, "NQ": 1, "splits": 33, "row_blocks": 1}
     yield ("triton-splitkv merge", m._combine, args,
