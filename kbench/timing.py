@@ -65,11 +65,11 @@ HIGH_NOISE = 0.02  # warn when the median is known to worse than 2 %
 # (~10-20 us) and a little jitter; far more means work the events did not cover.
 UNCOVERED_FACTOR = 2.0
 UNCOVERED_SLACK_MS = 0.05
-# A Python launch costs ~3-6 us: under this a closure's time is mostly launch overhead.
 # How a record's timing method names the flush. A record whose method ends "+l2-flush" was timed after
 # a flush that zeroed its buffer: its memory-bound samples carry the write-back of the buffer's dirty
 # lines, and kbench compare does not pair it with a record timed after this flush.
 L2_FLUSH = "+l2-flush-read"
+# A Python launch costs ~3-6 us: under this a closure's time is mostly launch overhead.
 LAUNCH_BOUND_MS = 0.020
 LAUNCH_BOUND_NOTE = "launch-bound (< 20 us a call)"  # how the warning starts; dropped once graph replay timed it
 # On a CPU the timed calls are judged in batches of this many (the last of each, and others at random).

@@ -45,9 +45,9 @@ HEAD_DIMS = (16, 32, 64, 128, 256)  # tl.arange needs a power of two
 BLOCK_N = 64  # keys a K/V tile, by default
 BLOCK_NS = (32, 64, 128)
 MAX_ROWS = 64  # rows of one tile; a larger group x queries takes several row blocks
-# Pieces for about two programs an SM: on an H200 (fp16 cache, GQA 32/8, d 128, two stages) four an SM
-# were 0.55x and 0.77x SDPA at one sequence of 32k and 128k tokens, two 0.68x and 0.81x; at eight
-# sequences the two were level (0.94-0.95x).
+# Pieces for about two programs an SM: on an H200 (fp16 cache, GQA 32/8, d 128, three stages) 64 and
+# 128 pieces a head were 0.77x and 0.65x SDPA at one sequence of 32k tokens, where the automatic 32
+# were 0.93x, and 0.80x and 0.77x at 128k against 0.95x (docs/performance.md).
 PROGRAMS_PER_SM = 2
 # stages=auto: three pipeline stages from this many pieces a sequence x head (one sequence: 33 at
 # 32k and 128k tokens on an H200), two below it (eight sequences: 5 pieces).
