@@ -42,6 +42,9 @@ from kbench import results
 from kbench.record import Record, comparable
 from kbench.stats import median_interval, ratio_interval  # noqa: F401 - median_interval: part of this API
 from kbench.errors import UserError
+from kbench.timing import L2_FLUSH
+
+ZEROING_FLUSH = "+l2-flush"  # how a record timed after a flush that zeroed its buffer names it
 
 DECISIONS = ("slower", "faster", "same", "undecided", "failed", "missing", "new", "skipped")
 # What must agree for two timings to be comparable: the device, its driver and
@@ -192,6 +195,17 @@ def pair_up(base: dict[tuple, Located], current: dict[tuple, Located]) -> list[P
     return [Pair(key, base.get(key), current.get(key)) for key in keys]
 
 
+def timed_differently(base_method: str | None, current_method: str | None) -> str:
+    """Why a pair timed two ways is not compared; where one side's L2 flush zeroed its buffer (a record
+    from before the flush read it), what that cost and what to do."""
+    note = f"timed differently: {base_method} in BASE, {current_method} in CURRENT"
+    for side, method, other in (("BASE", base_method, current_method), ("CURRENT", current_method, base_method)):
+        if (method or "").endswith(ZEROING_FLUSH) and (other or "").endswith(L2_FLUSH):
+            note += (f"; {side}'s L2 flush zeroed its buffer, and a memory-bound call paid for the write-back "
+                     f"of its dirty lines: time {side} again to compare")
+    return note
+
+
 def _method(record: Record) -> str | None:
     return record.timing.method if record.timing else None
 
@@ -221,7 +235,7 @@ def judge(pairs: list[Pair], threshold_of: Callable[[str], float], alpha: float)
                 _, base_method, current_method = pair.env_diff[0]
                 pair.env_diff = []
                 pair.decision = "missing"
-                pair.note = f"timed differently: {base_method} in BASE, {current_method} in CURRENT"
+                pair.note = timed_differently(base_method, current_method)
                 continue
             pair.threshold = threshold_of(pair.suite)
             base_timing, current_timing, pair.basis = comparable(b.timing, c.timing)

@@ -283,6 +283,17 @@ def test_force_compares_across_environments(cli, tmp_path, flat_text, wide_conso
     assert "--force: 1 pair(s) compared across different environments" in text
 
 
+def test_a_baseline_timed_after_a_zeroing_flush_says_so(cli, tmp_path, flat_text, wide_console):
+    """Records from a kbench whose L2 flush zeroed its buffer (method ...+l2-flush) against records timed
+    after a flush that reads it (+l2-flush-read): not compared, and the note says why and what to do."""
+    base = write(tmp_path / "base.jsonl", [record(samples(seed=1), label="cupy-fa2")])
+    cur = write(tmp_path / "cur.jsonl", [record(samples(seed=2), label="cupy-fa2", method="cuda-events+l2-flush-read")])
+    refused = run_compare(cli, base, cur)
+    _one_error_line(refused, "timed differently: cuda-events+l2-flush in BASE, cuda-events+l2-flush-read in CURRENT; "
+                             "BASE's L2 flush zeroed its buffer, and a memory-bound call paid for the write-back of "
+                             "its dirty lines: time BASE again to compare", flat_text)
+
+
 def test_a_pair_timed_another_way_is_missing_not_the_whole_comparison(cli, tmp_path, base_file, flat_text,
                                                                        wide_console):
     """Same machine, one row timed as graph replays in CURRENT only (kbench run --cuda-graph against a default
