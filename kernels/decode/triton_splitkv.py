@@ -231,8 +231,46 @@ def resolve_stages(stages, splits: int) -> int:
 
 def row_tiling(rows: int) -> tuple[int, int]:
     """(rows a tile, row blocks) for a group of ``rows`` query rows: at least 16 (tl.dot's smallest M)."""
-    block = min(MAX_ROWS, max(16, triton.next_power_of_2(rows)))
+    block = min(MAX_ROWS, max(16, 1 << (rows - 1).bit_length()))  # the next power of two
     return block, math.ceil(rows / block)
+
+
+def launch_plan(case, sms: int, bits: int, splits="auto", block_n: int = BLOCK_N, stages="auto") -> dict:
+    """What a call launches for a case on a GPU of ``sms`` SMs (the wrapper and `kbench explain` alike):
+    sequences x K/V heads, pieces and their keys, the row tiling, the pipeline depth, and whether a
+    tile holds whole groups of a ``bits``-bit cache's scales (each group's scale and minimum then read
+    once, not once per element)."""
+    bh = case.batch * case.hkv
+    n_splits, keys_per_split = split_plan(case.l, bh, sms, splits, block_n)
+    block_m, row_blocks = row_tiling(case.hq // case.hkv * case.q)
+    whole_groups = case.group if bits and block_n % case.group == 0 and case.d % case.group == 0 else 0
+    return {"bh": bh, "splits": n_splits, "keys_per_split": keys_per_split, "block_m": block_m,
+            "row_blocks": row_blocks, "stages": resolve_stages(stages, n_splits), "whole_groups": whole_groups}
+
+
+def sm90_arguments(case, plan: dict, bits: int) -> dict:
+    """_partial's arguments by name as a call on this case passes them (a tensor as its pointer type, the
+    strides of contiguous inputs), for compiling it without a GPU (kbench explain, the sm_90 build test)."""
+    values = "*bf16" if case.kv_dtype == "bf16" else "*fp16"  # the queries' (and a 16-bit cache's) type
+    codes = "*u8" if bits else values
+    row = case.d * bits // 8 if bits else case.d  # a token's elements (bytes of codes)
+    k_groups, v_groups = math.ceil(case.l / case.group), math.ceil(case.d / case.group)
+    return {"Q": values, "K": codes, "V": codes, "KS": "*fp16", "KM": "*fp16", "VS": "*fp16", "VM": "*fp16",
+            "PartO": "*fp32", "PartM": "*fp32", "PartL": "*fp32",
+            "sq_b": case.hq * case.q * case.d, "sq_h": case.q * case.d, "sq_q": case.d,
+            "sk_b": case.hkv * case.l * row, "sk_h": case.l * row, "sk_l": row,
+            "sv_b": case.hkv * case.l * row, "sv_h": case.l * row, "sv_l": row,
+            "sks_b": case.hkv * k_groups * case.d, "sks_h": k_groups * case.d, "sks_g": case.d,
+            "svs_b": case.hkv * case.l * v_groups, "svs_h": case.l * v_groups, "svs_l": v_groups,
+            "HKV": case.hkv, "GROUP": case.hq // case.hkv, "NQ": case.q, "L": case.l,
+            "keys_per_split": plan["keys_per_split"], "splits": plan["splits"], "row_blocks": plan["row_blocks"],
+            "scale_log2": case.d**-0.5 * LOG2_E, "QGROUP": case.group}
+
+
+def sm90_constants(case, plan: dict, bits: int, block_n: int = BLOCK_N) -> dict:
+    """_partial's constexprs as a call on this case on an H200 gives them."""
+    return {"BLOCK_M": plan["block_m"], "BLOCK_N": block_n, "HEAD_D": case.d, "MASKED": case.q > 1,
+            "PRECISION": "native", "BITS": bits, "WHOLE_GROUPS": plan["whole_groups"]}
 
 
 def _supports(case):
@@ -241,7 +279,60 @@ def _supports(case):
     return None
 
 
+CACHE_BITS = {"fp16": 0, "bf16": 0, "int8": 8, "int4": 4}  # _partial's BITS for a cache type
+
+
+def explain(case, params) -> dict:
+    """`kbench explain decode --impl triton-splitkv`: the pieces and programs a call launches on an H200,
+    the tiles and products of a program, and (where Triton compiles for sm_90 here) its registers,
+    shared memory and programs an SM."""
+    from kbench.devices import by_key
+    from kbench.kernel_resources import from_triton, launch_figures
+
+    reason = _supports(case)
+    if reason:
+        return {"configuration": f"not runnable: {reason}"}
+    bits, block_n, warps = CACHE_BITS[case.kv_dtype], params["block_n"], params["warps"]
+    h200 = by_key("h200")
+    plan = launch_plan(case, h200.sms, bits, params["splits"], block_n, params["stages"])
+    rows = case.hq // case.hkv * case.q
+    programs = plan["bh"] * plan["splits"] * plan["row_blocks"]
+    channels = min(case.d, COMBINE_CHANNELS)
+    depth = plan["stages"] or "Triton's default"
+    figures = {
+        "rows of a tile": f"{rows} of the GQA group (query heads x {case.q} queries) in {plan['row_blocks']} "
+                          f"tile(s) of {plan['block_m']} rows ({plan['block_m'] * plan['row_blocks'] - rows} zero "
+                          "rows: tl.dot's M is at least 16)",
+        "pieces of the cache": f"{plan['splits']} of {plan['keys_per_split']:,} keys a sequence x K/V head ("
+                               + (f"automatic: about {PROGRAMS_PER_SM} programs an SM on an H200"
+                                  if params["splits"] == "auto" else "fixed") + ")",
+        "grid": f"{plan['bh']} (sequences x K/V heads) x {plan['splits']} (pieces) x {plan['row_blocks']} (row "
+                f"blocks) = {programs} programs, then the merge: {plan['bh'] * plan['row_blocks'] * (case.d // channels)} "
+                f"programs of {channels} channels",
+        "program": f"{warps} warps; K/V tiles of {block_n} keys, loads pipelined {depth} deep"
+                   + (f" (stages=auto: {'16 or more' if plan['stages'] == 3 else 'fewer than 16'} pieces a head)"
+                      if params["stages"] == "auto" else ""),
+        "products per tile (tl.dot)": f"S = Q Kᵀ: [{plan['block_m']} x {case.d}] x [{case.d} x {block_n}]; "
+                                      f"O += P V: [{plan['block_m']} x {block_n}] x [{block_n} x {case.d}]",
+        "dequantization": "none: the 16-bit values feed tl.dot" if not bits else
+                          ("int4 codes two a byte, split by mask and shift; " if bits == 4 else "int8 codes; ")
+                          + "code · scale + minimum in fp32, rounded to fp16, on CUDA cores; each group's scale "
+                          + ("read once a tile (whole groups)" if plan["whole_groups"] else "read once an element"),
+    }
+    try:
+        resources = from_triton(_partial, sm90_arguments(case, plan, bits), sm90_constants(case, plan, bits, block_n),
+                                {"num_warps": warps, **({"num_stages": plan["stages"]} if plan["stages"] else {})})
+    except RuntimeError as exc:
+        return {**figures, "registers": f"could not compile: {exc}"}
+    if resources is None:
+        figures["registers"] = "unknown here (no Triton compiler: run on the GPU, or without TRITON_INTERPRET)"
+    else:
+        figures.update(launch_figures(resources, programs, 32 * warps, resources["dynamic_smem_bytes"]))
+    return figures
+
+
 @implementation("decode", "triton-splitkv", backend="triton", modules=("torch", "triton"), supports=_supports,
+                explain=explain,
                 params={"splits": "auto", "block_n": BLOCK_N, "stages": "auto", "warps": 4},
                 allowed={"splits": lambda value: None if value == "auto" or value.isdigit() and int(value) > 0
                          else "splits takes auto or a positive number",
@@ -273,11 +364,10 @@ def triton_splitkv(case, inputs, out, splits="auto", block_n=BLOCK_N, stages="au
             raise Unsupported("triton-splitkv needs a contiguous last dimension")
     on_gpu = q.device.type == "cuda"
     sms = torch.cuda.get_device_properties(q.device).multi_processor_count if on_gpu else 1
-    bh = case.batch * case.hkv
-    n_splits, keys_per_split = split_plan(case.l, bh, sms, splits, block_n)
-    stages = resolve_stages(stages, n_splits)
+    plan = launch_plan(case, sms, bits, splits, block_n, stages)
+    bh, n_splits, keys_per_split = plan["bh"], plan["splits"], plan["keys_per_split"]
+    block_m, row_blocks, stages, whole_groups = plan["block_m"], plan["row_blocks"], plan["stages"], plan["whole_groups"]
     group = case.hq // case.hkv
-    block_m, row_blocks = row_tiling(group * case.q)
     padded = bh * n_splits * row_blocks * block_m
     part_o = torch.empty(padded * case.d, dtype=torch.float32, device=q.device)
     part_m = torch.empty(padded, dtype=torch.float32, device=q.device)
@@ -285,9 +375,6 @@ def triton_splitkv(case, inputs, out, splits="auto", block_n=BLOCK_N, stages="au
     precision = utils.dot_precision("fp16" if bits else case.kv_dtype)
     scale_log2 = case.d**-0.5 * LOG2_E
     pipeline = {"num_stages": stages} if stages else {}  # 0: Triton's own default depth
-    # A tile holds whole groups of tokens (K) and channels (V) when the group divides both: each group's
-    # scale and minimum are then read once (WHOLE_GROUPS), not once per element.
-    whole_groups = case.group if bits and block_n % case.group == 0 and case.d % case.group == 0 else 0
 
     def run():
         try:

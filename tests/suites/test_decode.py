@@ -184,6 +184,24 @@ def test_kbench_run_decode_on_the_cpu(cli, tmp_path):
     assert "GQA group" in explained.output and "KV cache bytes" in explained.output
 
 
+def test_kbench_explain_shows_the_pieces_programs_and_depth_of_triton_splitkv(cli):
+    """On an H200 (132 SMs): one sequence of 32k tokens is cut into 32 pieces a head, three stages deep;
+    eight sequences of 128k tokens into 5, two deep; the grid counts the programs and the merge's."""
+    def explained(*args):
+        result = cli("explain", "decode", "--impl", "triton-splitkv", "--q", "1", "--hq", "32", "--hkv", "8",
+                     "--d", "128", *args)
+        assert result.exit_code == 0, result.output
+        return " ".join(result.output.replace("│", " ").split())  # a wrapped cell's lines joined
+    text = explained("--l", "32768", "--batch", "1")
+    assert "32 of 1,024 keys a sequence x K/V head (automatic" in text
+    assert "8 (sequences x K/V heads) x 32 (pieces) x 1 (row blocks) = 256 programs" in text
+    assert "pipelined 3 deep (stages=auto: 16 or more pieces a head)" in text
+    assert "4 of the GQA group (query heads x 1 queries) in 1 tile(s) of 16 rows (12 zero rows" in text
+    text = explained("--l", "131072", "--batch", "8", "--kv-dtype", "int4")
+    assert "5 of 26,240 keys" in text and "= 320 programs" in text and "pipelined 2 deep" in text
+    assert "int4 codes two a byte" in text and "read once a tile (whole groups)" in text
+
+
 def test_the_suite_is_a_folder_with_its_kernels_beside_it():
     root = Path(__file__).resolve().parents[2]
     assert (root / "suites" / "decode" / "suite.py").is_file()

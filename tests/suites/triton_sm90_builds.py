@@ -45,19 +45,19 @@ def matmul_builds():
 
 def splitkv_builds():
     m = load_kernel_module(BUILTIN_KERNELS / "decode" / "triton_splitkv.py")
-    for bits, codes, whole in ((4, "*u8", 32), (8, "*u8", 32), (4, "*u8", 0), (0, "*fp16", 0)):
-        row = 128 * bits // 8 if bits else 128
-        args = {"Q": "*fp16", "K": codes, "V": codes, "KS": "*fp16", "KM": "*fp16", "VS": "*fp16", "VM": "*fp16",
-                "PartO": "*fp32", "PartM": "*fp32", "PartL": "*fp32", "sq_b": 4096, "sq_h": 128, "sq_q": 128,
-                "sk_b": 8 * 131072 * row, "sk_h": 131072 * row, "sk_l": row, "sv_b": 8 * 131072 * row,
-                "sv_h": 131072 * row, "sv_l": row, "sks_b": 8 * 4096 * 128, "sks_h": 4096 * 128, "sks_g": 128,
-                "svs_b": 8 * 131072 * 4, "svs_h": 131072 * 4, "svs_l": 4, "HKV": 8, "GROUP": 4, "NQ": 1,
-                "L": 131072, "keys_per_split": 4096, "splits": 32, "row_blocks": 1, "scale_log2": 0.1, "QGROUP": 32}
-        # two stages, as at eight sequences; an fp16 cache also in three, as at one (stages=auto)
-        for stages in (2, 3) if bits == 0 else (2,):
-            yield (f"triton-splitkv bits={bits} whole_groups={whole} stages={stages}", m._partial, args,
-                   {"BLOCK_M": 16, "BLOCK_N": 64, "HEAD_D": 128, "MASKED": False, "PRECISION": "native", "BITS": bits,
-                    "WHOLE_GROUPS": whole}, {"num_warps": 4, "num_stages": stages})
+    from kbench.suite import Case
+
+    # 128k tokens, GQA 32/8, d 128: int4 and int8 caches in groups of 32 (whole groups a tile) and int4 in
+    # groups of 48 (a scale gathered per element), at eight sequences (two stages); fp16 at eight and at
+    # one (three stages: stages=auto)
+    for kv_dtype, group, batch in (("int4", 32, 8), ("int8", 32, 8), ("int4", 48, 8), ("fp16", 32, 8), ("fp16", 32, 1)):
+        case = Case({"l": 131072, "q": 1, "batch": batch, "hq": 32, "hkv": 8, "d": 128, "kv_dtype": kv_dtype,
+                     "group": group})
+        bits = m.CACHE_BITS[kv_dtype]
+        plan = m.launch_plan(case, 132, bits)
+        yield (f"triton-splitkv bits={bits} whole_groups={plan['whole_groups']} stages={plan['stages']}", m._partial,
+               m.sm90_arguments(case, plan, bits), m.sm90_constants(case, plan, bits),
+               {"num_warps": 4, "num_stages": plan["stages"]})
     args = {"PartO": "*fp32", "PartM": "*fp32", "PartL": "*fp32", "Out": "*fp16", "so_b": 4096, "so_h": 128,
             "so_q": 128, "HKV": 8, "GROUP": 4, "NQ": 1, "splits": 33, "row_blocks": 1}
     yield ("triton-splitkv merge", m._combine, args,
