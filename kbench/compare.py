@@ -42,9 +42,7 @@ from kbench import results
 from kbench.record import Record, comparable
 from kbench.stats import median_interval, ratio_interval  # noqa: F401 - median_interval: part of this API
 from kbench.errors import UserError
-from kbench.timing import L2_FLUSH
-
-ZEROING_FLUSH = "+l2-flush"  # how a record timed after a flush that zeroed its buffer names it
+from kbench.timing import L2_FLUSH, ZEROING_FLUSH
 
 DECISIONS = ("slower", "faster", "same", "undecided", "failed", "missing", "new", "skipped")
 # What must agree for two timings to be comparable: the device, its driver and

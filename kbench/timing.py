@@ -69,6 +69,7 @@ UNCOVERED_SLACK_MS = 0.05
 # a flush that zeroed its buffer: its memory-bound samples carry the write-back of the buffer's dirty
 # lines, and kbench compare does not pair it with a record timed after this flush.
 L2_FLUSH = "+l2-flush-read"
+ZEROING_FLUSH = "+l2-flush"
 # A Python launch costs ~3-6 us: under this a closure's time is mostly launch overhead.
 LAUNCH_BOUND_MS = 0.020
 LAUNCH_BOUND_NOTE = "launch-bound (< 20 us a call)"  # how the warning starts; dropped once graph replay timed it

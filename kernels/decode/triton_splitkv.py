@@ -57,6 +57,8 @@ DEEP_PIPELINE_SPLITS = 16
 COMBINE_CHANNELS = 32
 COMBINE_PIECES_M = 32
 COMBINE_PIECES = 8
+# _partial's BITS for a cache type: 8 or 4 bits a code (int4's two a byte), 0 for the values themselves
+CACHE_BITS = {"fp16": 0, "bf16": 0, "int8": 8, "int4": 4}
 
 if triton is not None:
 
@@ -242,10 +244,12 @@ def launch_plan(case, sms: int, bits: int, splits="auto", block_n: int = BLOCK_N
     once, not once per element)."""
     bh = case.batch * case.hkv
     n_splits, keys_per_split = split_plan(case.l, bh, sms, splits, block_n)
-    block_m, row_blocks = row_tiling(case.hq // case.hkv * case.q)
+    rows = case.hq // case.hkv * case.q
+    block_m, row_blocks = row_tiling(rows)
     whole_groups = case.group if bits and block_n % case.group == 0 and case.d % case.group == 0 else 0
-    return {"bh": bh, "splits": n_splits, "keys_per_split": keys_per_split, "block_m": block_m,
-            "row_blocks": row_blocks, "stages": resolve_stages(stages, n_splits), "whole_groups": whole_groups}
+    return {"bh": bh, "splits": n_splits, "keys_per_split": keys_per_split, "rows": rows, "block_m": block_m,
+            "row_blocks": row_blocks, "stages": resolve_stages(stages, n_splits), "whole_groups": whole_groups,
+            "merge_channels": min(case.d, COMBINE_CHANNELS)}
 
 
 def sm90_arguments(case, plan: dict, bits: int) -> dict:
@@ -267,10 +271,10 @@ def sm90_arguments(case, plan: dict, bits: int) -> dict:
             "scale_log2": case.d**-0.5 * LOG2_E, "QGROUP": case.group}
 
 
-def sm90_constants(case, plan: dict, bits: int, block_n: int = BLOCK_N) -> dict:
-    """_partial's constexprs as a call on this case on an H200 gives them."""
+def partial_constants(case, plan: dict, bits: int, block_n: int = BLOCK_N, precision: str = "native") -> dict:
+    """_partial's constexprs for a call on this case (``precision``: how tl.dot multiplies, "native" on a GPU)."""
     return {"BLOCK_M": plan["block_m"], "BLOCK_N": block_n, "HEAD_D": case.d, "MASKED": case.q > 1,
-            "PRECISION": "native", "BITS": bits, "WHOLE_GROUPS": plan["whole_groups"]}
+            "PRECISION": precision, "BITS": bits, "WHOLE_GROUPS": plan["whole_groups"]}
 
 
 def _supports(case):
@@ -278,8 +282,6 @@ def _supports(case):
         return f"head dim {case.d} is not a power of two from 16 to 256"
     return None
 
-
-CACHE_BITS = {"fp16": 0, "bf16": 0, "int8": 8, "int4": 4}  # _partial's BITS for a cache type
 
 
 def explain(case, params) -> dict:
@@ -295,9 +297,8 @@ def explain(case, params) -> dict:
     bits, block_n, warps = CACHE_BITS[case.kv_dtype], params["block_n"], params["warps"]
     h200 = by_key("h200")
     plan = launch_plan(case, h200.sms, bits, params["splits"], block_n, params["stages"])
-    rows = case.hq // case.hkv * case.q
+    rows, channels = plan["rows"], plan["merge_channels"]
     programs = plan["bh"] * plan["splits"] * plan["row_blocks"]
-    channels = min(case.d, COMBINE_CHANNELS)
     depth = plan["stages"] or "Triton's default"
     figures = {
         "rows of a tile": f"{rows} of the GQA group (query heads x {case.q} queries) in {plan['row_blocks']} "
@@ -320,7 +321,7 @@ def explain(case, params) -> dict:
                           + ("read once a tile (whole groups)" if plan["whole_groups"] else "read once an element"),
     }
     try:
-        resources = from_triton(_partial, sm90_arguments(case, plan, bits), sm90_constants(case, plan, bits, block_n),
+        resources = from_triton(_partial, sm90_arguments(case, plan, bits), partial_constants(case, plan, bits, block_n),
                                 {"num_warps": warps, **({"num_stages": plan["stages"]} if plan["stages"] else {})})
     except RuntimeError as exc:
         return {**figures, "registers": f"could not compile: {exc}"}
@@ -346,8 +347,7 @@ def triton_splitkv(case, inputs, out, splits="auto", block_n=BLOCK_N, stages="au
     import torch
 
     q = inputs["q"]
-    # 8 or 4 bits a code (int4's are two a byte, so d / 2 bytes a token); 0: the values themselves
-    bits = 8 * inputs["k_codes"].shape[-1] // case.d if "k_codes" in inputs else 0
+    bits = CACHE_BITS[case.kv_dtype]
     if bits:  # the codes in place of the values, their groups' scales and minimums beside them
         k, v = inputs["k_codes"], inputs["v_codes"]
         ks, km, vs, vm = inputs["k_scale"], inputs["k_min"], inputs["v_scale"], inputs["v_min"]
@@ -366,13 +366,14 @@ def triton_splitkv(case, inputs, out, splits="auto", block_n=BLOCK_N, stages="au
     sms = torch.cuda.get_device_properties(q.device).multi_processor_count if on_gpu else 1
     plan = launch_plan(case, sms, bits, splits, block_n, stages)
     bh, n_splits, keys_per_split = plan["bh"], plan["splits"], plan["keys_per_split"]
-    block_m, row_blocks, stages, whole_groups = plan["block_m"], plan["row_blocks"], plan["stages"], plan["whole_groups"]
+    block_m, row_blocks, stages = plan["block_m"], plan["row_blocks"], plan["stages"]
     group = case.hq // case.hkv
     padded = bh * n_splits * row_blocks * block_m
     part_o = torch.empty(padded * case.d, dtype=torch.float32, device=q.device)
     part_m = torch.empty(padded, dtype=torch.float32, device=q.device)
     part_l = torch.empty(padded, dtype=torch.float32, device=q.device)
-    precision = utils.dot_precision("fp16" if bits else case.kv_dtype)
+    constants = partial_constants(case, plan, bits, block_n, utils.dot_precision("fp16" if bits else case.kv_dtype))
+    channels = plan["merge_channels"]
     scale_log2 = case.d**-0.5 * LOG2_E
     pipeline = {"num_stages": stages} if stages else {}  # 0: Triton's own default depth
 
@@ -383,11 +384,9 @@ def triton_splitkv(case, inputs, out, splits="auto", block_n=BLOCK_N, stages="au
                 q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
                 v.stride(0), v.stride(1), v.stride(2), *group_strides,
                 case.hkv, group, case.q, case.l, keys_per_split, n_splits, row_blocks, scale_log2, case.group,
-                BLOCK_M=block_m, BLOCK_N=block_n, HEAD_D=case.d, MASKED=case.q > 1, PRECISION=precision,
-                BITS=bits, WHOLE_GROUPS=whole_groups, num_warps=warps, **pipeline)
+                **constants, num_warps=warps, **pipeline)
         except utils.OUT_OF_RESOURCES as exc:  # raised at the first launch, where Triton compiles
             raise Unsupported(f"block_n={block_n}, stages={stages or 'default'}, warps={warps}: {exc}") from None
-        channels = min(case.d, COMBINE_CHANNELS)
         _combine[(bh, row_blocks, case.d // channels)](
             part_o, part_m, part_l, out, out.stride(0), out.stride(1), out.stride(2),
             case.hkv, group, case.q, n_splits, row_blocks, BLOCK_M=block_m, HEAD_D=case.d, CHANNELS=channels,
@@ -395,6 +394,6 @@ def triton_splitkv(case, inputs, out, splits="auto", block_n=BLOCK_N, stages="au
 
     run.config = {"splits": n_splits, "keys_per_split": keys_per_split, "block_m": block_m,
                   "row_blocks": row_blocks, "block_n": block_n, "num_warps": warps, "num_stages": stages or "default",
-                  "programs": bh * n_splits * row_blocks, "whole_groups": bool(whole_groups),
+                  "programs": bh * n_splits * row_blocks, "whole_groups": bool(plan["whole_groups"]),
                   "triton": triton.__version__}
     return run

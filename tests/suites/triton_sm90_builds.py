@@ -56,7 +56,7 @@ def splitkv_builds():
         bits = m.CACHE_BITS[kv_dtype]
         plan = m.launch_plan(case, 132, bits)
         yield (f"triton-splitkv bits={bits} whole_groups={plan['whole_groups']} stages={plan['stages']}", m._partial,
-               m.sm90_arguments(case, plan, bits), m.sm90_constants(case, plan, bits),
+               m.sm90_arguments(case, plan, bits), m.partial_constants(case, plan, bits),
                {"num_warps": 4, "num_stages": plan["stages"]})
     args = {"PartO": "*fp32", "PartM": "*fp32", "PartL": "*fp32", "Out": "*fp16", "so_b": 4096, "so_h": 128,
             "so_q": 128, "HKV": 8, "GROUP": 4, "NQ": 1, "splits": 33, "row_blocks": 1}
