@@ -52,13 +52,18 @@ PROGRAMS_PER_SM = 2
 # stages=auto: three pipeline stages from this many pieces a sequence x head (one sequence: 33 at
 # 32k and 128k tokens on an H200), two below it (eight sequences: 5 pieces).
 DEEP_PIPELINE_SPLITS = 16
-# The merge of the pieces: programs of COMBINE_CHANNELS channels (more programs where there are few
-# sequences x heads), reading COMBINE_PIECES_M pieces' maxima and COMBINE_PIECES pieces' O at a time.
+# The merge of the pieces: a program per row of the group and COMBINE_CHANNELS channels, loading every
+# piece's state at once up to MAX_COMBINE_PIECES (in rounds of that many beyond it).
 COMBINE_CHANNELS = 32
-COMBINE_PIECES_M = 32
-COMBINE_PIECES = 8
+MAX_COMBINE_PIECES = 64
 # _partial's BITS for a cache type: 8 or 4 bits a code (int4's two a byte), 0 for the values themselves
 CACHE_BITS = {"fp16": 0, "bf16": 0, "int8": 8, "int4": 4}
+# How a program reads its K/V tiles: each thread its part through pointers (cp.async when pipelined), or
+# one bulk copy a tile by the Tensor Memory Accelerator from a tensor descriptor (sm_90 and later).
+# loads=auto: TMA on sm_90 and later except for an int4 cache, whose K tile the TMA form must transpose as
+# bytes before splitting the nibbles: on an H200 (GQA 32/8, d 128) TMA was 2 % faster than pointers for an
+# fp16 cache at eight sequences and 3 % for int8 at one, and 9 % slower for int4 (docs/performance.md).
+LOADS = ("auto", "pointers", "tma")
 
 if triton is not None:
 
@@ -67,12 +72,15 @@ if triton is not None:
                  sq_b, sq_h, sq_q, sk_b, sk_h, sk_l, sv_b, sv_h, sv_l, sks_b, sks_h, sks_g, svs_b, svs_h, svs_l,
                  HKV, GROUP, NQ, L, keys_per_split, splits, row_blocks, scale_log2, QGROUP,
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_D: tl.constexpr, MASKED: tl.constexpr,
-                 PRECISION: tl.constexpr, BITS: tl.constexpr, WHOLE_GROUPS: tl.constexpr):
+                 PRECISION: tl.constexpr, BITS: tl.constexpr, WHOLE_GROUPS: tl.constexpr, TMA: tl.constexpr):
         """K and V are the cache's values (BITS 0), or its 8- or 4-bit codes (int4: two a byte along the
         channels), dequantized in registers as code · scale + minimum: K's scale and minimum (KS, KM) one
         per channel for every QGROUP tokens, V's (VS, VM) one per token for every QGROUP channels.
         WHOLE_GROUPS (QGROUP, when it divides both BLOCK_N and HEAD_D; else 0): each group's scale and
-        minimum are read once and spread over its elements, rather than read once per element."""
+        minimum are read once and spread over its elements, rather than read once per element.
+        TMA: K and V are tensor descriptors of [B, Hkv, L, row] with [1, 1, BLOCK_N, row] boxes (row: d
+        values, or d · BITS / 8 bytes of codes), each tile one bulk copy by the Tensor Memory Accelerator
+        (zeros past L); else pointers, each thread loading its part of the tile."""
         bh = tl.program_id(0)  # sequence x K/V head
         split = tl.program_id(1)
         row_block = tl.program_id(2)
@@ -91,17 +99,18 @@ if triton is not None:
         m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
         l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
         acc = tl.zeros([BLOCK_M, HEAD_D], dtype=tl.float32)
-        k_base = K + b * sk_b + kvh * sk_h
-        v_base = V + b * sv_b + kvh * sv_h
+        ROW: tl.constexpr = HEAD_D // 2 if BITS == 4 else HEAD_D  # a token's elements (int4: bytes of codes)
+        offs_r = tl.arange(0, ROW)
         for n0 in range(start, end, BLOCK_N):
             offs_n = n0 + tl.arange(0, BLOCK_N)
             key_ok = offs_n < end
+            if TMA:  # [keys, row], transposed for the product
+                k = tl.trans(tl.reshape(K.load([b, kvh, n0, 0]), (BLOCK_N, ROW)))
+            else:  # [row, keys]
+                k = tl.load(K + b * sk_b + kvh * sk_h + offs_n[None, :] * sk_l + offs_r[:, None],
+                            mask=key_ok[None, :], other=0)
             if BITS == 4:  # [d / 2, keys] bytes: channel 2j in the low nibble, 2j + 1 in the high one
-                offs_h = tl.arange(0, HEAD_D // 2)
-                packed = tl.load(k_base + offs_n[None, :] * sk_l + offs_h[:, None], mask=key_ok[None, :], other=0)
-                k = _unpack_rows(packed, HEAD_D, BLOCK_N)
-            else:
-                k = tl.load(k_base + offs_n[None, :] * sk_l + offs_d[:, None], mask=key_ok[None, :], other=0)
+                k = _unpack_rows(k, HEAD_D, BLOCK_N)
             if BITS and WHOLE_GROUPS:  # [d, tile's groups], spread over each group's tokens
                 G: tl.constexpr = BLOCK_N // WHOLE_GROUPS
                 first = n0 // WHOLE_GROUPS + tl.arange(0, G)
@@ -125,12 +134,13 @@ if triton is not None:
             alpha = tl.exp2(m_i - m_safe)
             p = tl.exp2(s - m_safe[:, None])
             l_i = l_i * alpha + tl.sum(p, 1)
-            if BITS == 4:
-                offs_h = tl.arange(0, HEAD_D // 2)
-                packed = tl.load(v_base + offs_n[:, None] * sv_l + offs_h[None, :], mask=key_ok[:, None], other=0)
-                v = tl.reshape(tl.join(packed & 0xF, packed >> 4), (BLOCK_N, HEAD_D))
+            if TMA:  # [keys, row]
+                v = tl.reshape(V.load([b, kvh, n0, 0]), (BLOCK_N, ROW))
             else:
-                v = tl.load(v_base + offs_n[:, None] * sv_l + offs_d[None, :], mask=key_ok[:, None], other=0)
+                v = tl.load(V + b * sv_b + kvh * sv_h + offs_n[:, None] * sv_l + offs_r[None, :],
+                            mask=key_ok[:, None], other=0)
+            if BITS == 4:
+                v = tl.reshape(tl.join(v & 0xF, v >> 4), (BLOCK_N, HEAD_D))
             if BITS and WHOLE_GROUPS:  # [keys, the channels' groups], spread over each group's channels
                 C: tl.constexpr = HEAD_D // WHOLE_GROUPS
                 groups = b * svs_b + kvh * svs_h + offs_n[:, None] * svs_l + tl.arange(0, C)[None, :]
@@ -146,11 +156,12 @@ if triton is not None:
                 v = (v.to(tl.float32) * vs + vm).to(Q.dtype.element_ty)
             acc = utils.dot(p.to(v.dtype), v, acc * alpha[:, None], PRECISION)
             m_i = m_new
-        # The workspace: [sequence x K/V head, split, row] (x d for the accumulator), rows padded.
+        # The workspace: [sequence x K/V head, split, row] (x d for the accumulator), rows padded to whole
+        # tiles; the padding rows are not written (nor read by the merge).
         slot = (bh * splits + split) * row_blocks * BLOCK_M + rows
-        tl.store(PartM + slot, m_i)
-        tl.store(PartL + slot, l_i)
-        tl.store(PartO + slot[:, None] * HEAD_D + offs_d[None, :], acc)
+        tl.store(PartM + slot, m_i, mask=row_ok)
+        tl.store(PartL + slot, l_i, mask=row_ok)
+        tl.store(PartO + slot[:, None] * HEAD_D + offs_d[None, :], acc, mask=row_ok[:, None])
 
     @triton.jit
     def _spread(x, ROWS: tl.constexpr, GROUPS: tl.constexpr, SIZE: tl.constexpr):
@@ -166,46 +177,38 @@ if triton is not None:
     @triton.jit
     def _combine(PartO, PartM, PartL, Out, so_b, so_h, so_q,
                  HKV, GROUP, NQ, splits, row_blocks,
-                 BLOCK_M: tl.constexpr, HEAD_D: tl.constexpr, CHANNELS: tl.constexpr,
-                 PIECES_M: tl.constexpr, PIECES: tl.constexpr):
-        # One program per (sequence x K/V head, row block, CHANNELS channels). The pieces are read
-        # PIECES_M (maxima) and PIECES (weights, sums and O) at a time, so that a loop iteration's
-        # loads are all in flight together: one piece an iteration waited on a load each time, and
-        # with 33 pieces a head at one sequence that chain is a large part of a call.
+                 BLOCK_M: tl.constexpr, HEAD_D: tl.constexpr, CHANNELS: tl.constexpr, PIECES: tl.constexpr):
+        # One program per (sequence x K/V head, row of the group, CHANNELS channels): the rows past the
+        # group, padding of the partial's tile, are neither read nor written. PIECES (a power of two, at
+        # least `splits` up to MAX_COMBINE_PIECES) pieces' maxima, sums and O are loaded at once, none
+        # waiting on another, so that a merge of one round costs one trip to memory; more pieces than
+        # PIECES are folded in rounds, each rescaling the running sum to the new maximum.
         bh = tl.program_id(0)
-        row_block = tl.program_id(1)
+        row = tl.program_id(1)
         b = bh // HKV
         kvh = bh % HKV
-        rows = row_block * BLOCK_M + tl.arange(0, BLOCK_M)
-        row_ok = rows < GROUP * NQ
         offs_d = tl.program_id(2) * CHANNELS + tl.arange(0, CHANNELS)
         stride_split = row_blocks * BLOCK_M
-        first = bh * splits * stride_split + rows
-        m = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
-        for s0 in range(0, splits, PIECES_M):
-            pieces = s0 + tl.arange(0, PIECES_M)
-            slot = first[None, :] + pieces[:, None] * stride_split  # [PIECES_M, BLOCK_M]
-            part_m = tl.load(PartM + slot, mask=(pieces < splits)[:, None], other=float("-inf"))
-            m = tl.maximum(m, tl.max(part_m, axis=0))
-        m_safe = tl.where(m == float("-inf"), 0.0, m)
-        total = tl.zeros([BLOCK_M], dtype=tl.float32)
-        acc = tl.zeros([BLOCK_M, CHANNELS], dtype=tl.float32)
+        first = bh * splits * stride_split + row  # rows are numbered across the row blocks alike
+        m = float("-inf")
+        total = 0.0
+        acc = tl.zeros([CHANNELS], dtype=tl.float32)
         for s0 in range(0, splits, PIECES):
             pieces = s0 + tl.arange(0, PIECES)
-            inside = (pieces < splits)[:, None]
-            slot = first[None, :] + pieces[:, None] * stride_split  # [PIECES, BLOCK_M]
-            # A piece with nothing visible (m = -inf), or past the last, weighs 0.
-            weight = tl.exp2(tl.load(PartM + slot, mask=inside, other=float("-inf")) - m_safe[None, :])
-            total += tl.sum(weight * tl.load(PartL + slot, mask=inside, other=0.0), axis=0)
-            part_o = tl.load(PartO + slot[:, :, None] * HEAD_D + offs_d[None, None, :], mask=inside[:, :, None],
-                             other=0.0)
-            acc += tl.sum(weight[:, :, None] * part_o, axis=0)
-        total = tl.where(row_ok, total, 1.0)
-        out = acc / total[:, None]
-        head = kvh * GROUP + rows // NQ
-        query = rows % NQ
-        tl.store(Out + b * so_b + head[:, None] * so_h + query[:, None] * so_q + offs_d[None, :],
-                 out.to(Out.dtype.element_ty), mask=row_ok[:, None])
+            inside = pieces < splits
+            slot = first + pieces * stride_split
+            part_m = tl.load(PartM + slot, mask=inside, other=float("-inf"))
+            part_l = tl.load(PartL + slot, mask=inside, other=0.0)
+            part_o = tl.load(PartO + slot[:, None] * HEAD_D + offs_d[None, :], mask=inside[:, None], other=0.0)
+            m_new = tl.maximum(m, tl.max(part_m, axis=0))
+            m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # nothing visible to the row so far
+            weight = tl.exp2(part_m - m_safe)  # a piece with nothing visible (m = -inf), or past the last: 0
+            alpha = tl.exp2(m - m_safe)
+            total = total * alpha + tl.sum(weight * part_l, axis=0)
+            acc = acc * alpha + tl.sum(weight[:, None] * part_o, axis=0)
+            m = m_new
+        head = kvh * GROUP + row // NQ
+        tl.store(Out + b * so_b + head * so_h + (row % NQ) * so_q + offs_d, (acc / total).to(Out.dtype.element_ty))
 
 
 def split_plan(length: int, sequences_x_heads: int, sms: int, splits="auto", block_n: int = BLOCK_N) -> tuple[int, int]:
@@ -221,6 +224,15 @@ def split_plan(length: int, sequences_x_heads: int, sms: int, splits="auto", blo
     tiles_per_split = math.ceil(tiles / min(wanted, tiles))
     keys = tiles_per_split * block_n
     return math.ceil(length / keys), keys
+
+
+def resolve_loads(loads: str, bits: int, capability: tuple[int, int] | None) -> str:
+    """loads=auto as the form it takes for a ``bits``-bit cache (0: 16-bit values) on a GPU of compute
+    capability ``capability`` (None: Triton's CPU interpreter, where it takes pointers), where the TMA can
+    read the cache (else the wrapper takes pointers); other values as given."""
+    if loads != "auto":
+        return loads
+    return "tma" if capability is not None and capability >= (9, 0) and bits != 4 else "pointers"
 
 
 def resolve_stages(stages, splits: int) -> int:
@@ -249,15 +261,19 @@ def launch_plan(case, sms: int, bits: int, splits="auto", block_n: int = BLOCK_N
     whole_groups = case.group if bits and block_n % case.group == 0 and case.d % case.group == 0 else 0
     return {"bh": bh, "splits": n_splits, "keys_per_split": keys_per_split, "rows": rows, "block_m": block_m,
             "row_blocks": row_blocks, "stages": resolve_stages(stages, n_splits), "whole_groups": whole_groups,
-            "merge_channels": min(case.d, COMBINE_CHANNELS)}
+            "merge_channels": min(case.d, COMBINE_CHANNELS),
+            "merge_pieces": min(MAX_COMBINE_PIECES, 1 << (n_splits - 1).bit_length())}
 
 
-def sm90_arguments(case, plan: dict, bits: int) -> dict:
-    """_partial's arguments by name as a call on this case passes them (a tensor as its pointer type, the
-    strides of contiguous inputs), for compiling it without a GPU (kbench explain, the sm_90 build test)."""
+def sm90_arguments(case, plan: dict, bits: int, block_n: int = BLOCK_N, loads: str = "pointers") -> dict:
+    """_partial's arguments by name as a call on this case passes them (a tensor as its pointer type, or
+    with ``loads="tma"`` K and V as tensor descriptors; the strides of contiguous inputs), for compiling
+    it without a GPU (kbench explain, the sm_90 build test)."""
     values = "*bf16" if case.kv_dtype == "bf16" else "*fp16"  # the queries' (and a 16-bit cache's) type
-    codes = "*u8" if bits else values
     row = case.d * bits // 8 if bits else case.d  # a token's elements (bytes of codes)
+    codes = "*u8" if bits else values
+    if loads == "tma":
+        codes = f"tensordesc<{codes[1:]}[1,1,{block_n},{row}]>"
     k_groups, v_groups = math.ceil(case.l / case.group), math.ceil(case.d / case.group)
     return {"Q": values, "K": codes, "V": codes, "KS": "*fp16", "KM": "*fp16", "VS": "*fp16", "VM": "*fp16",
             "PartO": "*fp32", "PartM": "*fp32", "PartL": "*fp32",
@@ -271,10 +287,39 @@ def sm90_arguments(case, plan: dict, bits: int) -> dict:
             "scale_log2": case.d**-0.5 * LOG2_E, "QGROUP": case.group}
 
 
-def partial_constants(case, plan: dict, bits: int, block_n: int = BLOCK_N, precision: str = "native") -> dict:
+def partial_constants(case, plan: dict, bits: int, block_n: int = BLOCK_N, precision: str = "native",
+                      loads: str = "pointers") -> dict:
     """_partial's constexprs for a call on this case (``precision``: how tl.dot multiplies, "native" on a GPU)."""
     return {"BLOCK_M": plan["block_m"], "BLOCK_N": block_n, "HEAD_D": case.d, "MASKED": case.q > 1,
-            "PRECISION": precision, "BITS": bits, "WHOLE_GROUPS": plan["whole_groups"]}
+            "PRECISION": precision, "BITS": bits, "WHOLE_GROUPS": plan["whole_groups"], "TMA": loads == "tma"}
+
+
+def _steps(t) -> list[int]:
+    """t's strides with each dimension of size 1 given the stride it would have if t were contiguous
+    there: such a dimension is never stepped along, and torch leaves its stride arbitrary (1 for a cache
+    of one token), which a tensor descriptor would refuse."""
+    steps = list(t.stride())
+    for i in range(t.dim() - 2, -1, -1):
+        if t.shape[i] == 1:
+            steps[i] = steps[i + 1] * t.shape[i + 1]
+    return steps
+
+
+def descriptor_refusal(t) -> str | None:
+    """Why K or V cannot be read through a tensor descriptor (the TMA reads rows and steps of whole
+    16-byte units), or None."""
+    size = t.element_size()
+    row_bytes = t.shape[-1] * size
+    if row_bytes % 16 or t.data_ptr() % 16 or any(st * size % 16 for st in _steps(t)[:-1]):
+        return f"loads=tma needs 16-byte aligned K/V rows and strides (a row here is {row_bytes} bytes)"
+    return None
+
+
+def tensor_descriptor(t, block_n: int):
+    """K or V ([B, Hkv, L, row]) as a tensor descriptor of [1, 1, block_n, row] boxes."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    return TensorDescriptor(t, list(t.shape), _steps(t), [1, 1, block_n, t.shape[-1]])
 
 
 def _supports(case):
@@ -300,6 +345,7 @@ def explain(case, params) -> dict:
     rows, channels = plan["rows"], plan["merge_channels"]
     programs = plan["bh"] * plan["splits"] * plan["row_blocks"]
     depth = plan["stages"] or "Triton's default"
+    loads = resolve_loads(params["loads"], bits, (9, 0))
     figures = {
         "rows of a tile": f"{rows} of the GQA group (query heads x {case.q} queries) in {plan['row_blocks']} "
                           f"tile(s) of {plan['block_m']} rows ({plan['block_m'] * plan['row_blocks'] - rows} zero "
@@ -308,9 +354,12 @@ def explain(case, params) -> dict:
                                + (f"automatic: about {PROGRAMS_PER_SM} programs an SM on an H200"
                                   if params["splits"] == "auto" else "fixed") + ")",
         "grid": f"{plan['bh']} (sequences x K/V heads) x {plan['splits']} (pieces) x {plan['row_blocks']} (row "
-                f"blocks) = {programs} programs, then the merge: {plan['bh'] * plan['row_blocks'] * (case.d // channels)} "
-                f"programs of {channels} channels",
-        "program": f"{warps} warps; K/V tiles of {block_n} keys, loads pipelined {depth} deep"
+                f"blocks) = {programs} programs, then the merge: {plan['bh'] * rows * (case.d // channels)} "
+                f"programs of one row and {channels} channels, each loading {plan['merge_pieces']} pieces' states at once"
+                + ("" if plan["merge_pieces"] >= plan["splits"] else " a round"),
+        "program": f"{warps} warps; K/V tiles of {block_n} keys, "
+                   + ("each one TMA copy from a tensor descriptor" if loads == "tma" else "loaded through pointers")
+                   + (" (loads=auto)" if params["loads"] == "auto" else "") + f", pipelined {depth} deep"
                    + (f" (stages=auto: {'16 or more' if plan['stages'] == 3 else 'fewer than 16'} pieces a head)"
                       if params["stages"] == "auto" else ""),
         "products per tile (tl.dot)": f"S = Q Kᵀ: [{plan['block_m']} x {case.d}] x [{case.d} x {block_n}]; "
@@ -321,7 +370,8 @@ def explain(case, params) -> dict:
                           + ("read once a tile (whole groups)" if plan["whole_groups"] else "read once an element"),
     }
     try:
-        resources = from_triton(_partial, sm90_arguments(case, plan, bits), partial_constants(case, plan, bits, block_n),
+        resources = from_triton(_partial, sm90_arguments(case, plan, bits, block_n, loads),
+                                partial_constants(case, plan, bits, block_n, loads=loads),
                                 {"num_warps": warps, **({"num_stages": plan["stages"]} if plan["stages"] else {})})
     except RuntimeError as exc:
         return {**figures, "registers": f"could not compile: {exc}"}
@@ -334,14 +384,15 @@ def explain(case, params) -> dict:
 
 @implementation("decode", "triton-splitkv", backend="triton", modules=("torch", "triton"), supports=_supports,
                 explain=explain,
-                params={"splits": "auto", "block_n": BLOCK_N, "stages": "auto", "warps": 4},
+                params={"splits": "auto", "block_n": BLOCK_N, "stages": "auto", "warps": 4, "loads": "auto"},
                 allowed={"splits": lambda value: None if value == "auto" or value.isdigit() and int(value) > 0
                          else "splits takes auto or a positive number",
-                         "block_n": BLOCK_NS, "stages": ("auto", "0", "2", "3", "4"), "warps": (4, 8)},
+                         "block_n": BLOCK_NS, "stages": ("auto", "0", "2", "3", "4"), "warps": (4, 8),
+                         "loads": LOADS},
                 description="flash-decoding in Triton: the cache split across programs, each head's GQA "
                             "group as the rows of one tile, partial softmax states combined by log-sum-exp; "
                             "int8 and int4 caches dequantized in registers")
-def triton_splitkv(case, inputs, out, splits="auto", block_n=BLOCK_N, stages="auto", warps=4):
+def triton_splitkv(case, inputs, out, splits="auto", block_n=BLOCK_N, stages="auto", warps=4, loads="auto"):
     if triton is None:
         raise Unsupported("triton is not installed")
     import torch
@@ -372,7 +423,20 @@ def triton_splitkv(case, inputs, out, splits="auto", block_n=BLOCK_N, stages="au
     part_o = torch.empty(padded * case.d, dtype=torch.float32, device=q.device)
     part_m = torch.empty(padded, dtype=torch.float32, device=q.device)
     part_l = torch.empty(padded, dtype=torch.float32, device=q.device)
-    constants = partial_constants(case, plan, bits, block_n, utils.dot_precision("fp16" if bits else case.kv_dtype))
+    capability = torch.cuda.get_device_capability(q.device) if on_gpu else None
+    refusal = descriptor_refusal(k) or descriptor_refusal(v)
+    if loads == "auto" and refusal:
+        loads = "pointers"  # what the TMA cannot read, threads can
+    loads = resolve_loads(loads, bits, capability)
+    if loads == "tma" and refusal:
+        raise Unsupported(refusal)
+    if loads == "tma" and capability is not None and capability < (9, 0):
+        raise Unsupported("loads=tma needs the Tensor Memory Accelerator of sm_90 and later")
+    constants = partial_constants(case, plan, bits, block_n, utils.dot_precision("fp16" if bits else case.kv_dtype),
+                                  loads)
+    cache_strides = (*k.stride()[:3], *v.stride()[:3])
+    if loads == "tma":  # K and V then reach the kernel as descriptors (the strides passed are not read)
+        k, v = tensor_descriptor(k, block_n), tensor_descriptor(v, block_n)
     channels = plan["merge_channels"]
     scale_log2 = case.d**-0.5 * LOG2_E
     pipeline = {"num_stages": stages} if stages else {}  # 0: Triton's own default depth
@@ -381,19 +445,18 @@ def triton_splitkv(case, inputs, out, splits="auto", block_n=BLOCK_N, stages="au
         try:
             _partial[(bh, n_splits, row_blocks)](
                 q, k, v, ks, km, vs, vm, part_o, part_m, part_l,
-                q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
-                v.stride(0), v.stride(1), v.stride(2), *group_strides,
+                q.stride(0), q.stride(1), q.stride(2), *cache_strides, *group_strides,
                 case.hkv, group, case.q, case.l, keys_per_split, n_splits, row_blocks, scale_log2, case.group,
                 **constants, num_warps=warps, **pipeline)
         except utils.OUT_OF_RESOURCES as exc:  # raised at the first launch, where Triton compiles
             raise Unsupported(f"block_n={block_n}, stages={stages or 'default'}, warps={warps}: {exc}") from None
-        _combine[(bh, row_blocks, case.d // channels)](
+        _combine[(bh, plan["rows"], case.d // channels)](
             part_o, part_m, part_l, out, out.stride(0), out.stride(1), out.stride(2),
             case.hkv, group, case.q, n_splits, row_blocks, BLOCK_M=block_m, HEAD_D=case.d, CHANNELS=channels,
-            PIECES_M=COMBINE_PIECES_M, PIECES=COMBINE_PIECES, num_warps=warps)
+            PIECES=plan["merge_pieces"], num_warps=warps)
 
     run.config = {"splits": n_splits, "keys_per_split": keys_per_split, "block_m": block_m,
                   "row_blocks": row_blocks, "block_n": block_n, "num_warps": warps, "num_stages": stages or "default",
-                  "programs": bh * n_splits * row_blocks, "whole_groups": bool(plan["whole_groups"]),
+                  "programs": bh * n_splits * row_blocks, "whole_groups": bool(plan["whole_groups"]), "loads": loads,
                   "triton": triton.__version__}
     return run

@@ -95,9 +95,9 @@ CHECKS = [
     # int4 caches (two codes a byte): a group that splits channel pairs, several pieces, two row blocks
     (case(l=100, q=3, d=64, kv_dtype="int4", group=7), "2"),
     (case(l=300, q=2, hq=32, hkv=1, d=32, kv_dtype="int4", group=32), "auto"),
-    # more pieces than the merge reads at a time (8 pieces' O, 32 pieces' maxima)
     (case(l=1000, hq=4, hkv=2, d=32, kv_dtype="int4", group=32), "16"),  # 16 tiles, a piece each
-    (case(l=2560, hq=4, hkv=1, d=16), "40"),  # 40 tiles of 64 keys: a piece each
+    # more pieces than the merge loads at once (MAX_COMBINE_PIECES): two rounds, the last piece 17 keys
+    (case(l=4497, hq=4, hkv=1, d=16), "71"),  # 71 tiles of 64 keys: a piece each
 ]
 
 
@@ -109,6 +109,45 @@ def test_implementations_pass_the_check_on_the_cpu(registry, decode, impl, c, sp
     verdict = check(decode, implementation, c, "cpu", seed=7, trials=len(decode.distributions), params=params)
     assert verdict.ok, verdict.reason
     assert set(verdict.as_record()["distributions"]) == set(decode.distributions)
+
+
+# K and V read through tensor descriptors (loads=tma, the default form on sm_90 but for int4 caches): a
+# partial last tile (zeros past the cache), several pieces and row blocks, every cache type, MQA, d 16-128.
+TMA_CHECKS = [
+    (case(l=1000, q=3, d=128), "auto"),
+    (case(l=17, q=2, hq=32, hkv=1, d=64, kv_dtype="bf16"), "auto"),
+    (case(l=300, q=3, hq=48, hkv=2, d=32, kv_dtype="int8", group=16), "3"),
+    (case(l=4099, hq=4, hkv=2, d=64, kv_dtype="int4", group=32), "auto"),
+    (case(l=1, d=16), "auto"),
+    (case(l=1, batch=2, d=128, kv_dtype="int8"), "auto"),  # a dimension of size 1, its stride arbitrary
+]
+
+
+@pytest.mark.parametrize("c, splits", TMA_CHECKS, ids=[f"{c.key}-splits={s}" for c, s in TMA_CHECKS])
+def test_triton_splitkv_through_tensor_descriptors_passes_the_check_on_the_cpu(registry, decode, c, splits):
+    implementation = registry.implementations("decode")["triton-splitkv"]
+    verdict = check(decode, implementation, c, "cpu", seed=5, trials=len(decode.distributions),
+                    params={"splits": splits, "loads": "tma"})
+    assert verdict.ok, verdict.reason
+
+
+def test_tensor_descriptors_refuse_rows_of_less_than_16_bytes(registry, decode, splitkv):
+    """The TMA reads whole 16-byte units: an int4 cache of d = 16 (8 bytes a token) is a SKIP that says so."""
+    import torch
+
+    from kbench.registry import Unsupported
+
+    c = case(l=64, d=16, kv_dtype="int4", group=16)
+    inputs = decode.make_inputs(c, seed=1, device="cpu")
+    with pytest.raises(Unsupported, match="loads=tma needs 16-byte aligned K/V rows and strides .a row here is 8 bytes"):
+        registry.implementations("decode")["triton-splitkv"].make(c, inputs, torch.empty_like(inputs["q"]), loads="tma")
+
+
+def test_loads_auto_takes_tma_on_hopper_but_for_int4_and_pointers_elsewhere(splitkv):
+    assert splitkv.resolve_loads("auto", 0, (9, 0)) == "tma" and splitkv.resolve_loads("auto", 8, (10, 0)) == "tma"
+    assert splitkv.resolve_loads("auto", 4, (9, 0)) == "pointers"
+    assert splitkv.resolve_loads("auto", 0, (8, 0)) == "pointers" and splitkv.resolve_loads("auto", 0, None) == "pointers"
+    assert splitkv.resolve_loads("tma", 4, None) == "tma"
 
 
 @pytest.mark.parametrize("bits", [8, 4])
@@ -196,10 +235,13 @@ def test_kbench_explain_shows_the_pieces_programs_and_depth_of_triton_splitkv(cl
     assert "32 of 1,024 keys a sequence x K/V head (automatic" in text
     assert "8 (sequences x K/V heads) x 32 (pieces) x 1 (row blocks) = 256 programs" in text
     assert "pipelined 3 deep (stages=auto: 16 or more pieces a head)" in text
+    assert "each one TMA copy from a tensor descriptor (loads=auto)" in text
+    assert "the merge: 128 programs of one row and 32 channels, each loading 32 pieces' states at once" in text
     assert "4 of the GQA group (query heads x 1 queries) in 1 tile(s) of 16 rows (12 zero rows" in text
     text = explained("--l", "131072", "--batch", "8", "--kv-dtype", "int4")
     assert "5 of 26,240 keys" in text and "= 320 programs" in text and "pipelined 2 deep" in text
     assert "int4 codes two a byte" in text and "read once a tile (whole groups)" in text
+    assert "loaded through pointers (loads=auto)" in text
 
 
 def test_the_suite_is_a_folder_with_its_kernels_beside_it():

@@ -58,11 +58,15 @@ def splitkv_builds():
         yield (f"triton-splitkv bits={bits} whole_groups={plan['whole_groups']} stages={plan['stages']}", m._partial,
                m.sm90_arguments(case, plan, bits), m.partial_constants(case, plan, bits),
                {"num_warps": 4, "num_stages": plan["stages"]})
+        if group == 32 and kv_dtype != "int8":  # and K/V read through tensor descriptors (loads=tma)
+            yield (f"triton-splitkv bits={bits} batch={batch} loads=tma", m._partial,
+                   m.sm90_arguments(case, plan, bits, loads="tma"), m.partial_constants(case, plan, bits, loads="tma"),
+                   {"num_warps": 4, "num_stages": plan["stages"]})
     args = {"PartO": "*fp32", "PartM": "*fp32", "PartL": "*fp32", "Out": "*fp16", "so_b": 4096, "so_h": 128,
             "so_q": 128, "HKV": 8, "GROUP": 4, "NQ": 1, "splits": 33, "row_blocks": 1}
     yield ("triton-splitkv merge", m._combine, args,
-           {"BLOCK_M": 16, "HEAD_D": 128, "CHANNELS": m.COMBINE_CHANNELS, "PIECES_M": m.COMBINE_PIECES_M,
-            "PIECES": m.COMBINE_PIECES}, {"num_warps": 4})
+           {"BLOCK_M": 16, "HEAD_D": 128, "CHANNELS": m.COMBINE_CHANNELS, "PIECES": m.MAX_COMBINE_PIECES},
+           {"num_warps": 4})
 
 
 def attention_builds():
