@@ -10,15 +10,18 @@ one program per query tile would leave most SMs idle. Flash-decoding splits the 
    them. It runs the online softmax over its piece (a running row maximum ``m``, a row sum ``l`` and an
    fp32 accumulator, base-2 exponentials with the scale folded in) and writes the three, unnormalised,
    to a workspace.
-2. ``combine``: one program per (sequence, K/V head) rescales each piece's state to the largest
-   maximum (log-sum-exp), sums, and divides once.
+2. ``combine``: one program per (sequence, K/V head, row of the group, 32 channels) loads every
+   piece's state at once, rescales each to the largest maximum (log-sum-exp), sums, and divides once.
 
 New queries beyond the first are the cache's last positions: query i sees the keys up to L - Q + i,
 masked per row. An int8 or int4 cache is read as its codes (int4: two a byte, split into their
 channels in registers), and each tile is dequantized in registers (code · scale + minimum in fp32,
 rounded to fp16 for the product) with its groups' scales and minimums. ``--param splits=N`` fixes the
-number of pieces; ``auto`` takes enough for about two programs an SM (fewer where the cache is short),
-one piece on the CPU interpreter's small cases. ``--param block_n`` (keys a K/V tile), ``stages``
+number of pieces; ``auto`` takes as many as keep the programs within four an SM, or two where four would
+cut a piece under 64 tiles (fewer where the cache is short), one piece on the CPU interpreter's small
+cases. ``--param loads=tma`` reads each K/V tile with one TMA copy from a tensor descriptor, ``pointers``
+with every thread loading its part; ``auto`` (the default) takes TMA on sm_90 and later except for an
+int4 cache. ``--param block_n`` (keys a K/V tile), ``stages``
 (Triton's software pipeline depth for the K/V loads; 0 leaves Triton's default, 3 on sm_90) and ``warps``
 shape a program. ``stages=auto`` (the default) takes three where each sequence x K/V head is cut into
 many pieces (a few sequences: short programs that wait on memory more than they fill it) and two
@@ -45,12 +48,16 @@ HEAD_DIMS = (16, 32, 64, 128, 256)  # tl.arange needs a power of two
 BLOCK_N = 64  # keys a K/V tile, by default
 BLOCK_NS = (32, 64, 128)
 MAX_ROWS = 64  # rows of one tile; a larger group x queries takes several row blocks
-# Pieces for about two programs an SM: on an H200 (fp16 cache, GQA 32/8, d 128, three stages) 64 and
-# 128 pieces a head were 0.77x and 0.65x SDPA at one sequence of 32k tokens, where the automatic 32
-# were 0.93x, and 0.80x and 0.77x at 128k against 0.95x (docs/performance.md).
-PROGRAMS_PER_SM = 2
-# stages=auto: three pipeline stages from this many pieces a sequence x head (one sequence: 33 at
-# 32k and 128k tokens on an H200), two below it (eight sequences: 5 pieces).
+# splits=auto: as many pieces as keep the programs within PROGRAMS_PER_SM an SM (so that no SM holds
+# more than its share), four while each piece keeps LONG_PIECE_TILES tiles, else two. On an H200 (fp16
+# cache, GQA 32/8, d 128; docs/performance.md): eight sequences of 32k and 128k tokens in 8 pieces (512
+# programs) ran at 1.00x and 0.99x SDPA, in 5 (320 programs) at 0.96x and 0.98x, in 9 (576) at 0.97x and
+# 0.96x; one sequence in 66 pieces (8 and 31 tiles) at 0.94x and 0.91x, in 32 or 33 at 1.02x and 1.00x.
+PROGRAMS_PER_SM = 4
+SHORT_PIECE_PROGRAMS_PER_SM = 2
+LONG_PIECE_TILES = 64
+# stages=auto: three pipeline stages from this many pieces a sequence x head (one sequence: 32 or 33 at
+# 32k and 128k tokens on an H200), two below it (eight sequences: 8 pieces).
 DEEP_PIPELINE_SPLITS = 16
 # The merge of the pieces: a program per row of the group and COMBINE_CHANNELS channels, loading every
 # piece's state at once up to MAX_COMBINE_PIECES (in rounds of that many beyond it).
@@ -211,12 +218,20 @@ if triton is not None:
         tl.store(Out + b * so_b + head * so_h + (row % NQ) * so_q + offs_d, (acc / total).to(Out.dtype.element_ty))
 
 
+def auto_programs_per_sm(tiles: int, sequences_x_heads: int, sms: int) -> int:
+    """The programs an SM splits=auto allows for a cache of ``tiles`` K/V tiles: PROGRAMS_PER_SM while
+    each piece keeps LONG_PIECE_TILES tiles, else SHORT_PIECE_PROGRAMS_PER_SM."""
+    pieces = max(1, PROGRAMS_PER_SM * sms // sequences_x_heads)
+    return PROGRAMS_PER_SM if tiles >= pieces * LONG_PIECE_TILES else SHORT_PIECE_PROGRAMS_PER_SM
+
+
 def split_plan(length: int, sequences_x_heads: int, sms: int, splits="auto", block_n: int = BLOCK_N) -> tuple[int, int]:
     """(splits, keys a split) for a cache of ``length`` tokens: ``splits`` pieces of whole K/V tiles,
-    ``auto`` enough for about PROGRAMS_PER_SM programs an SM, never more than the cache has tiles."""
+    ``auto`` as many as keep the programs within PROGRAMS_PER_SM an SM while each piece holds
+    LONG_PIECE_TILES tiles, else within SHORT_PIECE_PROGRAMS_PER_SM; never more than the cache has tiles."""
     tiles = max(1, math.ceil(length / block_n))
     if splits == "auto":
-        wanted = max(1, math.ceil(PROGRAMS_PER_SM * sms / sequences_x_heads))
+        wanted = max(1, auto_programs_per_sm(tiles, sequences_x_heads, sms) * sms // sequences_x_heads)
     else:
         wanted = int(splits)
         if wanted < 1:
@@ -351,7 +366,8 @@ def explain(case, params) -> dict:
                           f"tile(s) of {plan['block_m']} rows ({plan['block_m'] * plan['row_blocks'] - rows} zero "
                           "rows: tl.dot's M is at least 16)",
         "pieces of the cache": f"{plan['splits']} of {plan['keys_per_split']:,} keys a sequence x K/V head ("
-                               + (f"automatic: about {PROGRAMS_PER_SM} programs an SM on an H200"
+                               + (f"automatic: at most {auto_programs_per_sm(-(-case.l // block_n), plan['bh'], h200.sms)}"
+                                  " programs an SM on an H200"
                                   if params["splits"] == "auto" else "fixed") + ")",
         "grid": f"{plan['bh']} (sequences x K/V heads) x {plan['splits']} (pieces) x {plan['row_blocks']} (row "
                 f"blocks) = {programs} programs, then the merge: {plan['bh'] * rows * (case.d // channels)} "

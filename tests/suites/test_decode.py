@@ -196,15 +196,18 @@ def test_split_plan_covers_the_cache_in_whole_tiles(splitkv):
                 n, keys = splitkv.split_plan(length, sequences_x_heads=8, sms=132, splits=splits, block_n=block_n)
                 assert keys % block_n == 0 and (n - 1) * keys < length <= n * keys
                 assert n <= math.ceil(length / block_n)
-    n, _ = splitkv.split_plan(131072, sequences_x_heads=8, sms=132)  # about two programs an SM
-    wanted = math.ceil(splitkv.PROGRAMS_PER_SM * 132 / 8)
-    assert 0.9 * wanted <= n <= wanted  # whole tiles a piece: 33 pieces of 4,032 keys for 33 wanted
+    # one sequence: four programs an SM would leave pieces of 31 tiles, so two (33 pieces of 4,032 keys,
+    # whole tiles a piece); eight sequences: four (8 pieces of 16,384 keys, 256 tiles each)
+    assert splitkv.split_plan(131072, sequences_x_heads=8, sms=132) == (33, 4032)
+    assert splitkv.split_plan(131072, sequences_x_heads=64, sms=132) == (8, 16384)
+    assert splitkv.split_plan(32768, sequences_x_heads=64, sms=132) == (8, 4096)  # 64 tiles: still long
+    assert splitkv.split_plan(32768, sequences_x_heads=8, sms=132) == (32, 1024)
     assert splitkv.row_tiling(4) == (16, 1) and splitkv.row_tiling(96) == (64, 2)
 
 
 def test_the_pipeline_deepens_where_a_head_is_cut_into_many_pieces(splitkv):
     one_sequence, _ = splitkv.split_plan(32768, sequences_x_heads=8, sms=132)  # 33 pieces a head
-    eight, _ = splitkv.split_plan(32768, sequences_x_heads=64, sms=132)  # 5
+    eight, _ = splitkv.split_plan(32768, sequences_x_heads=64, sms=132)  # 8
     assert splitkv.resolve_stages("auto", one_sequence) == 3 and splitkv.resolve_stages("auto", eight) == 2
     assert splitkv.resolve_stages("0", one_sequence) == 0 and splitkv.resolve_stages(4, eight) == 4
 
@@ -232,14 +235,15 @@ def test_kbench_explain_shows_the_pieces_programs_and_depth_of_triton_splitkv(cl
         assert result.exit_code == 0, result.output
         return " ".join(result.output.replace("│", " ").split())  # a wrapped cell's lines joined
     text = explained("--l", "32768", "--batch", "1")
-    assert "32 of 1,024 keys a sequence x K/V head (automatic" in text
+    assert "32 of 1,024 keys a sequence x K/V head (automatic: at most 2 programs an SM" in text
     assert "8 (sequences x K/V heads) x 32 (pieces) x 1 (row blocks) = 256 programs" in text
     assert "pipelined 3 deep (stages=auto: 16 or more pieces a head)" in text
     assert "each one TMA copy from a tensor descriptor (loads=auto)" in text
     assert "the merge: 128 programs of one row and 32 channels, each loading 32 pieces' states at once" in text
     assert "4 of the GQA group (query heads x 1 queries) in 1 tile(s) of 16 rows (12 zero rows" in text
     text = explained("--l", "131072", "--batch", "8", "--kv-dtype", "int4")
-    assert "5 of 26,240 keys" in text and "= 320 programs" in text and "pipelined 2 deep" in text
+    assert "8 of 16,384 keys a sequence x K/V head (automatic: at most 4 programs an SM" in text
+    assert "= 512 programs" in text and "pipelined 2 deep" in text
     assert "int4 codes two a byte" in text and "read once a tile (whole groups)" in text
     assert "loaded through pointers (loads=auto)" in text
 
