@@ -487,3 +487,11 @@ def test_the_kernels_division_by_the_group_is_exact(bd):
         keys |= {x for m in range(d, min(2**16, top), d) for x in (m - 1, m)} if d <= 4096 else set()
         keys |= {top // d * d, top // d * d - 1}
         assert all((x * magic) >> shift == x // d for x in keys), d
+
+
+def test_the_merge_constants_are_the_sources(bd):
+    """The launch's merge shape (cupy_bitdecode.py) is the one the .cu's merge is written for."""
+    text = bd.SOURCE.read_text()
+    assert f"constexpr int COMBINE_CHANNELS = {bd.COMBINE_CHANNELS};" in text
+    assert f"constexpr int COMBINE_PIECES = {bd.COMBINE_PIECES};" in text
+
