@@ -52,7 +52,7 @@ MAX_ROWS = 64  # rows of one tile; a larger group x queries takes several row bl
 # more than its share), four while each piece keeps LONG_PIECE_TILES tiles, else two. On an H200 (fp16
 # cache, GQA 32/8, d 128; docs/performance.md): eight sequences of 32k and 128k tokens in 8 pieces (512
 # programs) ran at 1.00x and 0.99x SDPA, in 5 (320 programs) at 0.96x and 0.98x, in 9 (576) at 0.97x and
-# 0.96x; one sequence in 66 pieces (8 and 31 tiles) at 0.94x and 0.91x, in 32 or 33 at 1.02x and 1.00x.
+# 0.96x; one sequence in 64 pieces (8 and 32 tiles) at 0.94x and 0.91x, in 32 or 33 at 1.02x and 1.00x.
 PROGRAMS_PER_SM = 4
 SHORT_PIECE_PROGRAMS_PER_SM = 2
 LONG_PIECE_TILES = 64
@@ -68,8 +68,9 @@ CACHE_BITS = {"fp16": 0, "bf16": 0, "int8": 8, "int4": 4}
 # How a program reads its K/V tiles: each thread its part through pointers (cp.async when pipelined), or
 # one bulk copy a tile by the Tensor Memory Accelerator from a tensor descriptor (sm_90 and later).
 # loads=auto: TMA on sm_90 and later except for an int4 cache, whose K tile the TMA form must transpose as
-# bytes before splitting the nibbles: on an H200 (GQA 32/8, d 128) TMA was 2 % faster than pointers for an
-# fp16 cache at eight sequences and 3 % for int8 at one, and 9 % slower for int4 (docs/performance.md).
+# bytes before splitting the nibbles: on an H200 (GQA 32/8, d 128, 32k and 128k tokens, one and eight
+# sequences) TMA was within 1 % of pointers for an fp16 cache, 2-9 % faster for int8 and 10-41 % slower
+# for int4 (docs/performance.md).
 LOADS = ("auto", "pointers", "tma")
 
 if triton is not None:
