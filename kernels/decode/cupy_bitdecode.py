@@ -52,6 +52,7 @@ WARPS = (2, 4, 8)
 ROWS = 16  # query rows of a block: one m16 tile
 COMBINE_CHANNELS = 32  # a warp of the merge of the pieces, a lane a channel (the .cu's COMBINE_CHANNELS)
 COMBINE_PIECES = 32  # pieces each lane of the merge loads at once (the .cu's COMBINE_PIECES)
+COMBINE_WARPS = 2  # warps of a merge block, each its own pieces of a round (the .cu's COMBINE_WARPS)
 CODE_BITS = {"int4": 4, "int8": 8, "fp16": 16, "bf16": 16}  # what a cache's elements are read as
 STAGES = (0, 2, 3, 4)
 MASKS = ("auto", "all", "edge")  # which tiles clamp addresses and mask scores: every one, or a piece's last ones
@@ -245,8 +246,8 @@ def explain(case, params) -> dict:
         "grid": f"{plan['grid'][0]} (row blocks x pieces) x {plan['grid'][1]} (sequences x K/V heads) = {blocks} "
                 "blocks, then " + ("no second kernel (one piece)" if plan["splits"] == 1 else
                                    f"the log-sum-exp merge: {plan['programs'] * min(ROWS, plan['rows']) * (case.d // COMBINE_CHANNELS)} "
-                                   f"blocks of one warp (a row, a lane a channel), each lane loading {COMBINE_PIECES} "
-                                   "pieces' states at a time"),
+                                   f"blocks of {COMBINE_WARPS} warps (a row, a lane a channel), each lane loading "
+                                   f"{COMBINE_PIECES} pieces' states at a time"),
         "block": f"{warps} warps, each its own tiles of {tile} keys",
         "loads": ("codes into registers as a warp starts a tile" if stages == 0 else
                   f"a ring of {stages} tiles a warp in shared memory, cp.async {stages - 1} tiles ahead")
@@ -370,7 +371,7 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks):
         combine_args = (*parts, *_cupy.pointer_args(out), np.int32(case.hkv), np.int32(group_heads),
                         np.int32(case.q), np.int32(n_splits), np.int32(rbs), *strides(out))
         combine_grid = (plan["programs"], min(ROWS, plan["rows"]), case.d // COMBINE_CHANNELS)
-        combine_block = (COMBINE_CHANNELS,)
+        combine_block = (COMBINE_CHANNELS * COMBINE_WARPS,)
 
         def body():
             kernel(grid, block, args, shared_mem=smem)
