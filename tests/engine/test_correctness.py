@@ -671,6 +671,23 @@ def test_record_says_which_distributions_it_passed(registry, suite_name, impl_na
     assert record["timing"]["checked_calls"] == {"calls": CPU_CHECK_BATCH, "checked": 1 + CHECKED_PER_BATCH}
 
 
+def _holders(obj) -> str:
+    """What refers to ``obj`` (gc's referrers but the search's own list), to say in a failure where a
+    tensor holding the answer lives: an attribute dict's keys, a frame's function, a container's type."""
+    import gc
+    import types
+
+    names = []
+    for ref in gc.get_referrers(obj):
+        if isinstance(ref, types.FrameType):
+            names.append(f"frame of {ref.f_code.co_name} ({ref.f_code.co_filename}:{ref.f_lineno})")
+        elif isinstance(ref, dict):
+            names.append(f"dict with keys {sorted(map(str, ref))[:8]}")
+        elif not isinstance(ref, list) or len(ref) < 1000:  # not gc.get_objects()'s list
+            names.append(type(ref).__name__)
+    return "; ".join(names) or "nothing gc tracks"
+
+
 @pytest.mark.parametrize("prepared", [False, True])
 def test_no_tensor_of_the_process_holds_the_answer_while_a_closure_runs(attention, prepared):
     """While implementation code runs (trials drawn ahead or one by one, timed calls, the re-check), the
@@ -692,7 +709,7 @@ def test_no_tensor_of_the_process_holds_the_answer_while_a_closure_runs(attentio
                 if (isinstance(obj, torch.Tensor) and id(obj) not in own and obj is not answer
                         and tuple(obj.shape) == tuple(out.shape)
                         and torch.allclose(obj.detach().double(), answer, rtol=1e-3, atol=1e-3)):
-                    found.append(obj.dtype)
+                    found.append(f"{obj.dtype}, held by {_holders(obj)}")
             out.copy_(answer)
 
         return run
