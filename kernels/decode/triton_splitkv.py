@@ -242,13 +242,13 @@ def split_plan(length: int, sequences_x_heads: int, sms: int, splits="auto", blo
     return math.ceil(length / keys), keys
 
 
-def resolve_loads(loads: str, bits: int, capability: tuple[int, int] | None) -> str:
+def resolve_loads(loads: str, bits: int, capability: tuple[int, int] | None, readable: bool = True) -> str:
     """loads=auto as the form it takes for a ``bits``-bit cache (0: 16-bit values) on a GPU of compute
-    capability ``capability`` (None: Triton's CPU interpreter, where it takes pointers), where the TMA can
-    read the cache (else the wrapper takes pointers); other values as given."""
+    capability ``capability`` (None: Triton's CPU interpreter, where it takes pointers), TMA only where it
+    can read the cache (``readable``: see descriptor_refusal); other values as given."""
     if loads != "auto":
         return loads
-    return "tma" if capability is not None and capability >= (9, 0) and bits != 4 else "pointers"
+    return "tma" if readable and capability is not None and capability >= (9, 0) and bits != 4 else "pointers"
 
 
 def resolve_stages(stages, splits: int) -> int:
@@ -442,9 +442,7 @@ def triton_splitkv(case, inputs, out, splits="auto", block_n=BLOCK_N, stages="au
     part_l = torch.empty(padded, dtype=torch.float32, device=q.device)
     capability = torch.cuda.get_device_capability(q.device) if on_gpu else None
     refusal = descriptor_refusal(k) or descriptor_refusal(v)
-    if loads == "auto" and refusal:
-        loads = "pointers"  # what the TMA cannot read, threads can
-    loads = resolve_loads(loads, bits, capability)
+    loads = resolve_loads(loads, bits, capability, readable=refusal is None)
     if loads == "tma" and refusal:
         raise Unsupported(refusal)
     if loads == "tma" and capability is not None and capability < (9, 0):

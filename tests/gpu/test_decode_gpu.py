@@ -83,7 +83,7 @@ def test_cupy_bitdecode_params_are_right(cli, tmp_path):
 
 
 @pytest.mark.usefixtures("needs_cupy")
-def test_cupy_bitdecode_merges_more_pieces_than_its_threads(cli, tmp_path):
+def test_cupy_bitdecode_merges_pieces_over_many_rounds(cli, tmp_path):
     """About 600 pieces of a 128k-token cache: the merge's two warps load 32 pieces each a round, so 10
     rounds, each rescaling the running sums to a new maximum, and the warps' states merged at the end."""
     out = tmp_path / "decode.jsonl"

@@ -148,6 +148,7 @@ def test_loads_auto_takes_tma_on_hopper_but_for_int4_and_pointers_elsewhere(spli
     assert splitkv.resolve_loads("auto", 4, (9, 0)) == "pointers"
     assert splitkv.resolve_loads("auto", 0, (8, 0)) == "pointers" and splitkv.resolve_loads("auto", 0, None) == "pointers"
     assert splitkv.resolve_loads("tma", 4, None) == "tma"
+    assert splitkv.resolve_loads("auto", 0, (9, 0), readable=False) == "pointers"  # what the TMA cannot read
 
 
 @pytest.mark.parametrize("bits", [8, 4])
@@ -228,7 +229,7 @@ def test_kbench_run_decode_on_the_cpu(cli, tmp_path):
 
 def test_kbench_explain_shows_the_pieces_programs_and_depth_of_triton_splitkv(cli):
     """On an H200 (132 SMs): one sequence of 32k tokens is cut into 32 pieces a head, three stages deep;
-    eight sequences of 128k tokens into 5, two deep; the grid counts the programs and the merge's."""
+    eight sequences of 128k tokens into 8, two deep; the grid counts the programs and the merge's."""
     def explained(*args):
         result = cli("explain", "decode", "--impl", "triton-splitkv", "--q", "1", "--hq", "32", "--hkv", "8",
                      "--d", "128", *args)

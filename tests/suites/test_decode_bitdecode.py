@@ -495,4 +495,3 @@ def test_the_merge_constants_are_the_sources(bd):
     assert f"constexpr int COMBINE_CHANNELS = {bd.COMBINE_CHANNELS};" in text
     assert f"constexpr int COMBINE_PIECES = {bd.COMBINE_PIECES};" in text
     assert f"constexpr int COMBINE_WARPS = {bd.COMBINE_WARPS};" in text
-

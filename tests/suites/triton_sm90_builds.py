@@ -58,7 +58,7 @@ def splitkv_builds():
         yield (f"triton-splitkv bits={bits} whole_groups={plan['whole_groups']} stages={plan['stages']}", m._partial,
                m.sm90_arguments(case, plan, bits), m.partial_constants(case, plan, bits),
                {"num_warps": 4, "num_stages": plan["stages"]})
-        if group == 32 and kv_dtype != "int8":  # and K/V read through tensor descriptors (loads=tma)
+        if group == 32:  # and K/V read through tensor descriptors (loads=tma; loads=auto's form but for int4)
             yield (f"triton-splitkv bits={bits} batch={batch} loads=tma", m._partial,
                    m.sm90_arguments(case, plan, bits, loads="tma"), m.partial_constants(case, plan, bits, loads="tma"),
                    {"num_warps": 4, "num_stages": plan["stages"]})
