@@ -88,6 +88,12 @@ __device__ __forceinline__ unsigned hsub2(unsigned a, unsigned b) {
     return d;
 }
 
+__device__ __forceinline__ unsigned hmul2(unsigned a, unsigned b) {
+    unsigned d;
+    asm("mul.rn.f16x2 %0, %1, %2;\n" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+}
+
 // a * b + c rounded once (f16x2).
 __device__ __forceinline__ unsigned hfma2(unsigned a, unsigned b, unsigned c) {
     unsigned d;
@@ -227,6 +233,26 @@ __device__ __forceinline__ unsigned k_operand(const unsigned* w, int s, int r) {
     }
 }
 
+// With K's scales folded into the queries (KG1): B register r of k16 step s as the codes plus the
+// magic number, {M + c, M + c'}, one instruction: int4 bits 0-3 under 0x6400 (M = 1024, one unit an
+// ulp) or bits 4-7 under 0x5400 (fp16 64, whose ulp is 1/16: the nibble's 16 c reads as c, M = 64);
+// int8 bytes under 0x64 (M = 1024). k_magic is -M for the same register.
+template <int BITS>
+__device__ __forceinline__ unsigned k_codes(const unsigned* w, int s, int r) {
+    if constexpr (BITS == 4) {
+        const unsigned x = (s % 2) ? w[s / 2] >> 8 : w[s / 2];
+        return r ? and_or<0x00f000f0u, 0x54005400u>(x) : and_or<0x000f000fu, MAGIC>(x);
+    } else {
+        static_assert(BITS == 8, "codes");
+        return r ? prmt<0x4342>(w[s], MAGIC_BYTES) : prmt<0x4140>(w[s], MAGIC_BYTES);
+    }
+}
+
+template <int BITS>
+__device__ __forceinline__ constexpr unsigned k_magic(int r) {
+    return (BITS == 4 && r) ? 0xd400d400u : 0xe400e400u;  // fp16 {-64, -64} : {-1024, -1024}
+}
+
 // The scales (or minimums) of the same two channels for k16 step 2w + x, from the lane's 4 words
 // of them for channels 8w .. 8w + 7 of its chunk (two channels a word, in channel order).
 template <int BITS>
@@ -297,14 +323,16 @@ struct PartialSmem {
 // TN keys a warp's tile. VSPAN: 1 when a lane's V strip lies in one channel group
 // (group % (D/8) == 0), 2 when it may cross one group boundary (group > D/8).
 // KG1: every tile's keys lie in one group of K's scales (group a multiple of TN), so a k16 step's
-// scales and minimums are loaded and paired once for all n8 tiles. STAGES 0: each warp loads its
+// scales and minimums are loaded and paired once for all n8 tiles, and folded into the queries (see
+// FOLD). VG1: every token's channels are one group of V's scales (group >= D), so a key's scale
+// folds into P and its minimum into one more product (see FOLD_V). STAGES 0: each warp loads its
 // tile's codes into registers when it starts the tile; STAGES >= 2: a ring of STAGES tiles a warp in
 // shared memory, filled by cp.async STAGES - 1 tiles ahead (each lane copies and reads back only its
 // own bytes, so no barrier is needed, only cp.async.wait_group).
 // Strides are in elements, the codes' (K, V) in bytes. part_o null: one piece, O written here.
 // The launch bounds ask for 12 warps an SM (168 registers a thread): each warp keeps one tile's
 // loads in flight, and fewer warps leave the memory system short of requests.
-template <int BITS, bool BF16, int D, int TN, int WARPS, int VSPAN, bool KG1, int STAGES>
+template <int BITS, bool BF16, int D, int TN, int WARPS, int VSPAN, bool KG1, bool VG1, int STAGES>
 __global__ void __launch_bounds__(WARPS * 32, WARPS <= 12 ? 12 / WARPS : 1)
 bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __restrict__ K,
                   const unsigned char* __restrict__ V, const unsigned short* __restrict__ KS,
@@ -322,6 +350,14 @@ bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __r
     using LN = Lanes<BITS, D>;
     using SM = PartialSmem<BITS, D, TN, WARPS, STAGES>;
     constexpr bool QUANT = BITS < 16;
+    // K's scales folded into the queries: each tile's Q' = Q * s (its one group's scale of each channel)
+    // meets the raw codes plus magic, and Q m - Q' M, one number a row, completes every score:
+    // Q (c s + m) = Q' (c + M) + Q m - Q' M, the products exact and summed in fp32 within the tile.
+    constexpr bool FOLD = QUANT && KG1;
+    // V's scales folded into P: with one scale s_k and minimum m_k a key, sum_k P_k (c s_k + m_k) =
+    // sum_k (P_k s_k) c + sum_k P_k m_k; the first is P' = P s against the exact codes, the second one
+    // product of P and the minimums a k16 step, the same for every channel (vmin, added at the end).
+    constexpr bool FOLD_V = QUANT && VG1;
     constexpr int NT = TN / 8;   // n8 tiles of S a tile
     constexpr int KT = TN / 16;  // k16 steps of P V a tile
     constexpr int DS = D / 16;   // k16 steps of Q K^T
@@ -375,6 +411,7 @@ bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __r
     }
 
     float o[DT][4];
+    [[maybe_unused]] float vmin[4] = {0.f, 0.f, 0.f, 0.f};  // FOLD_V: sum_k P_k m_k of rows g, g + 8
     float row_max[2] = {neg_inf(), neg_inf()};
     float row_sum[2] = {0.f, 0.f};  // this lane's part of the row's sum; the quad adds them at the end
 #pragma unroll
@@ -476,6 +513,8 @@ bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __r
             k_group[nt] = !QUANT ? 0
                           : (KG1 && nt > 0) ? k_group[0]
                                             : static_cast<int>(divide(in_cache(key0 + 8 * nt + g), group_div)) * ksg;
+        // FOLD: the per-row constant of every score of the tile, Q m - Q' M (its 8 columns alike).
+        [[maybe_unused]] float bias[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
         for (int w = 0; w < DS / 2; ++w) {
             uint4 a[2];
@@ -486,23 +525,38 @@ bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __r
                 load_cached<4>(sc, ks_row + k_group[0] + 8 * w);
                 load_cached<4>(mn, km_row + k_group[0] + 8 * w);
             }
-#pragma unroll
-            for (int nt = 0; nt < NT; ++nt) {
-                if constexpr (QUANT && !KG1) {
-                    load_cached<4>(sc, ks_row + k_group[nt] + 8 * w);
-                    load_cached<4>(mn, km_row + k_group[nt] + 8 * w);
-                }
+            if constexpr (FOLD) {
 #pragma unroll
                 for (int x = 0; x < 2; ++x) {
                     const int st = 2 * w + x;
-                    unsigned bk[2];
-#pragma unroll
-                    for (int r = 0; r < 2; ++r) {
-                        bk[r] = k_operand<BITS>(kc[nt], st, r);
-                        if constexpr (QUANT) bk[r] = hfma2(bk[r], k_pair<BITS>(sc, x, r), k_pair<BITS>(mn, x, r));
-                    }
                     const unsigned af[4] = {a[x].x, a[x].y, a[x].z, a[x].w};
-                    mma_16816<BF16>(s[nt], af, bk[0], bk[1]);
+                    const unsigned sp0 = k_pair<BITS>(sc, x, 0), sp1 = k_pair<BITS>(sc, x, 1);
+                    const unsigned qs[4] = {hmul2(af[0], sp0), hmul2(af[1], sp0), hmul2(af[2], sp1), hmul2(af[3], sp1)};
+                    mma_16816<BF16>(bias, af, k_pair<BITS>(mn, x, 0), k_pair<BITS>(mn, x, 1));
+                    mma_16816<BF16>(bias, qs, k_magic<BITS>(0), k_magic<BITS>(1));
+#pragma unroll
+                    for (int nt = 0; nt < NT; ++nt)
+                        mma_16816<BF16>(s[nt], qs, k_codes<BITS>(kc[nt], st, 0), k_codes<BITS>(kc[nt], st, 1));
+                }
+            } else {
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt) {
+                    if constexpr (QUANT && !KG1) {
+                        load_cached<4>(sc, ks_row + k_group[nt] + 8 * w);
+                        load_cached<4>(mn, km_row + k_group[nt] + 8 * w);
+                    }
+#pragma unroll
+                    for (int x = 0; x < 2; ++x) {
+                        const int st = 2 * w + x;
+                        unsigned bk[2];
+#pragma unroll
+                        for (int r = 0; r < 2; ++r) {
+                            bk[r] = k_operand<BITS>(kc[nt], st, r);
+                            if constexpr (QUANT) bk[r] = hfma2(bk[r], k_pair<BITS>(sc, x, r), k_pair<BITS>(mn, x, r));
+                        }
+                        const unsigned af[4] = {a[x].x, a[x].y, a[x].z, a[x].w};
+                        mma_16816<BF16>(s[nt], af, bk[0], bk[1]);
+                    }
                 }
             }
         }
@@ -526,12 +580,13 @@ bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __r
         bool grew = false;
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-            const float raw = row_max_of<NT>(s, h, neg_inf());
+            const float raw = row_max_of<NT>(s, h, neg_inf()) + bias[2 * h];
             const float mx = fmaxf(row_max[h], raw * scale_log2);
             grew |= mx > row_max[h];
             const float shift = (mx == neg_inf()) ? 0.f : mx;  // a row that has seen no key yet
             alpha[h] = fast_exp2(row_max[h] - shift);
-            const float sum = exp2_row<NT, BF16>(s, h, scale_log2, shift, p);
+            // FOLD: the scores lack the row's bias; exp2((s + bias) scale - shift) = exp2(s scale - shift').
+            const float sum = exp2_row<NT, BF16>(s, h, scale_log2, FOLD ? fmaf(-bias[2 * h], scale_log2, shift) : shift, p);
             row_sum[h] = row_sum[h] * alpha[h] + sum;
             row_max[h] = mx;
         }
@@ -540,6 +595,10 @@ bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __r
             for (int dt = 0; dt < DT; ++dt)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) o[dt][e] *= alpha[e >> 1];
+            if constexpr (FOLD_V) {
+#pragma unroll
+                for (int e = 0; e < 4; ++e) vmin[e] *= alpha[e >> 1];
+            }
         }
 
         // ---- O += P V ------------------------------------------------------------------------------
@@ -566,18 +625,28 @@ bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __r
             }
             // The m16n8 C layout of S tiles 2j and 2j + 1 is the m16k16 A layout of P.
             const unsigned a[4] = {p[2 * j][0], p[2 * j][1], p[2 * j + 1][0], p[2 * j + 1][1]};
+            // FOLD_V: P' = P s (a0, a1 hold keys 2t, 2t+1 of rows g, g + 8; a2, a3 keys 2t+8, 2t+9).
+            [[maybe_unused]] unsigned ps[4];
+            if constexpr (FOLD_V) {
+                ps[0] = hmul2(a[0], vs[0][0]), ps[1] = hmul2(a[1], vs[0][0]);
+                ps[2] = hmul2(a[2], vs[1][0]), ps[3] = hmul2(a[3], vs[1][0]);
+                mma_16816<BF16>(vmin, a, vm[0][0], vm[1][0]);
+            }
 #pragma unroll
             for (int jn = 0; jn < DT; ++jn) {
                 unsigned bv[2];
 #pragma unroll
                 for (int pr = 0; pr < 2; ++pr) {
                     bv[pr] = v_operand<BITS>(vc[j][2 * pr], vc[j][2 * pr + 1], jn);
-                    if constexpr (QUANT) {
+                    if constexpr (QUANT && !FOLD_V) {
                         const int x = (VSPAN == 2 && jn >= cut) ? VSPAN - 1 : 0;
                         bv[pr] = hfma2(bv[pr], vs[pr][x], vm[pr][x]);
                     }
                 }
-                mma_16816<BF16>(o[jn], a, bv[0], bv[1]);
+                if constexpr (FOLD_V)
+                    mma_16816<BF16>(o[jn], ps, bv[0], bv[1]);
+                else
+                    mma_16816<BF16>(o[jn], a, bv[0], bv[1]);
             }
         }
     };
@@ -608,7 +677,7 @@ bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __r
         float* dst = sm_o + (warp * 16 + row) * SM::OSTRIDE + 2 * t;
 #pragma unroll
         for (int jn = 0; jn < DT; ++jn)
-            *reinterpret_cast<float2*>(dst + 8 * jn) = make_float2(o[jn][2 * h], o[jn][2 * h + 1]);
+            *reinterpret_cast<float2*>(dst + 8 * jn) = make_float2(o[jn][2 * h] + vmin[2 * h], o[jn][2 * h + 1] + vmin[2 * h]);
     }
     __syncthreads();
 
@@ -717,8 +786,8 @@ bitdecode_combine(const float* __restrict__ part_o, const float* __restrict__ pa
 
 #ifdef KBENCH_INSTANTIATE
 // nvcc build check (tests/): the instances kbench launches (cupy_bitdecode.py's INSTANCES).
-#define KBENCH_BD_PARTIAL(BITS, BF16, D, TN, W, VSPAN, KG1, STAGES)                                             \
-    template __global__ void bitdecode_partial<BITS, BF16, D, TN, W, VSPAN, KG1, STAGES>(                        \
+#define KBENCH_BD_PARTIAL(BITS, BF16, D, TN, W, VSPAN, KG1, VG1, STAGES)                                        \
+    template __global__ void bitdecode_partial<BITS, BF16, D, TN, W, VSPAN, KG1, VG1, STAGES>(                        \
         const unsigned short*, const unsigned char*, const unsigned char*, const unsigned short*,                \
         const unsigned short*, const unsigned short*, const unsigned short*, unsigned short*, float*, float*,    \
         float*, int, int, int, int, int, int, int, int, int, unsigned, unsigned, long long, long long, long long,     \
@@ -728,22 +797,30 @@ bitdecode_combine(const float* __restrict__ part_o, const float* __restrict__ pa
     template __global__ void bitdecode_combine<D, BF16>(const float*, const float*, const float*,    \
                                                                    unsigned short*, int, int, int, int, int,    \
                                                                    long long, long long, long long);
-KBENCH_BD_PARTIAL(4, false, 64, 32, 4, 1, true, 0)
-KBENCH_BD_PARTIAL(4, false, 64, 32, 4, 1, false, 0)
-KBENCH_BD_PARTIAL(4, false, 64, 32, 4, 2, false, 0)
-KBENCH_BD_PARTIAL(4, false, 128, 32, 4, 1, true, 0)
-KBENCH_BD_PARTIAL(4, false, 128, 32, 4, 1, false, 0)
-KBENCH_BD_PARTIAL(4, false, 128, 32, 4, 2, false, 0)
-KBENCH_BD_PARTIAL(8, false, 64, 32, 4, 1, true, 0)
-KBENCH_BD_PARTIAL(8, false, 64, 32, 4, 1, false, 0)
-KBENCH_BD_PARTIAL(8, false, 64, 32, 4, 2, false, 0)
-KBENCH_BD_PARTIAL(8, false, 128, 32, 4, 1, true, 0)
-KBENCH_BD_PARTIAL(8, false, 128, 32, 4, 1, false, 0)
-KBENCH_BD_PARTIAL(8, false, 128, 32, 4, 2, false, 0)
-KBENCH_BD_PARTIAL(16, false, 64, 32, 4, 1, false, 0)
-KBENCH_BD_PARTIAL(16, false, 128, 32, 4, 1, false, 0)
-KBENCH_BD_PARTIAL(16, true, 64, 32, 4, 1, false, 0)
-KBENCH_BD_PARTIAL(16, true, 128, 32, 4, 1, false, 0)
+KBENCH_BD_PARTIAL(4, false, 64, 32, 4, 1, true, false, 0)
+KBENCH_BD_PARTIAL(4, false, 64, 32, 4, 1, true, true, 0)
+KBENCH_BD_PARTIAL(4, false, 64, 32, 4, 1, false, false, 0)
+KBENCH_BD_PARTIAL(4, false, 64, 32, 4, 1, false, true, 0)
+KBENCH_BD_PARTIAL(4, false, 64, 32, 4, 2, false, false, 0)
+KBENCH_BD_PARTIAL(4, false, 128, 32, 4, 1, true, false, 0)
+KBENCH_BD_PARTIAL(4, false, 128, 32, 4, 1, true, true, 0)
+KBENCH_BD_PARTIAL(4, false, 128, 32, 4, 1, false, false, 0)
+KBENCH_BD_PARTIAL(4, false, 128, 32, 4, 1, false, true, 0)
+KBENCH_BD_PARTIAL(4, false, 128, 32, 4, 2, false, false, 0)
+KBENCH_BD_PARTIAL(8, false, 64, 32, 4, 1, true, false, 0)
+KBENCH_BD_PARTIAL(8, false, 64, 32, 4, 1, true, true, 0)
+KBENCH_BD_PARTIAL(8, false, 64, 32, 4, 1, false, false, 0)
+KBENCH_BD_PARTIAL(8, false, 64, 32, 4, 1, false, true, 0)
+KBENCH_BD_PARTIAL(8, false, 64, 32, 4, 2, false, false, 0)
+KBENCH_BD_PARTIAL(8, false, 128, 32, 4, 1, true, false, 0)
+KBENCH_BD_PARTIAL(8, false, 128, 32, 4, 1, true, true, 0)
+KBENCH_BD_PARTIAL(8, false, 128, 32, 4, 1, false, false, 0)
+KBENCH_BD_PARTIAL(8, false, 128, 32, 4, 1, false, true, 0)
+KBENCH_BD_PARTIAL(8, false, 128, 32, 4, 2, false, false, 0)
+KBENCH_BD_PARTIAL(16, false, 64, 32, 4, 1, false, false, 0)
+KBENCH_BD_PARTIAL(16, false, 128, 32, 4, 1, false, false, 0)
+KBENCH_BD_PARTIAL(16, true, 64, 32, 4, 1, false, false, 0)
+KBENCH_BD_PARTIAL(16, true, 128, 32, 4, 1, false, false, 0)
 KBENCH_BD_COMBINE(64, false)
 KBENCH_BD_COMBINE(64, true)
 KBENCH_BD_COMBINE(128, false)

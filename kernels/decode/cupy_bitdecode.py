@@ -74,7 +74,7 @@ def v_span(d: int, group: int, bits: int) -> int | None:
     are whole strips, 2 where a group is longer than a strip (at most one boundary inside it), None
     (unsupported) where groups are shorter than strips. A 16-bit cache has no groups: 1."""
     strip = d // 8
-    if bits == 16 or group % strip == 0:
+    if bits == 16 or group % strip == 0 or group >= d:
         return 1
     return 2 if group > strip else None
 
@@ -85,17 +85,25 @@ def one_group_a_tile(group: int, tile: int, bits: int) -> bool:
     return bits < 16 and group % tile == 0
 
 
+def one_group_a_token(d: int, group: int, bits: int) -> bool:
+    """Whether each token's channels share one group of V's scales (VG1 in the .cu): a quantized cache
+    whose group of channels is at least d, so that a key's scale folds into P."""
+    return bits < 16 and group >= d
+
+
 def name_expression(bits: int, bf16: bool, d: int, tile: int, warps: int, vspan: int, one_group: bool = False,
-                    stages: int = 0) -> str:
+                    one_v_group: bool = False, stages: int = 0) -> str:
     """The template instance of the partial kernel that NVRTC compiles (and kbench explain hands to ptxas)."""
-    return _cupy.instance_name("bitdecode_partial", bits, bf16, d, tile, warps, vspan, one_group, stages)
+    return _cupy.instance_name("bitdecode_partial", bits, bf16, d, tile, warps, vspan, one_group, one_v_group,
+                               stages)
 
 
 def instance(case, tile: int, warps: int, stages: int) -> str:
     """The partial kernel's instance for a case."""
     bits = CODE_BITS[case.kv_dtype]
     return name_expression(bits, case.kv_dtype == "bf16", case.d, tile, warps, v_span(case.d, case.group, bits),
-                           one_group_a_tile(case.group, tile, bits), stages)
+                           one_group_a_tile(case.group, tile, bits), one_group_a_token(case.d, case.group, bits),
+                           stages)
 
 
 def combine_name(d: int, bf16: bool) -> str:
@@ -170,10 +178,12 @@ def default_instances() -> list[str]:
     tile, warps, stages = DEFAULT_PARAMS["tile"], DEFAULT_PARAMS["warps"], DEFAULT_PARAMS["stages"]
     for bits, bf16 in ((4, False), (8, False), (16, False), (16, True)):
         for d in HEAD_DIMS:
-            # groups spanning two V groups a strip are never whole tiles (a strip of d/8 divides the tile)
-            shapes = ((1, True), (1, False), (2, False)) if bits < 16 else ((1, False),)
-            for vspan, one_group in shapes:
-                names.append(name_expression(bits, bf16, d, tile, warps, vspan, one_group, stages))
+            # groups spanning two V groups a strip are never whole tiles (a strip of d/8 divides the tile),
+            # nor at least d (a strip then lies in the token's one group)
+            shapes = (((1, True, False), (1, True, True), (1, False, False), (1, False, True), (2, False, False))
+                      if bits < 16 else ((1, False, False),))
+            for vspan, one_group, one_v_group in shapes:
+                names.append(name_expression(bits, bf16, d, tile, warps, vspan, one_group, one_v_group, stages))
     names += [combine_name(d, bf16) for d in HEAD_DIMS for bf16 in (False, True)]
     return names
 
