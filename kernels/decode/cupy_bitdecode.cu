@@ -65,6 +65,9 @@ constexpr unsigned MAGIC = 0x64006400u;       // fp16 {1024, 1024}
 constexpr unsigned MAGIC_BYTES = 0x64646464u;  // the exponent byte of 1024, for prmt
 constexpr unsigned SIXTEENTH = 0x2c002c00u;    // fp16 {1/16, 1/16}
 constexpr unsigned MINUS_64 = 0xd400d400u;     // fp16 {-64, -64}
+constexpr unsigned MINUS_72 = 0xd480d480u;     // fp16 {-72, -72}
+constexpr unsigned MAGIC_PLUS_8 = 0x64086408u;    // fp16 {1032, 1032}
+constexpr unsigned MAGIC_PLUS_128 = 0x64806480u;  // fp16 {1152, 1152}
 
 // (a & MASK) | OR in one lop3: immLut = (0xF0 & 0xCC) | 0xAA.
 template <unsigned MASK, unsigned OR>
@@ -233,26 +236,6 @@ __device__ __forceinline__ unsigned k_operand(const unsigned* w, int s, int r) {
     }
 }
 
-// With K's scales folded into the queries (KG1): B register r of k16 step s as the codes plus the
-// magic number, {M + c, M + c'}, one instruction: int4 bits 0-3 under 0x6400 (M = 1024, one unit an
-// ulp) or bits 4-7 under 0x5400 (fp16 64, whose ulp is 1/16: the nibble's 16 c reads as c, M = 64);
-// int8 bytes under 0x64 (M = 1024). k_magic is -M for the same register.
-template <int BITS>
-__device__ __forceinline__ unsigned k_codes(const unsigned* w, int s, int r) {
-    if constexpr (BITS == 4) {
-        const unsigned x = (s % 2) ? w[s / 2] >> 8 : w[s / 2];
-        return r ? and_or<0x00f000f0u, 0x54005400u>(x) : and_or<0x000f000fu, MAGIC>(x);
-    } else {
-        static_assert(BITS == 8, "codes");
-        return r ? prmt<0x4342>(w[s], MAGIC_BYTES) : prmt<0x4140>(w[s], MAGIC_BYTES);
-    }
-}
-
-template <int BITS>
-__device__ __forceinline__ constexpr unsigned k_magic(int r) {
-    return (BITS == 4 && r) ? 0xd400d400u : 0xe400e400u;  // fp16 {-64, -64} : {-1024, -1024}
-}
-
 // The scales (or minimums) of the same two channels for k16 step 2w + x, from the lane's 4 words
 // of them for channels 8w .. 8w + 7 of its chunk (two channels a word, in channel order).
 template <int BITS>
@@ -280,6 +263,29 @@ __device__ __forceinline__ unsigned v_operand(const unsigned* wa, const unsigned
     } else {  // 2 channels a word
         const int w = jn / 2;
         return (jn % 2) ? prmt<0x7632>(wa[w], wb[w]) : prmt<0x5410>(wa[w], wb[w]);
+    }
+}
+
+// The codes' middle, H = 2^(BITS-1), as an fp16 pair: 8 for int4, 128 for int8.
+template <int BITS>
+constexpr unsigned HALF_RANGE = BITS == 4 ? 0x48004800u : 0x58005800u;
+
+// v_operand's codes centred, c - H (exact small integers): the same instruction count, the magic
+// number's subtraction taking H with it.
+template <int BITS>
+__device__ __forceinline__ unsigned v_centred(const unsigned* wa, const unsigned* wb, int jn) {
+    if constexpr (BITS == 4) {
+        const int w = jn / 8, i = jn % 8;
+        const unsigned z = i < 4 ? prmt<0x5410>(wa[w], wb[w]) : prmt<0x7632>(wa[w], wb[w]);
+        const unsigned x = (i % 4) >= 2 ? z >> 8 : z;
+        return (i % 2) ? hfma2(and_or<0x00f000f0u, MAGIC>(x), SIXTEENTH, MINUS_72)  // (1024 + 16c) / 16 - 72
+                       : hsub2(and_or<0x000f000fu, MAGIC>(x), MAGIC_PLUS_8);        // (1024 + c) - 1032
+    } else {
+        static_assert(BITS == 8, "codes");
+        const int w = jn / 4, i = jn % 4;
+        const unsigned z = i < 2 ? prmt<0x5410>(wa[w], wb[w]) : prmt<0x7632>(wa[w], wb[w]);
+        const unsigned h = (i % 2) ? prmt<0x4341>(z, MAGIC_BYTES) : prmt<0x4240>(z, MAGIC_BYTES);
+        return hsub2(h, MAGIC_PLUS_128);  // (1024 + c) - 1152
     }
 }
 
@@ -323,9 +329,8 @@ struct PartialSmem {
 // TN keys a warp's tile. VSPAN: 1 when a lane's V strip lies in one channel group
 // (group % (D/8) == 0), 2 when it may cross one group boundary (group > D/8).
 // KG1: every tile's keys lie in one group of K's scales (group a multiple of TN), so a k16 step's
-// scales and minimums are loaded and paired once for all n8 tiles, and folded into the queries (see
-// FOLD). VG1: every token's channels are one group of V's scales (group >= D), so a key's scale
-// folds into P and its minimum into one more product (see FOLD_V). STAGES 0: each warp loads its
+// scales and minimums are loaded and paired once for all n8 tiles. VG1: every token's channels are
+// one group of V's scales (group >= D), so a key's scale folds into P (see FOLD_V). STAGES 0: each warp loads its
 // tile's codes into registers when it starts the tile; STAGES >= 2: a ring of STAGES tiles a warp in
 // shared memory, filled by cp.async STAGES - 1 tiles ahead (each lane copies and reads back only its
 // own bytes, so no barrier is needed, only cp.async.wait_group).
@@ -350,13 +355,12 @@ bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __r
     using LN = Lanes<BITS, D>;
     using SM = PartialSmem<BITS, D, TN, WARPS, STAGES>;
     constexpr bool QUANT = BITS < 16;
-    // K's scales folded into the queries: each tile's Q' = Q * s (its one group's scale of each channel)
-    // meets the raw codes plus magic, and Q m - Q' M, one number a row, completes every score:
-    // Q (c s + m) = Q' (c + M) + Q m - Q' M, the products exact and summed in fp32 within the tile.
-    constexpr bool FOLD = QUANT && KG1;
-    // V's scales folded into P: with one scale s_k and minimum m_k a key, sum_k P_k (c s_k + m_k) =
-    // sum_k (P_k s_k) c + sum_k P_k m_k; the first is P' = P s against the exact codes, the second one
-    // product of P and the minimums a k16 step, the same for every channel (vmin, added at the end).
+    // V's scales folded into P. With one scale s_k and minimum m_k a key, and its codes centred,
+    // sum_k P_k (c s_k + m_k) = sum_k (P_k s_k)(c - H) + sum_k P_k (H s_k + m_k), H = 2^(BITS-1):
+    // P' = P s (rounded once, as a dequantized V is) against the exact c - H, |c - H| <= H, so
+    // P''s rounding weighs no more than V's would; the second sum is two products a k16 step (P
+    // with the minimums, and with H s, exact: a power of two), the same for every channel (vmin,
+    // added at the end). It saves the fma with scale and minimum of every V element.
     constexpr bool FOLD_V = QUANT && VG1;
     constexpr int NT = TN / 8;   // n8 tiles of S a tile
     constexpr int KT = TN / 16;  // k16 steps of P V a tile
@@ -411,7 +415,7 @@ bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __r
     }
 
     float o[DT][4];
-    [[maybe_unused]] float vmin[4] = {0.f, 0.f, 0.f, 0.f};  // FOLD_V: sum_k P_k m_k of rows g, g + 8
+    [[maybe_unused]] float vmin[4] = {0.f, 0.f, 0.f, 0.f};  // FOLD_V: sum_k P_k (H s_k + m_k), rows g, g + 8
     float row_max[2] = {neg_inf(), neg_inf()};
     float row_sum[2] = {0.f, 0.f};  // this lane's part of the row's sum; the quad adds them at the end
 #pragma unroll
@@ -513,8 +517,6 @@ bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __r
             k_group[nt] = !QUANT ? 0
                           : (KG1 && nt > 0) ? k_group[0]
                                             : static_cast<int>(divide(in_cache(key0 + 8 * nt + g), group_div)) * ksg;
-        // FOLD: the per-row constant of every score of the tile, Q m - Q' M (its 8 columns alike).
-        [[maybe_unused]] float bias[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
         for (int w = 0; w < DS / 2; ++w) {
             uint4 a[2];
@@ -525,38 +527,23 @@ bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __r
                 load_cached<4>(sc, ks_row + k_group[0] + 8 * w);
                 load_cached<4>(mn, km_row + k_group[0] + 8 * w);
             }
-            if constexpr (FOLD) {
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) {
+                if constexpr (QUANT && !KG1) {
+                    load_cached<4>(sc, ks_row + k_group[nt] + 8 * w);
+                    load_cached<4>(mn, km_row + k_group[nt] + 8 * w);
+                }
 #pragma unroll
                 for (int x = 0; x < 2; ++x) {
                     const int st = 2 * w + x;
+                    unsigned bk[2];
+#pragma unroll
+                    for (int r = 0; r < 2; ++r) {
+                        bk[r] = k_operand<BITS>(kc[nt], st, r);
+                        if constexpr (QUANT) bk[r] = hfma2(bk[r], k_pair<BITS>(sc, x, r), k_pair<BITS>(mn, x, r));
+                    }
                     const unsigned af[4] = {a[x].x, a[x].y, a[x].z, a[x].w};
-                    const unsigned sp0 = k_pair<BITS>(sc, x, 0), sp1 = k_pair<BITS>(sc, x, 1);
-                    const unsigned qs[4] = {hmul2(af[0], sp0), hmul2(af[1], sp0), hmul2(af[2], sp1), hmul2(af[3], sp1)};
-                    mma_16816<BF16>(bias, af, k_pair<BITS>(mn, x, 0), k_pair<BITS>(mn, x, 1));
-                    mma_16816<BF16>(bias, qs, k_magic<BITS>(0), k_magic<BITS>(1));
-#pragma unroll
-                    for (int nt = 0; nt < NT; ++nt)
-                        mma_16816<BF16>(s[nt], qs, k_codes<BITS>(kc[nt], st, 0), k_codes<BITS>(kc[nt], st, 1));
-                }
-            } else {
-#pragma unroll
-                for (int nt = 0; nt < NT; ++nt) {
-                    if constexpr (QUANT && !KG1) {
-                        load_cached<4>(sc, ks_row + k_group[nt] + 8 * w);
-                        load_cached<4>(mn, km_row + k_group[nt] + 8 * w);
-                    }
-#pragma unroll
-                    for (int x = 0; x < 2; ++x) {
-                        const int st = 2 * w + x;
-                        unsigned bk[2];
-#pragma unroll
-                        for (int r = 0; r < 2; ++r) {
-                            bk[r] = k_operand<BITS>(kc[nt], st, r);
-                            if constexpr (QUANT) bk[r] = hfma2(bk[r], k_pair<BITS>(sc, x, r), k_pair<BITS>(mn, x, r));
-                        }
-                        const unsigned af[4] = {a[x].x, a[x].y, a[x].z, a[x].w};
-                        mma_16816<BF16>(s[nt], af, bk[0], bk[1]);
-                    }
+                    mma_16816<BF16>(s[nt], af, bk[0], bk[1]);
                 }
             }
         }
@@ -580,13 +567,12 @@ bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __r
         bool grew = false;
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-            const float raw = row_max_of<NT>(s, h, neg_inf()) + bias[2 * h];
+            const float raw = row_max_of<NT>(s, h, neg_inf());
             const float mx = fmaxf(row_max[h], raw * scale_log2);
             grew |= mx > row_max[h];
             const float shift = (mx == neg_inf()) ? 0.f : mx;  // a row that has seen no key yet
             alpha[h] = fast_exp2(row_max[h] - shift);
-            // FOLD: the scores lack the row's bias; exp2((s + bias) scale - shift) = exp2(s scale - shift').
-            const float sum = exp2_row<NT, BF16>(s, h, scale_log2, FOLD ? fmaf(-bias[2 * h], scale_log2, shift) : shift, p);
+            const float sum = exp2_row<NT, BF16>(s, h, scale_log2, shift, p);
             row_sum[h] = row_sum[h] * alpha[h] + sum;
             row_max[h] = mx;
         }
@@ -631,13 +617,17 @@ bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __r
                 ps[0] = hmul2(a[0], vs[0][0]), ps[1] = hmul2(a[1], vs[0][0]);
                 ps[2] = hmul2(a[2], vs[1][0]), ps[3] = hmul2(a[3], vs[1][0]);
                 mma_16816<BF16>(vmin, a, vm[0][0], vm[1][0]);
+                mma_16816<BF16>(vmin, a, hmul2(vs[0][0], HALF_RANGE<BITS>), hmul2(vs[1][0], HALF_RANGE<BITS>));
             }
 #pragma unroll
             for (int jn = 0; jn < DT; ++jn) {
                 unsigned bv[2];
 #pragma unroll
                 for (int pr = 0; pr < 2; ++pr) {
-                    bv[pr] = v_operand<BITS>(vc[j][2 * pr], vc[j][2 * pr + 1], jn);
+                    if constexpr (FOLD_V)
+                        bv[pr] = v_centred<BITS>(vc[j][2 * pr], vc[j][2 * pr + 1], jn);
+                    else
+                        bv[pr] = v_operand<BITS>(vc[j][2 * pr], vc[j][2 * pr + 1], jn);
                     if constexpr (QUANT && !FOLD_V) {
                         const int x = (VSPAN == 2 && jn >= cut) ? VSPAN - 1 : 0;
                         bv[pr] = hfma2(bv[pr], vs[pr][x], vm[pr][x]);

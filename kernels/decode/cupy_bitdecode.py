@@ -66,7 +66,8 @@ def resolve_masks(masks: str, bits: int) -> str:
     return AUTO_MASKS[bits] if masks == "auto" else masks
 
 
-DEFAULT_PARAMS = {"splits": 0, "tile": 32, "warps": 4, "stages": 0, "masks": "auto"}
+VSCALES = ("fold", "element")  # where V's scale meets a token whose channels are one group: P, or each element
+DEFAULT_PARAMS = {"splits": 0, "tile": 32, "warps": 4, "stages": 0, "masks": "auto", "vscale": "fold"}
 
 
 def v_span(d: int, group: int, bits: int) -> int | None:
@@ -98,12 +99,16 @@ def name_expression(bits: int, bf16: bool, d: int, tile: int, warps: int, vspan:
                                stages)
 
 
-def instance(case, tile: int, warps: int, stages: int) -> str:
+def folds_v_scales(case, vscale: str) -> bool:
+    """Whether V's scales go into P (VG1): asked for, and each token's channels one group."""
+    return vscale == "fold" and one_group_a_token(case.d, case.group, CODE_BITS[case.kv_dtype])
+
+
+def instance(case, tile: int, warps: int, stages: int, vscale: str = "fold") -> str:
     """The partial kernel's instance for a case."""
     bits = CODE_BITS[case.kv_dtype]
     return name_expression(bits, case.kv_dtype == "bf16", case.d, tile, warps, v_span(case.d, case.group, bits),
-                           one_group_a_tile(case.group, tile, bits), one_group_a_token(case.d, case.group, bits),
-                           stages)
+                           one_group_a_tile(case.group, tile, bits), folds_v_scales(case, vscale), stages)
 
 
 def combine_name(d: int, bf16: bool) -> str:
@@ -212,7 +217,8 @@ def lane_elements(bits: int, d: int, lane: int) -> dict:
     return {"k": k, "v": v, "o": o}
 
 
-def _plan(case, tile: int, warps: int, splits: int, sms: int, resident: int, stages: int = 0) -> dict:
+def _plan(case, tile: int, warps: int, splits: int, sms: int, resident: int, stages: int = 0,
+          vscale: str = "fold") -> dict:
     bits = CODE_BITS[case.kv_dtype]
     rows = case.hq // case.hkv * case.q
     blocks = row_blocks(rows)
@@ -220,7 +226,7 @@ def _plan(case, tile: int, warps: int, splits: int, sms: int, resident: int, sta
     n_splits, keys = split_plan(case.l, programs, sms, resident, tile, warps, splits)
     return {"bits": bits, "rows": rows, "row_blocks": blocks, "programs": programs, "splits": n_splits,
             "keys_per_split": keys, "grid": (blocks * n_splits, case.batch * case.hkv), "block": (32 * warps,),
-            "name": instance(case, tile, warps, stages), "smem": smem_bytes(case.d, warps, bits, tile, stages)}
+            "name": instance(case, tile, warps, stages, vscale), "smem": smem_bytes(case.d, warps, bits, tile, stages)}
 
 
 def explain(case, params) -> dict:
@@ -236,7 +242,7 @@ def explain(case, params) -> dict:
         return {"configuration": f"not runnable: {reason}"}
     bits = CODE_BITS[case.kv_dtype]
     masks = resolve_masks(params["masks"], bits)
-    name = instance(case, tile, warps, stages)
+    name = instance(case, tile, warps, stages, params["vscale"])
     smem = smem_bytes(case.d, warps, bits, tile, stages)
     try:
         resources, failure = from_nvcc(SOURCE, name), None
@@ -244,7 +250,7 @@ def explain(case, params) -> dict:
         resources, failure = None, f"could not compile: {exc}"
     resident = blocks_per_sm(32 * warps, resources["registers"], smem)["blocks_per_sm"] if resources else 1
     h200 = by_key("h200")
-    plan = _plan(case, tile, warps, params["splits"], h200.sms, resident, stages)
+    plan = _plan(case, tile, warps, params["splits"], h200.sms, resident, stages, params["vscale"])
     blocks = plan["grid"][0] * plan["grid"][1]
     figures = {
         "rows of a block": f"{plan['rows']} of the GQA group (query heads x {case.q} queries) in "
@@ -274,7 +280,10 @@ def explain(case, params) -> dict:
                                    "(k16 step j, register r)",
         "dequantization": {4: "lop3 (nibbles under 0x6400), sub / fma to the code, fma.rn.f16x2 with scale and minimum",
                            8: "prmt (bytes under 0x64), sub to the code, fma.rn.f16x2 with scale and minimum",
-                           16: "none: the 16-bit values are the fragments (V's pairs of keys by prmt)"}[bits],
+                           16: "none: the 16-bit values are the fragments (V's pairs of keys by prmt)"}[bits]
+                          + ("; V's codes centred (c - 2^(bits-1)) with each key's scale in P (P s) and its "
+                             "minimum and 2^(bits-1) scale by two more mma a k16 step (vscale=fold, one group a token)"
+                             if folds_v_scales(case, params["vscale"]) else ""),
     }
     if resources:
         figures.update(launch_figures(dict(resources), blocks, 32 * warps, smem))
@@ -291,11 +300,11 @@ def _supports(case):
     "decode", "cupy-bitdecode", backend="cupy", cuda=True, modules=("torch", "cupy"), min_cc=(8, 0),
     supports=_supports, params=dict(DEFAULT_PARAMS), explain=explain,
     allowed={"splits": lambda value: None if value >= 0 else "splits takes 0 (automatic) or a positive number",
-             "tile": TILES, "warps": WARPS, "stages": STAGES, "masks": MASKS},
+             "tile": TILES, "warps": WARPS, "stages": STAGES, "masks": MASKS, "vscale": VSCALES},
     description="BitDecoding-style decode in CUDA C++: mma.sync m16n8k16 with the GQA group as the rows, "
                 "int4/int8 codes dequantized into the B fragments by lop3/prmt, split-KV merged by log-sum-exp",
 )
-def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks):
+def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, vscale):
     import numpy as np
     import torch
 
@@ -334,7 +343,7 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks):
 
     bf16 = q.dtype == torch.bfloat16
     vspan = v_span(case.d, case.group, bits)
-    kernel = _cupy.compiled(str(SOURCE), instance(case, tile, warps, stages))
+    kernel = _cupy.compiled(str(SOURCE), instance(case, tile, warps, stages, vscale))
     smem = smem_bytes(case.d, warps, bits, tile, stages)
     if smem > 48 * 1024:  # above 48 KiB a block must opt in to its dynamic shared memory
         if smem > _cupy.smem_optin_limit(q):
@@ -343,7 +352,7 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks):
     props = torch.cuda.get_device_properties(q.device)
     capability = (props.major, props.minor) if (props.major, props.minor) in LIMITS else (9, 0)
     resident = blocks_per_sm(32 * warps, kernel.num_regs, smem + kernel.shared_size_bytes, capability)["blocks_per_sm"]
-    plan = _plan(case, tile, warps, splits, props.multi_processor_count, resident, stages)
+    plan = _plan(case, tile, warps, splits, props.multi_processor_count, resident, stages, vscale)
     n_splits, rbs = plan["splits"], plan["row_blocks"]
     group_heads = case.hq // case.hkv
 
@@ -396,6 +405,7 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks):
     run.workspace = (part_o, part_m, part_l) if n_splits > 1 else ()
     run.config = {"splits": n_splits, "keys_per_split": plan["keys_per_split"], "tile": tile, "warps": warps,
                   "stages": stages, "masks": masks, "one_group_a_tile": one_group_a_tile(case.group, tile, bits),
+                  "v_scales_folded": folds_v_scales(case, vscale),
                   "row_blocks": rbs, "resident_blocks_per_sm": resident, "v_span": vspan,
                   **_cupy.kernel_config(kernel, grid, block, smem)}
     return run

@@ -129,18 +129,6 @@ def k_operand(w, s: int, r: int, bits: int):
     return w[2 * s + r]
 
 
-def k_codes(w, s: int, r: int, bits: int):
-    """The folded form's B register: the codes plus the magic number M (1024, or 64 for int4's bits 4-7)."""
-    if bits == 4:
-        x = w[s // 2] >> np.uint32(8) if s % 2 else w[s // 2]
-        return lop3(x, 0x00F000F0, 0x54005400, 0xEA) if r else lop3(x, 0x000F000F, MAGIC, 0xEA)
-    return prmt(w[s], MAGIC_BYTES, 0x4342 if r else 0x4140)
-
-
-def k_magic(r: int, bits: int) -> int:
-    return 0xD400D400 if bits == 4 and r else 0xE400E400  # fp16 {-64, -64} : {-1024, -1024}
-
-
 def k_pair(sw, x: int, r: int, bits: int):
     if bits == 4:
         return prmt(sw[x], sw[x + 2], 0x7632 if r else 0x5410)
@@ -159,6 +147,24 @@ def v_operand(wa, wb, jn: int, bits: int):
         return hsub2(prmt(z, MAGIC_BYTES, 0x4341 if i % 2 else 0x4240), MAGIC)
     w = jn // 2
     return prmt(wa[w], wb[w], 0x7632 if jn % 2 else 0x5410)
+
+
+HALF_RANGE = {4: 0x48004800, 8: 0x58005800}  # fp16 {8, 8}, {128, 128}: the codes' middle
+MINUS_72, MAGIC_PLUS_8, MAGIC_PLUS_128 = 0xD480D480, 0x64086408, 0x64806480
+
+
+def v_centred(wa, wb, jn: int, bits: int):
+    """v_operand's codes less their middle, c - 2^(bits-1), as the folded form reads them."""
+    if bits == 4:
+        w, i = divmod(jn, 8)
+        z = prmt(wa[w], wb[w], 0x5410 if i < 4 else 0x7632)
+        x = z >> np.uint32(8) if i % 4 >= 2 else z
+        if i % 2:
+            return hfma2(lop3(x, 0x00F000F0, MAGIC, 0xEA), SIXTEENTH, MINUS_72)
+        return hsub2(lop3(x, 0x000F000F, MAGIC, 0xEA), MAGIC_PLUS_8)
+    w, i = divmod(jn, 4)
+    z = prmt(wa[w], wb[w], 0x5410 if i < 2 else 0x7632)
+    return hsub2(prmt(z, MAGIC_BYTES, 0x4341 if i % 2 else 0x4240), MAGIC_PLUS_128)
 
 
 def words_of(row_bytes: np.ndarray, offset: int, count: int):
@@ -191,27 +197,6 @@ def test_the_magic_number_gives_every_int8_code_in_every_byte():
         decoded = [pairs[0][0], pairs[0][1], pairs[1][0], pairs[1][1]]  # bytes 0, 1, 2, 3
         for byte in range(4):
             assert np.array_equal(decoded[byte], codes if byte == position else np.zeros(256))
-
-
-@pytest.mark.parametrize("bits", [4, 8])
-def test_the_folded_form_reads_every_code_plus_its_magic_number(bits):
-    """k_codes gives M + c for every code c in every position, and k_magic is -M for that register,
-    so that Q' (c + M) + Q' (-M) is Q' c."""
-    codes = np.arange(2**bits, dtype=np.uint32)
-    for position in range(32 // bits):
-        w = [codes << np.uint32(bits * position)]
-        decoded = {}
-        for step, r in itertools.product((0, 1), (0, 1)):
-            if bits == 8 and step:
-                continue
-            lo, hi = halves(k_codes(w, step, r, bits))
-            m_lo, m_hi = halves(k_magic(r, bits))
-            if bits == 4:  # nibbles 2 step + r (bits 0-3, 4-7, then 8-11, 12-15) and 4 + 2 step + r
-                decoded[2 * step + r], decoded[4 + 2 * step + r] = lo + m_lo, hi + m_hi
-            else:  # bytes 2 r and 2 r + 1
-                decoded[2 * r], decoded[2 * r + 1] = lo + m_lo, hi + m_hi
-        for where in range(32 // bits):
-            assert np.array_equal(decoded[where], codes if where == position else np.zeros(2**bits)), (position, where)
 
 
 # Scales and minimums of several magnitudes and signs, fp16 as the suite stores them.
@@ -380,58 +365,12 @@ def _codes_of(quantization, stored, name: str, bits: int) -> np.ndarray:
 FP16_UNIT = 2.0**-11  # the largest relative error of one rounding to fp16 (round to nearest)
 
 
-@pytest.mark.parametrize("bits, d", list(itertools.product((4, 8), (64, 128))))
-def test_folded_k_scales_compute_q_k_transpose(bd, quantization, bits, d):
-    """K's scales folded into the queries (KG1): each lane's raw codes with the magic number against
-    Q' = Q s, plus Q m - Q' M from two more products a k16 step, is Q (c s + m) but for the rounding
-    of Q' alone: exactly Q' c + Q m (the magic number cancels), within one fp16 rounding of each
-    q s of Q (c s + m)."""
-    group = 32  # the 8 keys of the n8 tile in one group of tokens
-    stored, _, _ = _cache(quantization, bits, d, keys=8, group=group, seed=3 * bits + d)
-    rng = np.random.default_rng(d + bits)
-    q = rng.standard_normal((16, d)).astype(np.float16)
-    q_halves = q.view(np.uint16).astype(np.uint32)
-    kch = d // 4
-    kwords = kch * bits // 32
-    rows = _row_bytes(stored["k_codes"])
-    ks, km = _halves_of(stored["k_scale"]), _halves_of(stored["k_min"])
-    scale, minimum = (stored[f"k_{part}"][0, 0, 0].double().numpy() for part in ("scale", "min"))
-    codes = _codes_of(quantization, stored, "k", bits)
-    got = np.zeros((16, 8))
-    for step in range(d // 16):
-        a_mat, qs_mat = np.zeros((16, 16)), np.zeros((16, 16))
-        b_mat, m_mat, magic_mat = np.zeros((16, 8)), np.zeros((16, 8)), np.zeros((16, 8))
-        for lane in range(32):
-            g, t = divmod(lane, 4)
-            w = words_of(rows[g], t * kwords * 4, kwords)
-            lo = t * kch + 8 * (step // 2)  # the lane's 16-byte loads of 8 scales and 8 minimums
-            sw = [ks[0, lo + 2 * i] | ks[0, lo + 2 * i + 1] << 16 for i in range(4)]
-            mw = [km[0, lo + 2 * i] | km[0, lo + 2 * i + 1] << 16 for i in range(4)]
-            sp = [k_pair(sw, step % 2, r, bits) for r in (0, 1)]
-            _place(b_mat, layout.b_elements(lane), [k_codes(w, step, r, bits) for r in (0, 1)])
-            _place(m_mat, layout.b_elements(lane), [k_pair(mw, step % 2, r, bits) for r in (0, 1)])
-            _place(magic_mat, layout.b_elements(lane), [k_magic(r, bits) for r in (0, 1)])
-            qa = []
-            for r, h in ((0, 0), (0, 1), (1, 0), (1, 1)):
-                c0, c1 = (t * kch + bd.k_channel(bits, step, r, e) for e in (0, 1))
-                qa.append(q_halves[g + 8 * h, c0] | q_halves[g + 8 * h, c1] << 16)
-            _place(a_mat, layout.a_elements(lane), qa)
-            _place(qs_mat, layout.a_elements(lane),
-                   [hmul2(qa[0], sp[0]), hmul2(qa[1], sp[0]), hmul2(qa[2], sp[1]), hmul2(qa[3], sp[1])])
-        got += qs_mat @ b_mat + a_mat @ m_mat + qs_mat @ magic_mat
-    q64 = q.astype(np.float64)
-    q_folded = (q64 * scale).astype(np.float16).astype(np.float64)  # hmul2: each q s rounded once
-    assert np.allclose(got, q_folded @ codes.T + q64 @ minimum[:, None].repeat(8, 1), rtol=1e-12, atol=1e-9)
-    exact = q64 @ (codes * scale + minimum).T
-    bound = FP16_UNIT * np.abs(q64 * scale) @ codes.T
-    assert np.all(np.abs(got - exact) <= bound + 1e-9)
-
-
 @pytest.mark.parametrize("bits, d, group", [(4, 64, 64), (4, 128, 128), (4, 128, 200), (8, 64, 64), (8, 128, 128)])
 def test_folded_v_scales_compute_p_v(bd, quantization, bits, d, group):
     """V's scales folded into P (VG1: one group a token): P' = P s (each A register's two keys' scales)
-    against the exact codes, plus P m from one more product a k16 step (its 8 columns alike, added to
-    every channel), is P (c s + m) but for the rounding of P' alone."""
+    against the centred codes c - H (H = 2^(bits-1)), plus P m and P (H s) from two more products a k16
+    step (their 8 columns alike, added to every channel), is P (c s + m) but for the rounding of P'
+    alone, which weighs |c - H| <= H: no more than the rounding of a dequantized V of the group's range."""
     assert bd.one_group_a_token(d, group, bits) and bd.v_span(d, group, bits) == 1
     stored, _, _ = _cache(quantization, bits, d, keys=16, group=group, seed=bits * d + group)
     p = np.random.default_rng(group).random((16, 16)).astype(np.float16).astype(np.float64)
@@ -442,7 +381,8 @@ def test_folded_v_scales_compute_p_v(bd, quantization, bits, d, group):
     vs, vm = _halves_of(stored["v_scale"]), _halves_of(stored["v_min"])
     scale, minimum = (stored[f"v_{part}"][0, 0, :, 0].double().numpy() for part in ("scale", "min"))
     codes = _codes_of(quantization, stored, "v", bits)
-    ps_mat, p_mat, m_mat = np.zeros((16, 16)), np.zeros((16, 16)), np.zeros((16, 8))
+    half = 2 ** (bits - 1)
+    ps_mat, p_mat, m_mat, hs_mat = np.zeros((16, 16)), np.zeros((16, 16)), np.zeros((16, 8)), np.zeros((16, 8))
     o = np.full((16, d), np.nan)
     for lane in range(32):
         g, t = divmod(lane, 4)
@@ -453,9 +393,10 @@ def test_folded_v_scales_compute_p_v(bd, quantization, bits, d, group):
         _place(ps_mat, layout.a_elements(lane), [hmul2(a[0], pair[0]), hmul2(a[1], pair[0]),
                                                  hmul2(a[2], pair[1]), hmul2(a[3], pair[1])])
         _place(m_mat, layout.b_elements(lane), [vm[2 * t + 8 * pr, 0] | vm[2 * t + 8 * pr + 1, 0] << 16 for pr in (0, 1)])
+        _place(hs_mat, layout.b_elements(lane), [hmul2(pair[pr], HALF_RANGE[bits]) for pr in (0, 1)])
     assert np.array_equal(p_mat, p)
-    vmin = p_mat @ m_mat
-    assert np.allclose(vmin, (p @ minimum)[:, None], rtol=1e-12, atol=0)  # every column the row's sum
+    vmin = p_mat @ m_mat + p_mat @ hs_mat
+    assert np.allclose(vmin, (p @ (minimum + half * scale))[:, None], rtol=1e-12, atol=0)  # every column alike
     for jn in range(d // 8):
         b_mat = np.zeros((16, 8))
         for lane in range(32):
@@ -463,7 +404,7 @@ def test_folded_v_scales_compute_p_v(bd, quantization, bits, d, group):
             regs = []
             for pr in (0, 1):
                 wa, wb = (words_of(rows[2 * t + 8 * pr + e], g * vwords * 4, vwords) for e in (0, 1))
-                regs.append(v_operand(wa, wb, jn, bits))
+                regs.append(v_centred(wa, wb, jn, bits))
             _place(b_mat, layout.b_elements(lane), regs)
         tile = ps_mat @ b_mat + vmin
         for lane in range(32):
@@ -472,9 +413,20 @@ def test_folded_v_scales_compute_p_v(bd, quantization, bits, d, group):
                 o[row + 8, channel] = tile[row + 8, col]
     assert not np.isnan(o).any()
     p_folded = (p * scale).astype(np.float16).astype(np.float64)
-    assert np.allclose(o, p_folded @ codes + (p @ minimum)[:, None], rtol=1e-12, atol=1e-12)
+    assert np.allclose(o, p_folded @ (codes - half) + (p @ (minimum + half * scale))[:, None], rtol=1e-12, atol=1e-12)
     exact = p @ (codes * scale[:, None] + minimum[:, None])
-    assert np.all(np.abs(o - exact) <= FP16_UNIT * np.abs(p * scale) @ codes + 1e-12)
+    assert np.all(np.abs(o - exact) <= FP16_UNIT * np.abs(p * scale) @ np.abs(codes - half) + 1e-12)
+
+
+def test_centred_codes_are_the_codes_less_their_middle():
+    """v_centred is v_operand less 2^(bits-1), exactly, for every channel of two keys' words (random
+    words: every code lands in every position)."""
+    rng = np.random.default_rng(0)
+    for bits in (4, 8):
+        wa, wb = ([u32(rng.integers(0, 2**32, 4096, dtype=np.uint64)) for _ in range(2)] for _ in range(2))
+        for jn in range(2 * 32 // bits):  # the channels of two words
+            for got, plain in zip(halves(v_centred(wa, wb, jn, bits)), halves(v_operand(wa, wb, jn, bits))):
+                assert np.array_equal(got, plain - 2 ** (bits - 1)), (bits, jn)
 
 
 def test_the_lane_map_is_the_models(bd):
@@ -553,9 +505,9 @@ def test_supported_cases(impl):
 
 
 def test_params_are_checked_before_anything_runs(impl):
-    assert impl.params == {"splits": 0, "tile": 32, "warps": 4, "stages": 0, "masks": "auto"}
+    assert impl.params == {"splits": 0, "tile": 32, "warps": 4, "stages": 0, "masks": "auto", "vscale": "fold"}
     for arg, message in (("tile=48", "is not one of 16, 32, 64"), ("warps=3", "is not one of 2, 4, 8"),
-                         ("masks=none", "is not one of auto, all, edge"),
+                         ("masks=none", "is not one of auto, all, edge"), ("vscale=p", "is not one of fold, element"),
                          ("splits=-2", "splits takes 0"), ("splits=two", "is not an integer")):
         with pytest.raises(UserError, match=message):
             variants([impl], parse_param_args([arg]))
@@ -639,3 +591,14 @@ def test_the_merge_constants_are_the_sources(bd):
     assert f"constexpr int COMBINE_CHANNELS = {bd.COMBINE_CHANNELS};" in text
     assert f"constexpr int COMBINE_PIECES = {bd.COMBINE_PIECES};" in text
     assert f"constexpr int COMBINE_WARPS = {bd.COMBINE_WARPS};" in text
+
+
+def test_v_scales_fold_into_p_only_where_a_token_is_one_group(bd):
+    """vscale=fold takes the VG1 instance where each token's channels share one group (group >= d) of
+    a quantized cache, and never otherwise; vscale=element never does."""
+    for kv_dtype, d, group, folded in (("int4", 128, 128, True), ("int8", 64, 200, True), ("int4", 128, 32, False),
+                                       ("int8", 128, 64, False), ("fp16", 128, 128, False)):
+        c = case(d=d, kv_dtype=kv_dtype, group=group)
+        assert bd.folds_v_scales(c, "fold") is folded and not bd.folds_v_scales(c, "element")
+        assert bd.instance(c, 32, 4, 0, "fold").endswith(f", {str(folded).lower()}, 0>")
+        assert bd.instance(c, 32, 4, 0, "element").endswith(", false, 0>")
