@@ -65,9 +65,6 @@ constexpr unsigned MAGIC = 0x64006400u;       // fp16 {1024, 1024}
 constexpr unsigned MAGIC_BYTES = 0x64646464u;  // the exponent byte of 1024, for prmt
 constexpr unsigned SIXTEENTH = 0x2c002c00u;    // fp16 {1/16, 1/16}
 constexpr unsigned MINUS_64 = 0xd400d400u;     // fp16 {-64, -64}
-constexpr unsigned MINUS_72 = 0xd480d480u;     // fp16 {-72, -72}
-constexpr unsigned MAGIC_PLUS_8 = 0x64086408u;    // fp16 {1032, 1032}
-constexpr unsigned MAGIC_PLUS_128 = 0x64806480u;  // fp16 {1152, 1152}
 
 // (a & MASK) | OR in one lop3: immLut = (0xF0 & 0xCC) | 0xAA.
 template <unsigned MASK, unsigned OR>
@@ -88,12 +85,6 @@ __device__ __forceinline__ unsigned prmt(unsigned a, unsigned b) {
 __device__ __forceinline__ unsigned hsub2(unsigned a, unsigned b) {
     unsigned d;
     asm("sub.rn.f16x2 %0, %1, %2;\n" : "=r"(d) : "r"(a), "r"(b));
-    return d;
-}
-
-__device__ __forceinline__ unsigned hmul2(unsigned a, unsigned b) {
-    unsigned d;
-    asm("mul.rn.f16x2 %0, %1, %2;\n" : "=r"(d) : "r"(a), "r"(b));
     return d;
 }
 
@@ -266,29 +257,6 @@ __device__ __forceinline__ unsigned v_operand(const unsigned* wa, const unsigned
     }
 }
 
-// The codes' middle, H = 2^(BITS-1), as an fp16 pair: 8 for int4, 128 for int8.
-template <int BITS>
-constexpr unsigned HALF_RANGE = BITS == 4 ? 0x48004800u : 0x58005800u;
-
-// v_operand's codes centred, c - H (exact small integers): the same instruction count, the magic
-// number's subtraction taking H with it.
-template <int BITS>
-__device__ __forceinline__ unsigned v_centred(const unsigned* wa, const unsigned* wb, int jn) {
-    if constexpr (BITS == 4) {
-        const int w = jn / 8, i = jn % 8;
-        const unsigned z = i < 4 ? prmt<0x5410>(wa[w], wb[w]) : prmt<0x7632>(wa[w], wb[w]);
-        const unsigned x = (i % 4) >= 2 ? z >> 8 : z;
-        return (i % 2) ? hfma2(and_or<0x00f000f0u, MAGIC>(x), SIXTEENTH, MINUS_72)  // (1024 + 16c) / 16 - 72
-                       : hsub2(and_or<0x000f000fu, MAGIC>(x), MAGIC_PLUS_8);        // (1024 + c) - 1032
-    } else {
-        static_assert(BITS == 8, "codes");
-        const int w = jn / 4, i = jn % 4;
-        const unsigned z = i < 2 ? prmt<0x5410>(wa[w], wb[w]) : prmt<0x7632>(wa[w], wb[w]);
-        const unsigned h = (i % 2) ? prmt<0x4341>(z, MAGIC_BYTES) : prmt<0x4240>(z, MAGIC_BYTES);
-        return hsub2(h, MAGIC_PLUS_128);  // (1024 + c) - 1152
-    }
-}
-
 template <bool BF16>
 __device__ __forceinline__ unsigned short to_bits(float x) {
     unsigned short h;
@@ -329,15 +297,14 @@ struct PartialSmem {
 // TN keys a warp's tile. VSPAN: 1 when a lane's V strip lies in one channel group
 // (group % (D/8) == 0), 2 when it may cross one group boundary (group > D/8).
 // KG1: every tile's keys lie in one group of K's scales (group a multiple of TN), so a k16 step's
-// scales and minimums are loaded and paired once for all n8 tiles. VG1: every token's channels are
-// one group of V's scales (group >= D), so a key's scale folds into P (see FOLD_V). STAGES 0: each warp loads its
+// scales and minimums are loaded and paired once for all n8 tiles. STAGES 0: each warp loads its
 // tile's codes into registers when it starts the tile; STAGES >= 2: a ring of STAGES tiles a warp in
 // shared memory, filled by cp.async STAGES - 1 tiles ahead (each lane copies and reads back only its
 // own bytes, so no barrier is needed, only cp.async.wait_group).
 // Strides are in elements, the codes' (K, V) in bytes. part_o null: one piece, O written here.
 // The launch bounds ask for 12 warps an SM (168 registers a thread): each warp keeps one tile's
 // loads in flight, and fewer warps leave the memory system short of requests.
-template <int BITS, bool BF16, int D, int TN, int WARPS, int VSPAN, bool KG1, bool VG1, int STAGES>
+template <int BITS, bool BF16, int D, int TN, int WARPS, int VSPAN, bool KG1, int STAGES>
 __global__ void __launch_bounds__(WARPS * 32, WARPS <= 12 ? 12 / WARPS : 1)
 bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __restrict__ K,
                   const unsigned char* __restrict__ V, const unsigned short* __restrict__ KS,
@@ -355,13 +322,6 @@ bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __r
     using LN = Lanes<BITS, D>;
     using SM = PartialSmem<BITS, D, TN, WARPS, STAGES>;
     constexpr bool QUANT = BITS < 16;
-    // V's scales folded into P. With one scale s_k and minimum m_k a key, and its codes centred,
-    // sum_k P_k (c s_k + m_k) = sum_k (P_k s_k)(c - H) + sum_k P_k (H s_k + m_k), H = 2^(BITS-1):
-    // P' = P s (rounded once, as a dequantized V is) against the exact c - H, |c - H| <= H, so
-    // P''s rounding weighs no more than V's would; the second sum is two products a k16 step (P
-    // with the minimums, and with H s, exact: a power of two), the same for every channel (vmin,
-    // added at the end). It saves the fma with scale and minimum of every V element.
-    constexpr bool FOLD_V = QUANT && VG1;
     constexpr int NT = TN / 8;   // n8 tiles of S a tile
     constexpr int KT = TN / 16;  // k16 steps of P V a tile
     constexpr int DS = D / 16;   // k16 steps of Q K^T
@@ -415,7 +375,6 @@ bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __r
     }
 
     float o[DT][4];
-    [[maybe_unused]] float vmin[4] = {0.f, 0.f, 0.f, 0.f};  // FOLD_V: sum_k P_k (H s_k + m_k), rows g, g + 8
     float row_max[2] = {neg_inf(), neg_inf()};
     float row_sum[2] = {0.f, 0.f};  // this lane's part of the row's sum; the quad adds them at the end
 #pragma unroll
@@ -581,10 +540,6 @@ bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __r
             for (int dt = 0; dt < DT; ++dt)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) o[dt][e] *= alpha[e >> 1];
-            if constexpr (FOLD_V) {
-#pragma unroll
-                for (int e = 0; e < 4; ++e) vmin[e] *= alpha[e >> 1];
-            }
         }
 
         // ---- O += P V ------------------------------------------------------------------------------
@@ -611,32 +566,18 @@ bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __r
             }
             // The m16n8 C layout of S tiles 2j and 2j + 1 is the m16k16 A layout of P.
             const unsigned a[4] = {p[2 * j][0], p[2 * j][1], p[2 * j + 1][0], p[2 * j + 1][1]};
-            // FOLD_V: P' = P s (a0, a1 hold keys 2t, 2t+1 of rows g, g + 8; a2, a3 keys 2t+8, 2t+9).
-            [[maybe_unused]] unsigned ps[4];
-            if constexpr (FOLD_V) {
-                ps[0] = hmul2(a[0], vs[0][0]), ps[1] = hmul2(a[1], vs[0][0]);
-                ps[2] = hmul2(a[2], vs[1][0]), ps[3] = hmul2(a[3], vs[1][0]);
-                mma_16816<BF16>(vmin, a, vm[0][0], vm[1][0]);
-                mma_16816<BF16>(vmin, a, hmul2(vs[0][0], HALF_RANGE<BITS>), hmul2(vs[1][0], HALF_RANGE<BITS>));
-            }
 #pragma unroll
             for (int jn = 0; jn < DT; ++jn) {
                 unsigned bv[2];
 #pragma unroll
                 for (int pr = 0; pr < 2; ++pr) {
-                    if constexpr (FOLD_V)
-                        bv[pr] = v_centred<BITS>(vc[j][2 * pr], vc[j][2 * pr + 1], jn);
-                    else
-                        bv[pr] = v_operand<BITS>(vc[j][2 * pr], vc[j][2 * pr + 1], jn);
-                    if constexpr (QUANT && !FOLD_V) {
+                    bv[pr] = v_operand<BITS>(vc[j][2 * pr], vc[j][2 * pr + 1], jn);
+                    if constexpr (QUANT) {
                         const int x = (VSPAN == 2 && jn >= cut) ? VSPAN - 1 : 0;
                         bv[pr] = hfma2(bv[pr], vs[pr][x], vm[pr][x]);
                     }
                 }
-                if constexpr (FOLD_V)
-                    mma_16816<BF16>(o[jn], ps, bv[0], bv[1]);
-                else
-                    mma_16816<BF16>(o[jn], a, bv[0], bv[1]);
+                mma_16816<BF16>(o[jn], a, bv[0], bv[1]);
             }
         }
     };
@@ -667,7 +608,7 @@ bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __r
         float* dst = sm_o + (warp * 16 + row) * SM::OSTRIDE + 2 * t;
 #pragma unroll
         for (int jn = 0; jn < DT; ++jn)
-            *reinterpret_cast<float2*>(dst + 8 * jn) = make_float2(o[jn][2 * h] + vmin[2 * h], o[jn][2 * h + 1] + vmin[2 * h]);
+            *reinterpret_cast<float2*>(dst + 8 * jn) = make_float2(o[jn][2 * h], o[jn][2 * h + 1]);
     }
     __syncthreads();
 
@@ -776,8 +717,8 @@ bitdecode_combine(const float* __restrict__ part_o, const float* __restrict__ pa
 
 #ifdef KBENCH_INSTANTIATE
 // nvcc build check (tests/): the instances kbench launches (cupy_bitdecode.py's INSTANCES).
-#define KBENCH_BD_PARTIAL(BITS, BF16, D, TN, W, VSPAN, KG1, VG1, STAGES)                                        \
-    template __global__ void bitdecode_partial<BITS, BF16, D, TN, W, VSPAN, KG1, VG1, STAGES>(                        \
+#define KBENCH_BD_PARTIAL(BITS, BF16, D, TN, W, VSPAN, KG1, STAGES)                                             \
+    template __global__ void bitdecode_partial<BITS, BF16, D, TN, W, VSPAN, KG1, STAGES>(                        \
         const unsigned short*, const unsigned char*, const unsigned char*, const unsigned short*,                \
         const unsigned short*, const unsigned short*, const unsigned short*, unsigned short*, float*, float*,    \
         float*, int, int, int, int, int, int, int, int, int, unsigned, unsigned, long long, long long, long long,     \
@@ -787,30 +728,22 @@ bitdecode_combine(const float* __restrict__ part_o, const float* __restrict__ pa
     template __global__ void bitdecode_combine<D, BF16>(const float*, const float*, const float*,    \
                                                                    unsigned short*, int, int, int, int, int,    \
                                                                    long long, long long, long long);
-KBENCH_BD_PARTIAL(4, false, 64, 32, 4, 1, true, false, 0)
-KBENCH_BD_PARTIAL(4, false, 64, 32, 4, 1, true, true, 0)
-KBENCH_BD_PARTIAL(4, false, 64, 32, 4, 1, false, false, 0)
-KBENCH_BD_PARTIAL(4, false, 64, 32, 4, 1, false, true, 0)
-KBENCH_BD_PARTIAL(4, false, 64, 32, 4, 2, false, false, 0)
-KBENCH_BD_PARTIAL(4, false, 128, 32, 4, 1, true, false, 0)
-KBENCH_BD_PARTIAL(4, false, 128, 32, 4, 1, true, true, 0)
-KBENCH_BD_PARTIAL(4, false, 128, 32, 4, 1, false, false, 0)
-KBENCH_BD_PARTIAL(4, false, 128, 32, 4, 1, false, true, 0)
-KBENCH_BD_PARTIAL(4, false, 128, 32, 4, 2, false, false, 0)
-KBENCH_BD_PARTIAL(8, false, 64, 32, 4, 1, true, false, 0)
-KBENCH_BD_PARTIAL(8, false, 64, 32, 4, 1, true, true, 0)
-KBENCH_BD_PARTIAL(8, false, 64, 32, 4, 1, false, false, 0)
-KBENCH_BD_PARTIAL(8, false, 64, 32, 4, 1, false, true, 0)
-KBENCH_BD_PARTIAL(8, false, 64, 32, 4, 2, false, false, 0)
-KBENCH_BD_PARTIAL(8, false, 128, 32, 4, 1, true, false, 0)
-KBENCH_BD_PARTIAL(8, false, 128, 32, 4, 1, true, true, 0)
-KBENCH_BD_PARTIAL(8, false, 128, 32, 4, 1, false, false, 0)
-KBENCH_BD_PARTIAL(8, false, 128, 32, 4, 1, false, true, 0)
-KBENCH_BD_PARTIAL(8, false, 128, 32, 4, 2, false, false, 0)
-KBENCH_BD_PARTIAL(16, false, 64, 32, 4, 1, false, false, 0)
-KBENCH_BD_PARTIAL(16, false, 128, 32, 4, 1, false, false, 0)
-KBENCH_BD_PARTIAL(16, true, 64, 32, 4, 1, false, false, 0)
-KBENCH_BD_PARTIAL(16, true, 128, 32, 4, 1, false, false, 0)
+KBENCH_BD_PARTIAL(4, false, 64, 32, 4, 1, true, 0)
+KBENCH_BD_PARTIAL(4, false, 64, 32, 4, 1, false, 0)
+KBENCH_BD_PARTIAL(4, false, 64, 32, 4, 2, false, 0)
+KBENCH_BD_PARTIAL(4, false, 128, 32, 4, 1, true, 0)
+KBENCH_BD_PARTIAL(4, false, 128, 32, 4, 1, false, 0)
+KBENCH_BD_PARTIAL(4, false, 128, 32, 4, 2, false, 0)
+KBENCH_BD_PARTIAL(8, false, 64, 32, 4, 1, true, 0)
+KBENCH_BD_PARTIAL(8, false, 64, 32, 4, 1, false, 0)
+KBENCH_BD_PARTIAL(8, false, 64, 32, 4, 2, false, 0)
+KBENCH_BD_PARTIAL(8, false, 128, 32, 4, 1, true, 0)
+KBENCH_BD_PARTIAL(8, false, 128, 32, 4, 1, false, 0)
+KBENCH_BD_PARTIAL(8, false, 128, 32, 4, 2, false, 0)
+KBENCH_BD_PARTIAL(16, false, 64, 32, 4, 1, false, 0)
+KBENCH_BD_PARTIAL(16, false, 128, 32, 4, 1, false, 0)
+KBENCH_BD_PARTIAL(16, true, 64, 32, 4, 1, false, 0)
+KBENCH_BD_PARTIAL(16, true, 128, 32, 4, 1, false, 0)
 KBENCH_BD_COMBINE(64, false)
 KBENCH_BD_COMBINE(64, true)
 KBENCH_BD_COMBINE(128, false)

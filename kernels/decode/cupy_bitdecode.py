@@ -66,8 +66,7 @@ def resolve_masks(masks: str, bits: int) -> str:
     return AUTO_MASKS[bits] if masks == "auto" else masks
 
 
-VSCALES = ("fold", "element")  # where V's scale meets a token whose channels are one group: P, or each element
-DEFAULT_PARAMS = {"splits": 0, "tile": 32, "warps": 4, "stages": 0, "masks": "auto", "vscale": "fold"}
+DEFAULT_PARAMS = {"splits": 0, "tile": 32, "warps": 4, "stages": 0, "masks": "auto"}
 
 
 def v_span(d: int, group: int, bits: int) -> int | None:
@@ -75,7 +74,7 @@ def v_span(d: int, group: int, bits: int) -> int | None:
     are whole strips, 2 where a group is longer than a strip (at most one boundary inside it), None
     (unsupported) where groups are shorter than strips. A 16-bit cache has no groups: 1."""
     strip = d // 8
-    if bits == 16 or group % strip == 0 or group >= d:
+    if bits == 16 or group % strip == 0:
         return 1
     return 2 if group > strip else None
 
@@ -86,29 +85,17 @@ def one_group_a_tile(group: int, tile: int, bits: int) -> bool:
     return bits < 16 and group % tile == 0
 
 
-def one_group_a_token(d: int, group: int, bits: int) -> bool:
-    """Whether each token's channels share one group of V's scales (VG1 in the .cu): a quantized cache
-    whose group of channels is at least d, so that a key's scale folds into P."""
-    return bits < 16 and group >= d
-
-
 def name_expression(bits: int, bf16: bool, d: int, tile: int, warps: int, vspan: int, one_group: bool = False,
-                    one_v_group: bool = False, stages: int = 0) -> str:
+                    stages: int = 0) -> str:
     """The template instance of the partial kernel that NVRTC compiles (and kbench explain hands to ptxas)."""
-    return _cupy.instance_name("bitdecode_partial", bits, bf16, d, tile, warps, vspan, one_group, one_v_group,
-                               stages)
+    return _cupy.instance_name("bitdecode_partial", bits, bf16, d, tile, warps, vspan, one_group, stages)
 
 
-def folds_v_scales(case, vscale: str) -> bool:
-    """Whether V's scales go into P (VG1): asked for, and each token's channels one group."""
-    return vscale == "fold" and one_group_a_token(case.d, case.group, CODE_BITS[case.kv_dtype])
-
-
-def instance(case, tile: int, warps: int, stages: int, vscale: str = "fold") -> str:
+def instance(case, tile: int, warps: int, stages: int) -> str:
     """The partial kernel's instance for a case."""
     bits = CODE_BITS[case.kv_dtype]
     return name_expression(bits, case.kv_dtype == "bf16", case.d, tile, warps, v_span(case.d, case.group, bits),
-                           one_group_a_tile(case.group, tile, bits), folds_v_scales(case, vscale), stages)
+                           one_group_a_tile(case.group, tile, bits), stages)
 
 
 def combine_name(d: int, bf16: bool) -> str:
@@ -183,12 +170,10 @@ def default_instances() -> list[str]:
     tile, warps, stages = DEFAULT_PARAMS["tile"], DEFAULT_PARAMS["warps"], DEFAULT_PARAMS["stages"]
     for bits, bf16 in ((4, False), (8, False), (16, False), (16, True)):
         for d in HEAD_DIMS:
-            # groups spanning two V groups a strip are never whole tiles (a strip of d/8 divides the tile),
-            # nor at least d (a strip then lies in the token's one group)
-            shapes = (((1, True, False), (1, True, True), (1, False, False), (1, False, True), (2, False, False))
-                      if bits < 16 else ((1, False, False),))
-            for vspan, one_group, one_v_group in shapes:
-                names.append(name_expression(bits, bf16, d, tile, warps, vspan, one_group, one_v_group, stages))
+            # groups spanning two V groups a strip are never whole tiles (a strip of d/8 divides the tile)
+            shapes = ((1, True), (1, False), (2, False)) if bits < 16 else ((1, False),)
+            for vspan, one_group in shapes:
+                names.append(name_expression(bits, bf16, d, tile, warps, vspan, one_group, stages))
     names += [combine_name(d, bf16) for d in HEAD_DIMS for bf16 in (False, True)]
     return names
 
@@ -217,8 +202,7 @@ def lane_elements(bits: int, d: int, lane: int) -> dict:
     return {"k": k, "v": v, "o": o}
 
 
-def _plan(case, tile: int, warps: int, splits: int, sms: int, resident: int, stages: int = 0,
-          vscale: str = "fold") -> dict:
+def _plan(case, tile: int, warps: int, splits: int, sms: int, resident: int, stages: int = 0) -> dict:
     bits = CODE_BITS[case.kv_dtype]
     rows = case.hq // case.hkv * case.q
     blocks = row_blocks(rows)
@@ -226,7 +210,7 @@ def _plan(case, tile: int, warps: int, splits: int, sms: int, resident: int, sta
     n_splits, keys = split_plan(case.l, programs, sms, resident, tile, warps, splits)
     return {"bits": bits, "rows": rows, "row_blocks": blocks, "programs": programs, "splits": n_splits,
             "keys_per_split": keys, "grid": (blocks * n_splits, case.batch * case.hkv), "block": (32 * warps,),
-            "name": instance(case, tile, warps, stages, vscale), "smem": smem_bytes(case.d, warps, bits, tile, stages)}
+            "name": instance(case, tile, warps, stages), "smem": smem_bytes(case.d, warps, bits, tile, stages)}
 
 
 def explain(case, params) -> dict:
@@ -242,7 +226,7 @@ def explain(case, params) -> dict:
         return {"configuration": f"not runnable: {reason}"}
     bits = CODE_BITS[case.kv_dtype]
     masks = resolve_masks(params["masks"], bits)
-    name = instance(case, tile, warps, stages, params["vscale"])
+    name = instance(case, tile, warps, stages)
     smem = smem_bytes(case.d, warps, bits, tile, stages)
     try:
         resources, failure = from_nvcc(SOURCE, name), None
@@ -250,7 +234,7 @@ def explain(case, params) -> dict:
         resources, failure = None, f"could not compile: {exc}"
     resident = blocks_per_sm(32 * warps, resources["registers"], smem)["blocks_per_sm"] if resources else 1
     h200 = by_key("h200")
-    plan = _plan(case, tile, warps, params["splits"], h200.sms, resident, stages, params["vscale"])
+    plan = _plan(case, tile, warps, params["splits"], h200.sms, resident, stages)
     blocks = plan["grid"][0] * plan["grid"][1]
     figures = {
         "rows of a block": f"{plan['rows']} of the GQA group (query heads x {case.q} queries) in "
@@ -280,10 +264,7 @@ def explain(case, params) -> dict:
                                    "(k16 step j, register r)",
         "dequantization": {4: "lop3 (nibbles under 0x6400), sub / fma to the code, fma.rn.f16x2 with scale and minimum",
                            8: "prmt (bytes under 0x64), sub to the code, fma.rn.f16x2 with scale and minimum",
-                           16: "none: the 16-bit values are the fragments (V's pairs of keys by prmt)"}[bits]
-                          + ("; V's codes centred (c - 2^(bits-1)) with each key's scale in P (P s) and its "
-                             "minimum and 2^(bits-1) scale by two more mma a k16 step (vscale=fold, one group a token)"
-                             if folds_v_scales(case, params["vscale"]) else ""),
+                           16: "none: the 16-bit values are the fragments (V's pairs of keys by prmt)"}[bits],
     }
     if resources:
         figures.update(launch_figures(dict(resources), blocks, 32 * warps, smem))
@@ -300,11 +281,11 @@ def _supports(case):
     "decode", "cupy-bitdecode", backend="cupy", cuda=True, modules=("torch", "cupy"), min_cc=(8, 0),
     supports=_supports, params=dict(DEFAULT_PARAMS), explain=explain,
     allowed={"splits": lambda value: None if value >= 0 else "splits takes 0 (automatic) or a positive number",
-             "tile": TILES, "warps": WARPS, "stages": STAGES, "masks": MASKS, "vscale": VSCALES},
+             "tile": TILES, "warps": WARPS, "stages": STAGES, "masks": MASKS},
     description="BitDecoding-style decode in CUDA C++: mma.sync m16n8k16 with the GQA group as the rows, "
                 "int4/int8 codes dequantized into the B fragments by lop3/prmt, split-KV merged by log-sum-exp",
 )
-def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, vscale):
+def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks):
     import numpy as np
     import torch
 
@@ -343,7 +324,7 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, vscale
 
     bf16 = q.dtype == torch.bfloat16
     vspan = v_span(case.d, case.group, bits)
-    kernel = _cupy.compiled(str(SOURCE), instance(case, tile, warps, stages, vscale))
+    kernel = _cupy.compiled(str(SOURCE), instance(case, tile, warps, stages))
     smem = smem_bytes(case.d, warps, bits, tile, stages)
     if smem > 48 * 1024:  # above 48 KiB a block must opt in to its dynamic shared memory
         if smem > _cupy.smem_optin_limit(q):
@@ -352,7 +333,7 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, vscale
     props = torch.cuda.get_device_properties(q.device)
     capability = (props.major, props.minor) if (props.major, props.minor) in LIMITS else (9, 0)
     resident = blocks_per_sm(32 * warps, kernel.num_regs, smem + kernel.shared_size_bytes, capability)["blocks_per_sm"]
-    plan = _plan(case, tile, warps, splits, props.multi_processor_count, resident, stages, vscale)
+    plan = _plan(case, tile, warps, splits, props.multi_processor_count, resident, stages)
     n_splits, rbs = plan["splits"], plan["row_blocks"]
     group_heads = case.hq // case.hkv
 
@@ -405,7 +386,6 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, vscale
     run.workspace = (part_o, part_m, part_l) if n_splits > 1 else ()
     run.config = {"splits": n_splits, "keys_per_split": plan["keys_per_split"], "tile": tile, "warps": warps,
                   "stages": stages, "masks": masks, "one_group_a_tile": one_group_a_tile(case.group, tile, bits),
-                  "v_scales_folded": folds_v_scales(case, vscale),
                   "row_blocks": rbs, "resident_blocks_per_sm": resident, "v_span": vspan,
                   **_cupy.kernel_config(kernel, grid, block, smem)}
     return run

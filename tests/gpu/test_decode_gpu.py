@@ -39,7 +39,7 @@ BITDECODE_SWEEPS = (
     ("--l", "17,4099,131072", "--hq", "32", "--hkv", "8", "--q", "4", "--d", "128,64"),
     ("--l", "17,4099,131072", "--hq", "16", "--hkv", "1", "--q", "1,4", "--d", "128,64"),
     # V groups of 48 and 20 channels (a lane's 16-channel strip in one group, or across two), of 128 and 200
-    # (a token's channels one group: its scale folded into P; 200 tokens of K not whole tiles); 32 query
+    # (a token's channels one group; K's groups of 200 tokens not whole tiles); 32 query
     # heads of one K/V head x 4 queries: 128 rows in 8 row blocks
     ("--l", "1000", "--hq", "32", "--hkv", "8", "--q", "3", "--d", "128", "--group", "48,20,128,200"),
     ("--l", "300", "--hq", "32", "--hkv", "1", "--q", "4", "--d", "128,64"),

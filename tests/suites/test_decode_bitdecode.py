@@ -99,12 +99,6 @@ def hsub2(a, b):
     return word(a0 - b0, a1 - b1)
 
 
-def hmul2(a, b):
-    """mul.rn.f16x2: a·b rounded once."""
-    (a0, a1), (b0, b1) = halves(a), halves(b)
-    return word(a0 * b0, a1 * b1)
-
-
 def hfma2(a, b, c):
     """fma.rn.f16x2: a·b + c exact, rounded once (exact in float64 for the magnitudes used here: an
     8-bit integer times an fp16 normal number, plus an fp16 number, spans fewer than 53 bits)."""
@@ -147,24 +141,6 @@ def v_operand(wa, wb, jn: int, bits: int):
         return hsub2(prmt(z, MAGIC_BYTES, 0x4341 if i % 2 else 0x4240), MAGIC)
     w = jn // 2
     return prmt(wa[w], wb[w], 0x7632 if jn % 2 else 0x5410)
-
-
-HALF_RANGE = {4: 0x48004800, 8: 0x58005800}  # fp16 {8, 8}, {128, 128}: the codes' middle
-MINUS_72, MAGIC_PLUS_8, MAGIC_PLUS_128 = 0xD480D480, 0x64086408, 0x64806480
-
-
-def v_centred(wa, wb, jn: int, bits: int):
-    """v_operand's codes less their middle, c - 2^(bits-1), as the folded form reads them."""
-    if bits == 4:
-        w, i = divmod(jn, 8)
-        z = prmt(wa[w], wb[w], 0x5410 if i < 4 else 0x7632)
-        x = z >> np.uint32(8) if i % 4 >= 2 else z
-        if i % 2:
-            return hfma2(lop3(x, 0x00F000F0, MAGIC, 0xEA), SIXTEENTH, MINUS_72)
-        return hsub2(lop3(x, 0x000F000F, MAGIC, 0xEA), MAGIC_PLUS_8)
-    w, i = divmod(jn, 4)
-    z = prmt(wa[w], wb[w], 0x5410 if i < 2 else 0x7632)
-    return hsub2(prmt(z, MAGIC_BYTES, 0x4341 if i % 2 else 0x4240), MAGIC_PLUS_128)
 
 
 def words_of(row_bytes: np.ndarray, offset: int, count: int):
@@ -357,78 +333,6 @@ def test_lane_fragments_compute_p_v(bd, quantization, bits, d, group):
     assert np.allclose(o, p @ vd, rtol=1e-12, atol=1e-12)
 
 
-def _codes_of(quantization, stored, name: str, bits: int) -> np.ndarray:
-    """[keys, channels] float64: a cache tensor's codes themselves."""
-    return quantization.unpacked(stored[f"{name}_codes"], bits)[0, 0].double().numpy()
-
-
-FP16_UNIT = 2.0**-11  # the largest relative error of one rounding to fp16 (round to nearest)
-
-
-@pytest.mark.parametrize("bits, d, group", [(4, 64, 64), (4, 128, 128), (4, 128, 200), (8, 64, 64), (8, 128, 128)])
-def test_folded_v_scales_compute_p_v(bd, quantization, bits, d, group):
-    """V's scales folded into P (VG1: one group a token): P' = P s (each A register's two keys' scales)
-    against the centred codes c - H (H = 2^(bits-1)), plus P m and P (H s) from two more products a k16
-    step (their 8 columns alike, added to every channel), is P (c s + m) but for the rounding of P'
-    alone, which weighs |c - H| <= H: no more than the rounding of a dequantized V of the group's range."""
-    assert bd.one_group_a_token(d, group, bits) and bd.v_span(d, group, bits) == 1
-    stored, _, _ = _cache(quantization, bits, d, keys=16, group=group, seed=bits * d + group)
-    p = np.random.default_rng(group).random((16, 16)).astype(np.float16).astype(np.float64)
-    p_halves = p.astype(np.float16).view(np.uint16).astype(np.uint32)
-    vch = d // 8
-    vwords = vch * bits // 32
-    rows = _row_bytes(stored["v_codes"])
-    vs, vm = _halves_of(stored["v_scale"]), _halves_of(stored["v_min"])
-    scale, minimum = (stored[f"v_{part}"][0, 0, :, 0].double().numpy() for part in ("scale", "min"))
-    codes = _codes_of(quantization, stored, "v", bits)
-    half = 2 ** (bits - 1)
-    ps_mat, p_mat, m_mat, hs_mat = np.zeros((16, 16)), np.zeros((16, 16)), np.zeros((16, 8)), np.zeros((16, 8))
-    o = np.full((16, d), np.nan)
-    for lane in range(32):
-        g, t = divmod(lane, 4)
-        pair = [vs[2 * t + 8 * pr, 0] | vs[2 * t + 8 * pr + 1, 0] << 16 for pr in (0, 1)]
-        a = [p_halves[row, col] | p_halves[row, col + 1] << 16 for row, col in
-             ((g, 2 * t), (g + 8, 2 * t), (g, 2 * t + 8), (g + 8, 2 * t + 8))]
-        _place(p_mat, layout.a_elements(lane), a)
-        _place(ps_mat, layout.a_elements(lane), [hmul2(a[0], pair[0]), hmul2(a[1], pair[0]),
-                                                 hmul2(a[2], pair[1]), hmul2(a[3], pair[1])])
-        _place(m_mat, layout.b_elements(lane), [vm[2 * t + 8 * pr, 0] | vm[2 * t + 8 * pr + 1, 0] << 16 for pr in (0, 1)])
-        _place(hs_mat, layout.b_elements(lane), [hmul2(pair[pr], HALF_RANGE[bits]) for pr in (0, 1)])
-    assert np.array_equal(p_mat, p)
-    vmin = p_mat @ m_mat + p_mat @ hs_mat
-    assert np.allclose(vmin, (p @ (minimum + half * scale))[:, None], rtol=1e-12, atol=0)  # every column alike
-    for jn in range(d // 8):
-        b_mat = np.zeros((16, 8))
-        for lane in range(32):
-            g, t = divmod(lane, 4)
-            regs = []
-            for pr in (0, 1):
-                wa, wb = (words_of(rows[2 * t + 8 * pr + e], g * vwords * 4, vwords) for e in (0, 1))
-                regs.append(v_centred(wa, wb, jn, bits))
-            _place(b_mat, layout.b_elements(lane), regs)
-        tile = ps_mat @ b_mat + vmin
-        for lane in range(32):
-            for (row, col), channel in zip(layout.d_elements(lane)[:2], bd.lane_elements(bits, d, lane)["o"][jn]):
-                o[row, channel] = tile[row, col]
-                o[row + 8, channel] = tile[row + 8, col]
-    assert not np.isnan(o).any()
-    p_folded = (p * scale).astype(np.float16).astype(np.float64)
-    assert np.allclose(o, p_folded @ (codes - half) + (p @ (minimum + half * scale))[:, None], rtol=1e-12, atol=1e-12)
-    exact = p @ (codes * scale[:, None] + minimum[:, None])
-    assert np.all(np.abs(o - exact) <= FP16_UNIT * np.abs(p * scale) @ np.abs(codes - half) + 1e-12)
-
-
-def test_centred_codes_are_the_codes_less_their_middle():
-    """v_centred is v_operand less 2^(bits-1), exactly, for every channel of two keys' words (random
-    words: every code lands in every position)."""
-    rng = np.random.default_rng(0)
-    for bits in (4, 8):
-        wa, wb = ([u32(rng.integers(0, 2**32, 4096, dtype=np.uint64)) for _ in range(2)] for _ in range(2))
-        for jn in range(2 * 32 // bits):  # the channels of two words
-            for got, plain in zip(halves(v_centred(wa, wb, jn, bits)), halves(v_operand(wa, wb, jn, bits))):
-                assert np.array_equal(got, plain - 2 ** (bits - 1)), (bits, jn)
-
-
 def test_the_lane_map_is_the_models(bd):
     """lane_elements (kbench explain's lane table) says what the model above computes: lane 4g+t holds
     key g of each n8 tile of K, a quarter of the channels (int4: pairs 4 apart), and channel strip g of V."""
@@ -505,9 +409,9 @@ def test_supported_cases(impl):
 
 
 def test_params_are_checked_before_anything_runs(impl):
-    assert impl.params == {"splits": 0, "tile": 32, "warps": 4, "stages": 0, "masks": "auto", "vscale": "fold"}
+    assert impl.params == {"splits": 0, "tile": 32, "warps": 4, "stages": 0, "masks": "auto"}
     for arg, message in (("tile=48", "is not one of 16, 32, 64"), ("warps=3", "is not one of 2, 4, 8"),
-                         ("masks=none", "is not one of auto, all, edge"), ("vscale=p", "is not one of fold, element"),
+                         ("masks=none", "is not one of auto, all, edge"),
                          ("splits=-2", "splits takes 0"), ("splits=two", "is not an integer")):
         with pytest.raises(UserError, match=message):
             variants([impl], parse_param_args([arg]))
@@ -591,14 +495,3 @@ def test_the_merge_constants_are_the_sources(bd):
     assert f"constexpr int COMBINE_CHANNELS = {bd.COMBINE_CHANNELS};" in text
     assert f"constexpr int COMBINE_PIECES = {bd.COMBINE_PIECES};" in text
     assert f"constexpr int COMBINE_WARPS = {bd.COMBINE_WARPS};" in text
-
-
-def test_v_scales_fold_into_p_only_where_a_token_is_one_group(bd):
-    """vscale=fold takes the VG1 instance where each token's channels share one group (group >= d) of
-    a quantized cache, and never otherwise; vscale=element never does."""
-    for kv_dtype, d, group, folded in (("int4", 128, 128, True), ("int8", 64, 200, True), ("int4", 128, 32, False),
-                                       ("int8", 128, 64, False), ("fp16", 128, 128, False)):
-        c = case(d=d, kv_dtype=kv_dtype, group=group)
-        assert bd.folds_v_scales(c, "fold") is folded and not bd.folds_v_scales(c, "element")
-        assert bd.instance(c, 32, 4, 0, "fold").endswith(f", {str(folded).lower()}, 0>")
-        assert bd.instance(c, 32, 4, 0, "element").endswith(", false, 0>")
