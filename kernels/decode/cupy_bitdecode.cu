@@ -185,17 +185,6 @@ __device__ __forceinline__ unsigned load_half_pair(const unsigned short* p, unsi
     return unsigned(lo) | (unsigned(hi) << 16);
 }
 
-// Asks the L2 to bring [p, p + bytes) in ahead of the loads that will read it: Hopper's bulk prefetch,
-// one instruction for a span of any length (its start and length in whole 16-byte units, so the span
-// is shrunk to the units inside it). Nothing before sm_90.
-__device__ __forceinline__ void prefetch_l2(const void* p, unsigned bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    const unsigned long long at = reinterpret_cast<unsigned long long>(p);
-    const unsigned long long lo = (at + 15) & ~15ull, hi = (at + bytes) & ~15ull;
-    if (hi > lo) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(lo), "r"(unsigned(hi - lo)) : "memory");
-#endif
-}
-
 // floor(x / d) for 0 <= x < 2^31 as (x * magic) >> shift: a 32 x 32-bit multiply and a shift instead of
 // the dozen instructions of a division by a run-time value. The host finds magic and shift
 // (cupy_bitdecode.py's divisor: magic = ceil(2^shift / d), shift = 31 + ceil(log2 d)).
@@ -329,7 +318,7 @@ bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __r
                   long long v_sb, long long v_sh, long long v_sl,
                   long long ks_sb, long long ks_sh, long long ks_sg,
                   long long vs_sb, long long vs_sh, long long vs_sl,
-                  long long o_sb, long long o_sh, long long o_sq, float scale_log2, int prefetch_ahead) {
+                  long long o_sb, long long o_sh, long long o_sq, float scale_log2) {
     using LN = Lanes<BITS, D>;
     using SM = PartialSmem<BITS, D, TN, WARPS, STAGES>;
     constexpr bool QUANT = BITS < 16;
@@ -393,10 +382,8 @@ bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __r
 #pragma unroll
         for (int e = 0; e < 4; ++e) o[dt][e] = 0.f;
 
-    const unsigned char* k_head = K + b * k_sb + kvh * k_sh;
-    const unsigned char* v_head = V + b * v_sb + kvh * v_sh;
-    const unsigned char* k_lane = k_head + t * (LN::KWORDS * 4);
-    const unsigned char* v_lane = v_head + g * (LN::VWORDS * 4);
+    const unsigned char* k_lane = K + b * k_sb + kvh * k_sh + t * (LN::KWORDS * 4);
+    const unsigned char* v_lane = V + b * v_sb + kvh * v_sh + g * (LN::VWORDS * 4);
     const long long ks_lane = b * ks_sb + kvh * ks_sh + t * LN::KCH;  // into KS and KM
     const long long vs_head = b * vs_sb + kvh * vs_sh;                // into VS and VM
     // Within one head the offsets fit in 32 bits (the host checks): one IMAD a row, not a 64-bit product.
@@ -449,22 +436,6 @@ bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __r
         constexpr bool EDGE = decltype(edge)::value;
         auto in_cache = [&](int key) { return EDGE ? min(key, L - 1) : key; };  // a key past L reads the last
         const int key0 = start + tile * TN;
-        // prefetch_ahead > 0: the warp's tile that many tiles on (its keys' K and V rows, V's scales and
-        // minimums) is asked of the L2 now, so that its loads, when they come, wait on the L2 rather
-        // than on DRAM; lanes 0-3 each ask for one span.
-        if (STAGES == 0 && prefetch_ahead > 0 && lane < (QUANT ? 4 : 2)) {
-            const int first = key0 + prefetch_ahead * WARPS * TN;
-            if (first < end) {
-                const int n = min(TN, end - first);
-                if (lane < 2) {
-                    const int stride = lane ? vsl : ksl;
-                    prefetch_l2((lane ? v_head : k_head) + static_cast<long long>(first) * stride,
-                                (n - 1) * stride + D * BITS / 8);
-                } else {
-                    prefetch_l2((lane == 2 ? vs_row : vm_row) + static_cast<long long>(first) * vssl, 2u * n * vssl);
-                }
-            }
-        }
         unsigned kc[NT][LN::KWORDS];
         unsigned vc[KT][4][LN::VWORDS];  // keys 16j + 2t, 2t+1, 2t+8, 2t+9
         if constexpr (STAGES > 0) {
@@ -752,7 +723,7 @@ bitdecode_combine(const float* __restrict__ part_o, const float* __restrict__ pa
         const unsigned short*, const unsigned short*, const unsigned short*, unsigned short*, float*, float*,    \
         float*, int, int, int, int, int, int, int, int, int, unsigned, unsigned, long long, long long, long long,     \
         long long, long long, long long, long long, long long, long long, long long, long long, long long,       \
-        long long, long long, long long, long long, long long, long long, float, int);
+        long long, long long, long long, long long, long long, long long, float);
 #define KBENCH_BD_COMBINE(D, BF16)                                                                             \
     template __global__ void bitdecode_combine<D, BF16>(const float*, const float*, const float*,    \
                                                                    unsigned short*, int, int, int, int, int,    \

@@ -24,10 +24,7 @@ the kernel's occupancy (from its registers and shared memory), each piece at lea
 ``--param tile=16|32|64`` and ``--param warps=2|4|8`` shape the block. ``--param stages=0`` (the
 default) loads each tile's codes into registers when the warp starts it; ``stages=2|3|4`` keeps a ring
 of that many tiles a warp in shared memory, filled by ``cp.async`` that many tiles minus one ahead.
-``--param prefetch=N`` (N = 1-3; 0, none, is the default) has each warp, as it starts a tile, ask the L2
-for its tile N tiles on (``cp.async.bulk.prefetch``, one instruction a span: K's rows, V's, V's scales
-and minimums; sm_90 and later, nothing on older GPUs), so that that tile's loads wait on the L2, not
-DRAM. ``--param masks=all``: every tile clamps its keys' addresses to the cache and masks its scores;
+``--param masks=all``: every tile clamps its keys' addresses to the cache and masks its scores;
 ``masks=edge``: only a piece's last tiles do, the tiles before them (whose keys are all in the cache
 and visible to every query) run a copy of the loop without either, about 6-10 % fewer instructions a
 tile (ptxas for sm_90: 878 against 933 for an int4 cache at d = 128, 837 against 894 for int8, 408
@@ -69,8 +66,7 @@ def resolve_masks(masks: str, bits: int) -> str:
     return AUTO_MASKS[bits] if masks == "auto" else masks
 
 
-PREFETCH = (0, 1, 2, 3)  # tiles ahead a warp asks the L2 for (0: none)
-DEFAULT_PARAMS = {"splits": 0, "tile": 32, "warps": 4, "stages": 0, "masks": "auto", "prefetch": 0}
+DEFAULT_PARAMS = {"splits": 0, "tile": 32, "warps": 4, "stages": 0, "masks": "auto"}
 
 
 def v_span(d: int, group: int, bits: int) -> int | None:
@@ -253,9 +249,7 @@ def explain(case, params) -> dict:
                                    f"blocks of {COMBINE_WARPS} warps (a row, a lane a channel), each lane loading "
                                    f"{COMBINE_PIECES} pieces' states at a time"),
         "block": f"{warps} warps, each its own tiles of {tile} keys",
-        "loads": ("codes into registers as a warp starts a tile"
-                  + (f", its tile {params['prefetch']} on asked of the L2 then (cp.async.bulk.prefetch)"
-                     if params["prefetch"] else "") if stages == 0 else
+        "loads": ("codes into registers as a warp starts a tile" if stages == 0 else
                   f"a ring of {stages} tiles a warp in shared memory, cp.async {stages - 1} tiles ahead")
                  + ("; K's scales once a k16 step for the tile's one group" if one_group_a_tile(case.group, tile, bits)
                     else ("; K's scales once a k16 step and n8 tile" if bits < 16 else "")),
@@ -287,11 +281,11 @@ def _supports(case):
     "decode", "cupy-bitdecode", backend="cupy", cuda=True, modules=("torch", "cupy"), min_cc=(8, 0),
     supports=_supports, params=dict(DEFAULT_PARAMS), explain=explain,
     allowed={"splits": lambda value: None if value >= 0 else "splits takes 0 (automatic) or a positive number",
-             "tile": TILES, "warps": WARPS, "stages": STAGES, "masks": MASKS, "prefetch": PREFETCH},
+             "tile": TILES, "warps": WARPS, "stages": STAGES, "masks": MASKS},
     description="BitDecoding-style decode in CUDA C++: mma.sync m16n8k16 with the GQA group as the rows, "
                 "int4/int8 codes dequantized into the B fragments by lop3/prmt, split-KV merged by log-sum-exp",
 )
-def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, prefetch):
+def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks):
     import numpy as np
     import torch
 
@@ -370,7 +364,7 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, prefet
             np.int32(plan["keys_per_split"]), np.int32(n_splits), np.int32(rbs), np.int32(case.group),
             np.int32(masks == "edge"), *(np.uint32(x) for x in divisor(case.group)),
             *strides(q), *byte_strides(k), *byte_strides(v), *scale_strides, *strides(out),
-            np.float32(case.d**-0.5 * LOG2_E), np.int32(prefetch))
+            np.float32(case.d**-0.5 * LOG2_E))
     grid, block = plan["grid"], plan["block"]
     if n_splits > 1:
         combine = _cupy.compiled(str(SOURCE), combine_name(case.d, bf16))
@@ -391,7 +385,7 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, prefet
     # would go to the next tensors allocated, which the kernel would then overwrite).
     run.workspace = (part_o, part_m, part_l) if n_splits > 1 else ()
     run.config = {"splits": n_splits, "keys_per_split": plan["keys_per_split"], "tile": tile, "warps": warps,
-                  "stages": stages, "masks": masks, "prefetch": prefetch, "one_group_a_tile": one_group_a_tile(case.group, tile, bits),
+                  "stages": stages, "masks": masks, "one_group_a_tile": one_group_a_tile(case.group, tile, bits),
                   "row_blocks": rbs, "resident_blocks_per_sm": resident, "v_span": vspan,
                   **_cupy.kernel_config(kernel, grid, block, smem)}
     return run

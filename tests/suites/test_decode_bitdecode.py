@@ -409,9 +409,9 @@ def test_supported_cases(impl):
 
 
 def test_params_are_checked_before_anything_runs(impl):
-    assert impl.params == {"splits": 0, "tile": 32, "warps": 4, "stages": 0, "masks": "auto", "prefetch": 0}
+    assert impl.params == {"splits": 0, "tile": 32, "warps": 4, "stages": 0, "masks": "auto"}
     for arg, message in (("tile=48", "is not one of 16, 32, 64"), ("warps=3", "is not one of 2, 4, 8"),
-                         ("masks=none", "is not one of auto, all, edge"), ("prefetch=4", "is not one of 0, 1, 2, 3"),
+                         ("masks=none", "is not one of auto, all, edge"),
                          ("splits=-2", "splits takes 0"), ("splits=two", "is not an integer")):
         with pytest.raises(UserError, match=message):
             variants([impl], parse_param_args([arg]))
