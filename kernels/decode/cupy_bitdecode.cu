@@ -641,6 +641,331 @@ bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __r
     }
 }
 
+// ---- keys as the m16 rows ---------------------------------------------------------------------------
+// The same work with the products transposed: S^T = K Q^T and O^T = V^T P^T, the keys (then V's
+// channels) the M rows of m16n8k16 and the block's query rows its N = 8 columns. A GQA group of 4
+// rows then fills half an n8 tile instead of a quarter of an m16 one: half the mma.sync of the form
+// above, O^T 32 fp32 registers a lane instead of 64, and Q's fragments kept in registers (16) instead
+// of re-read from shared memory every tile, so that the kernel fits 16 warps an SM (128 registers)
+// instead of 12, and more tiles' loads are in flight at once.
+//
+// Which lane holds what (lane = 4 g + t; m16 tile mt of the keys: keys key0 + 16 mt .. + 15):
+//   S^T = K Q^T, k16 step s: A: keys 16 mt + g (a0, a2) and + 8 (a1, a3), channels of k_channel(s, r)
+//     as the B registers of the form above (r = 0: a0, a1; r = 1: a2, a3); B: Q^T, query row g at the
+//     same channels. C: keys 16 mt + g, + 8 x rows 2t, 2t + 1.
+//   O^T += V^T P^T, k16 step j (keys key0 + 16 j ..), m16 tile mi of channels: A: V's channels
+//     g D/8 + 2 mi (a0, a2) and + 1 (a1, a3) of the lane's strip, keys 16 j + {2t, 2t+1} (a0, a1) and
+//     {2t+8, 2t+9} (a2, a3), v_operand's pairs; B: P^T, keys 16 j + {2t, 2t+1}, {2t+8, 2t+9} x row g,
+//     which is S^T's C fragment of m16 tile j moved across the warp by movmatrix.trans (the C layout's
+//     8 x 8 blocks, keys x rows, transposed). C: channels g D/8 + 2 mi, + 1 x rows 2t, 2t + 1.
+constexpr int KEY_FORM_ROWS = 8;  // query rows of a block: one n8 tile
+
+// An 8 x 8 matrix of 16-bit values in the m8n8 fragment layout (lane 4 g + t: row g, columns 2t, 2t+1),
+// transposed: the lane then holds row g of the transpose.
+__device__ __forceinline__ unsigned transpose_8x8(unsigned x) {
+    unsigned y;
+    asm("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
+    return y;
+}
+
+// 16 warps an SM (128 registers a thread) where a lane's V strip lies in one group; 12 (168) where it
+// may span two, whose second set of scales and minimums spills at 128.
+template <int VSPAN>
+constexpr int KEY_FORM_WARPS_PER_SM = VSPAN == 1 ? 16 : 12;
+
+template <int BITS, bool BF16, int D, int TN, int WARPS, int VSPAN, bool KG1>
+__global__ void __launch_bounds__(WARPS * 32, WARPS <= KEY_FORM_WARPS_PER_SM<VSPAN> ? KEY_FORM_WARPS_PER_SM<VSPAN> / WARPS : 1)
+bitdecode_partial_keys(const unsigned short* __restrict__ Q, const unsigned char* __restrict__ K,
+                       const unsigned char* __restrict__ V, const unsigned short* __restrict__ KS,
+                       const unsigned short* __restrict__ KM, const unsigned short* __restrict__ VS,
+                       const unsigned short* __restrict__ VM, unsigned short* __restrict__ O,
+                       float* __restrict__ part_o, float* __restrict__ part_m, float* __restrict__ part_l,
+                       int hkv, int gqa, int nq, int L, int keys_per_split, int splits, int row_blocks, int group,
+                       int edge_masks, unsigned group_magic, unsigned group_shift,
+                       long long q_sb, long long q_sh, long long q_sq,
+                       long long k_sb, long long k_sh, long long k_sl,
+                       long long v_sb, long long v_sh, long long v_sl,
+                       long long ks_sb, long long ks_sh, long long ks_sg,
+                       long long vs_sb, long long vs_sh, long long vs_sl,
+                       long long o_sb, long long o_sh, long long o_sq, float scale_log2) {
+    using LN = Lanes<BITS, D>;
+    constexpr bool QUANT = BITS < 16;
+    constexpr int MT = TN / 16;  // m16 tiles of keys a tile (and k16 steps of O^T += V^T P^T)
+    constexpr int DS = D / 16;   // k16 steps of S^T = K Q^T
+    constexpr int MI = D / 16;   // m16 tiles of O^T's channels
+    constexpr int THREADS = WARPS * 32;
+    constexpr int ROWS = KEY_FORM_ROWS;
+    constexpr int OSTRIDE = D + 4;  // floats a row of a warp's O in the merge (padded)
+    static_assert(TN % 16 == 0 && D % 64 == 0, "tiles of 16 keys, d a multiple of 64");
+    static_assert(BITS == 4 || BITS == 8 || BITS == 16, "4- or 8-bit codes, or 16-bit values");
+    static_assert(!QUANT || !BF16, "a quantized cache's queries and output are fp16");
+
+    extern __shared__ __align__(16) float smem[];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int g = lane / 4, t = lane % 4;
+    const int rb = blockIdx.x % row_blocks, split = blockIdx.x / row_blocks;
+    const int bh = blockIdx.y, b = bh / hkv, kvh = bh % hkv;
+    const int rows = gqa * nq;
+    const int start = split * keys_per_split;
+    const int end = min(start + keys_per_split, L);
+
+    // ---- Q^T as B fragments, in registers: query row rb 8 + g (zero past the group), the channels of
+    // k_channel in the lane's chunk t.
+    unsigned qb[DS][2];
+    {
+        const int row = rb * ROWS + g;
+        const bool valid = row < rows;
+        const unsigned short* q = Q;
+        if (valid) q += b * q_sb + (kvh * gqa + row / nq) * q_sh + (row % nq) * q_sq + t * LN::KCH;
+#pragma unroll
+        for (int st = 0; st < DS; ++st)
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                const unsigned lo = valid ? q[k_channel<BITS>(st, r, 0)] : 0u;
+                const unsigned hi = valid ? q[k_channel<BITS>(st, r, 1)] : 0u;
+                qb[st][r] = lo | (hi << 16);
+            }
+    }
+
+    // Per row of this lane (2t, 2t + 1): the first key it may not see (bottom-right causal).
+    int limit[2];
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+        const int row = rb * ROWS + 2 * t + e;
+        limit[e] = row < rows ? min(end, L - nq + row % nq + 1) : end;
+    }
+
+    float o[MI][4];
+    float row_max[2] = {neg_inf(), neg_inf()};
+    float row_sum[2] = {0.f, 0.f};  // this lane's part of each row's sum; the 8 lanes of a t add them at the end
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[mi][e] = 0.f;
+
+    const unsigned char* k_lane = K + b * k_sb + kvh * k_sh + t * (LN::KWORDS * 4);
+    const unsigned char* v_lane = V + b * v_sb + kvh * v_sh + g * (LN::VWORDS * 4);
+    const long long ks_lane = b * ks_sb + kvh * ks_sh + t * LN::KCH;
+    const long long vs_head = b * vs_sb + kvh * vs_sh;
+    const int ksl = static_cast<int>(k_sl), vsl = static_cast<int>(v_sl);
+    const int ksg = static_cast<int>(ks_sg), vssl = static_cast<int>(vs_sl);
+    const unsigned short* ks_row = KS + ks_lane;
+    const unsigned short* km_row = KM + ks_lane;
+    const unsigned short* vs_row = VS + vs_head;
+    const unsigned short* vm_row = VM + vs_head;
+    const int cg0 = QUANT ? (g * LN::VCH) / group : 0;
+    const int cg1 = QUANT ? min(cg0 + 1, (D + group - 1) / group - 1) : 0;
+    const int cut = QUANT ? (cg0 + 1) * group - g * LN::VCH : 0;
+    const int mask_from = min(end, L - nq + 1);
+    const Divisor group_div{group_magic, group_shift};
+    const int n_tiles = (end - start + TN - 1) / TN;
+    const int interior = edge_masks ? max(0, (mask_from - start) / TN) : 0;
+
+    auto run_tile = [&](auto edge, int tile) {
+        constexpr bool EDGE = decltype(edge)::value;
+        auto in_cache = [&](int key) { return EDGE ? min(key, L - 1) : key; };
+        const int key0 = start + tile * TN;
+        unsigned kc[MT][2][LN::KWORDS];  // keys 16 mt + g (0) and + 8 (1)
+        unsigned vc[MT][4][LN::VWORDS];  // keys 16 j + 2t, 2t+1, 2t+8, 2t+9
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+                load_stream<LN::KWORDS>(kc[mt][h], k_lane + in_cache(key0 + 16 * mt + 8 * h + g) * ksl);
+#pragma unroll
+        for (int j = 0; j < MT; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                load_stream<LN::VWORDS>(vc[j][e], v_lane + in_cache(key0 + 16 * j + 2 * t + (e & 1) + 8 * (e >> 1)) * vsl);
+
+        // ---- S^T = K Q^T ------------------------------------------------------------------------------
+        float s[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) s[mt][e] = 0.f;
+        int k_group[MT][2];  // each A row's key's group of tokens, as an offset into ks_row / km_row
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+                k_group[mt][h] = !QUANT ? 0
+                                 : (KG1 && (mt > 0 || h > 0)) ? k_group[0][0]
+                                 : static_cast<int>(divide(in_cache(key0 + 16 * mt + 8 * h + g), group_div)) * ksg;
+#pragma unroll
+        for (int w = 0; w < DS / 2; ++w) {
+            [[maybe_unused]] unsigned sc[2][4], mn[2][4];  // [key g | key g + 8]: channels 8w .. 8w + 7 of the chunk
+            if constexpr (QUANT && KG1) {
+                load_cached<4>(sc[0], ks_row + k_group[0][0] + 8 * w);
+                load_cached<4>(mn[0], km_row + k_group[0][0] + 8 * w);
+            }
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+                if constexpr (QUANT && !KG1) {
+#pragma unroll
+                    for (int h = 0; h < 2; ++h) {
+                        load_cached<4>(sc[h], ks_row + k_group[mt][h] + 8 * w);
+                        load_cached<4>(mn[h], km_row + k_group[mt][h] + 8 * w);
+                    }
+                }
+#pragma unroll
+                for (int x = 0; x < 2; ++x) {
+                    const int st = 2 * w + x;
+                    unsigned a[4];
+#pragma unroll
+                    for (int r = 0; r < 2; ++r)
+#pragma unroll
+                        for (int h = 0; h < 2; ++h) {
+                            unsigned reg = k_operand<BITS>(kc[mt][h], st, r);
+                            if constexpr (QUANT) {
+                                const int hs = KG1 ? 0 : h;
+                                reg = hfma2(reg, k_pair<BITS>(sc[hs], x, r), k_pair<BITS>(mn[hs], x, r));
+                            }
+                            a[2 * r + h] = reg;  // a0: key g, a1: key g + 8 (r = 0); a2, a3 (r = 1)
+                        }
+                    mma_16816<BF16>(s[mt], a, qb[st][0], qb[st][1]);
+                }
+            }
+        }
+
+        if constexpr (EDGE) {
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    if (key0 + 16 * mt + g + 8 * (e >> 1) >= limit[e & 1]) s[mt][e] = neg_inf();
+        }
+
+        // ---- online softmax: row 2t + e is column e of the lane's C registers, over keys g, g + 8 of
+        // every m16 tile; the 8 lanes of one t (lanes t, t + 4, ..., t + 28) hold the tile's 32 keys.
+        float alpha[2], shift[2];
+        bool grew = false;
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            float raw = neg_inf();
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) raw = fmaxf(raw, fmaxf(s[mt][e], s[mt][2 + e]));
+            raw = fmaxf(raw, __shfl_xor_sync(0xffffffffu, raw, 4));
+            raw = fmaxf(raw, __shfl_xor_sync(0xffffffffu, raw, 8));
+            raw = fmaxf(raw, __shfl_xor_sync(0xffffffffu, raw, 16));
+            const float mx = fmaxf(row_max[e], raw * scale_log2);
+            grew |= mx > row_max[e];
+            shift[e] = (mx == neg_inf()) ? 0.f : mx;
+            alpha[e] = fast_exp2(row_max[e] - shift[e]);
+            row_max[e] = mx;
+        }
+        unsigned pb[MT][2];  // P^T's B registers of k16 step j: keys 16 j + {2t, 2t+1} (0), {2t+8, 2t+9} (1)
+        float sum[2] = {0.f, 0.f};
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const float p0 = fast_exp2(fmaf(s[mt][2 * h], scale_log2, -shift[0]));
+                const float p1 = fast_exp2(fmaf(s[mt][2 * h + 1], scale_log2, -shift[1]));
+                sum[0] += p0, sum[1] += p1;
+                pb[mt][h] = transpose_8x8(pack2<BF16>(p0, p1));  // key 16 mt + 8 h + g x rows 2t, 2t+1 -> keys x row g
+            }
+#pragma unroll
+        for (int e = 0; e < 2; ++e) row_sum[e] = row_sum[e] * alpha[e] + sum[e];
+        if (__any_sync(0xffffffffu, grew)) {
+#pragma unroll
+            for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) o[mi][e] *= alpha[e & 1];
+        }
+
+        // ---- O^T += V^T P^T ---------------------------------------------------------------------------
+        [[maybe_unused]] const unsigned v_row0 = 2u * (key0 + 2 * t) * vssl;
+#pragma unroll
+        for (int j = 0; j < MT; ++j) {
+            [[maybe_unused]] unsigned vs[2][VSPAN], vm[2][VSPAN];  // [keys 2t, 2t+1 | 2t+8, 2t+9][group]
+            if constexpr (QUANT) {
+#pragma unroll
+                for (int pr = 0; pr < 2; ++pr) {
+                    const unsigned ka = EDGE ? 2u * in_cache(key0 + 16 * j + 2 * t + 8 * pr) * vssl
+                                             : v_row0 + 2u * (16 * j + 8 * pr) * vssl;
+                    const unsigned kb = EDGE ? 2u * in_cache(key0 + 16 * j + 2 * t + 8 * pr + 1) * vssl : ka + 2u * vssl;
+#pragma unroll
+                    for (int x = 0; x < VSPAN; ++x) {
+                        const unsigned cg = 2u * (x ? cg1 : cg0);
+                        vs[pr][x] = load_half_pair(vs_row, ka + cg, kb + cg);
+                        vm[pr][x] = load_half_pair(vm_row, ka + cg, kb + cg);
+                    }
+                }
+            }
+#pragma unroll
+            for (int mi = 0; mi < MI; ++mi) {
+                unsigned a[4];
+#pragma unroll
+                for (int pr = 0; pr < 2; ++pr)
+#pragma unroll
+                    for (int c = 0; c < 2; ++c) {
+                        const int jn = 2 * mi + c;  // the channel of the lane's strip
+                        unsigned reg = v_operand<BITS>(vc[j][2 * pr], vc[j][2 * pr + 1], jn);
+                        if constexpr (QUANT) {
+                            const int x = (VSPAN == 2 && jn >= cut) ? VSPAN - 1 : 0;
+                            reg = hfma2(reg, vs[pr][x], vm[pr][x]);
+                        }
+                        a[2 * pr + c] = reg;  // a0: channel 2 mi, a1: 2 mi + 1 (keys 2t, 2t+1); a2, a3 (2t+8, 2t+9)
+                    }
+                mma_16816<BF16>(o[mi], a, pb[j][0], pb[j][1]);
+            }
+        }
+    };
+    int tile = warp;
+    for (; tile < interior; tile += WARPS) run_tile(Flag<false>(), tile);
+    for (; tile < n_tiles; tile += WARPS) run_tile(Flag<true>(), tile);
+
+    // ---- the warps' states merged through shared memory: per warp 8 maxima, 8 sums, 8 rows of O ------
+    float* sm_m = smem;
+    float* sm_l = sm_m + WARPS * ROWS;
+    float* sm_o = sm_l + WARPS * ROWS;
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+        float l = row_sum[e];
+        l += __shfl_xor_sync(0xffffffffu, l, 4);
+        l += __shfl_xor_sync(0xffffffffu, l, 8);
+        l += __shfl_xor_sync(0xffffffffu, l, 16);
+        const int row = 2 * t + e;
+        if (g == 0) {
+            sm_m[warp * ROWS + row] = row_max[e];
+            sm_l[warp * ROWS + row] = l;
+        }
+        float* dst = sm_o + (warp * ROWS + row) * OSTRIDE + g * LN::VCH;
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi)
+            *reinterpret_cast<float2*>(dst + 2 * mi) = make_float2(o[mi][e], o[mi][2 + e]);
+    }
+    __syncthreads();
+
+    const int rows_here = min(ROWS, rows - rb * ROWS);
+    const long long slot = (static_cast<long long>(bh) * row_blocks + rb) * splits + split;
+    for (int idx = threadIdx.x; idx < rows_here * D; idx += THREADS) {
+        const int r = idx / D, c = idx % D;
+        float mx = neg_inf();
+#pragma unroll
+        for (int w = 0; w < WARPS; ++w) mx = fmaxf(mx, sm_m[w * ROWS + r]);
+        const float shift = (mx == neg_inf()) ? 0.f : mx;
+        float l = 0.f, acc = 0.f;
+#pragma unroll
+        for (int w = 0; w < WARPS; ++w) {
+            const float weight = fast_exp2(sm_m[w * ROWS + r] - shift);
+            l += weight * sm_l[w * ROWS + r];
+            acc += weight * sm_o[(w * ROWS + r) * OSTRIDE + c];
+        }
+        if (part_o == nullptr) {
+            const int row = rb * ROWS + r;
+            O[b * o_sb + (kvh * gqa + row / nq) * o_sh + (row % nq) * o_sq + c] = to_bits<BF16>(acc / l);
+        } else {
+            part_o[(slot * 16 + r) * D + c] = acc;
+            if (c == 0) {
+                part_m[slot * 16 + r] = mx;
+                part_l[slot * 16 + r] = l;
+            }
+        }
+    }
+}
+
 // The pieces' states of one row merged by log-sum-exp: a block per (sequence x K/V head x row block, row
 // of the group, COMBINE_CHANNELS channels) of COMBINE_WARPS warps, a lane a channel. Warp w folds in
 // pieces w COMBINE_PIECES .. + COMBINE_PIECES - 1 of each round of COMBINE_WARPS x COMBINE_PIECES,
@@ -658,13 +983,13 @@ template <int D, bool BF16>
 __global__ void __launch_bounds__(COMBINE_CHANNELS * COMBINE_WARPS)
 bitdecode_combine(const float* __restrict__ part_o, const float* __restrict__ part_m,
                   const float* __restrict__ part_l, unsigned short* __restrict__ O,
-                  int hkv, int gqa, int nq, int splits, int row_blocks,
+                  int hkv, int gqa, int nq, int splits, int row_blocks, int block_rows,
                   long long o_sb, long long o_sh, long long o_sq) {
     static_assert(D % COMBINE_CHANNELS == 0, "whole warps of channels");
     __shared__ float warp_m[COMBINE_WARPS], warp_l[COMBINE_WARPS], warp_o[COMBINE_WARPS][COMBINE_CHANNELS];
     const int bh = blockIdx.x / row_blocks, rb = blockIdx.x % row_blocks;
     const int r = blockIdx.y;
-    const int row = rb * 16 + r;
+    const int row = rb * block_rows + r;  // block_rows: the partial kernel's rows a block (16, or 8 keys as rows)
     if (row >= gqa * nq) return;  // the whole block: rows past the group hold nothing
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int c = blockIdx.z * COMBINE_CHANNELS + lane;
@@ -724,26 +1049,49 @@ bitdecode_combine(const float* __restrict__ part_o, const float* __restrict__ pa
         float*, int, int, int, int, int, int, int, int, int, unsigned, unsigned, long long, long long, long long,     \
         long long, long long, long long, long long, long long, long long, long long, long long, long long,       \
         long long, long long, long long, long long, long long, long long, float);
+#define KBENCH_BD_KEYS(BITS, BF16, D, TN, W, VSPAN, KG1)                                                      \
+    template __global__ void bitdecode_partial_keys<BITS, BF16, D, TN, W, VSPAN, KG1>(                          \
+        const unsigned short*, const unsigned char*, const unsigned char*, const unsigned short*,                \
+        const unsigned short*, const unsigned short*, const unsigned short*, unsigned short*, float*, float*,    \
+        float*, int, int, int, int, int, int, int, int, int, unsigned, unsigned, long long, long long, long long,     \
+        long long, long long, long long, long long, long long, long long, long long, long long, long long,       \
+        long long, long long, long long, long long, long long, long long, float);
 #define KBENCH_BD_COMBINE(D, BF16)                                                                             \
     template __global__ void bitdecode_combine<D, BF16>(const float*, const float*, const float*,    \
-                                                                   unsigned short*, int, int, int, int, int,    \
+                                                                   unsigned short*, int, int, int, int, int, int, \
                                                                    long long, long long, long long);
 KBENCH_BD_PARTIAL(4, false, 64, 32, 4, 1, true, 0)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true)
 KBENCH_BD_PARTIAL(4, false, 64, 32, 4, 1, false, 0)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false)
 KBENCH_BD_PARTIAL(4, false, 64, 32, 4, 2, false, 0)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 2, false)
 KBENCH_BD_PARTIAL(4, false, 128, 32, 4, 1, true, 0)
+KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, true)
 KBENCH_BD_PARTIAL(4, false, 128, 32, 4, 1, false, 0)
+KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, false)
 KBENCH_BD_PARTIAL(4, false, 128, 32, 4, 2, false, 0)
+KBENCH_BD_KEYS(4, false, 128, 32, 4, 2, false)
 KBENCH_BD_PARTIAL(8, false, 64, 32, 4, 1, true, 0)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true)
 KBENCH_BD_PARTIAL(8, false, 64, 32, 4, 1, false, 0)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false)
 KBENCH_BD_PARTIAL(8, false, 64, 32, 4, 2, false, 0)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 2, false)
 KBENCH_BD_PARTIAL(8, false, 128, 32, 4, 1, true, 0)
+KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, true)
 KBENCH_BD_PARTIAL(8, false, 128, 32, 4, 1, false, 0)
+KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, false)
 KBENCH_BD_PARTIAL(8, false, 128, 32, 4, 2, false, 0)
+KBENCH_BD_KEYS(8, false, 128, 32, 4, 2, false)
 KBENCH_BD_PARTIAL(16, false, 64, 32, 4, 1, false, 0)
+KBENCH_BD_KEYS(16, false, 64, 32, 4, 1, false)
 KBENCH_BD_PARTIAL(16, false, 128, 32, 4, 1, false, 0)
+KBENCH_BD_KEYS(16, false, 128, 32, 4, 1, false)
 KBENCH_BD_PARTIAL(16, true, 64, 32, 4, 1, false, 0)
+KBENCH_BD_KEYS(16, true, 64, 32, 4, 1, false)
 KBENCH_BD_PARTIAL(16, true, 128, 32, 4, 1, false, 0)
+KBENCH_BD_KEYS(16, true, 128, 32, 4, 1, false)
 KBENCH_BD_COMBINE(64, false)
 KBENCH_BD_COMBINE(64, true)
 KBENCH_BD_COMBINE(128, false)

@@ -50,6 +50,8 @@ HEAD_DIMS = (64, 128)
 TILES = (16, 32, 64)
 WARPS = (2, 4, 8)
 ROWS = 16  # query rows of a block: one m16 tile
+FORMS = ("rows", "keys")  # the products' M rows: the query rows (S = Q Kᵀ), or the keys (Sᵀ = K Qᵀ)
+FORM_ROWS = {"rows": ROWS, "keys": 8}  # query rows of a block in each form (keys: one n8 tile)
 COMBINE_CHANNELS = 32  # a warp of the merge of the pieces, a lane a channel (the .cu's COMBINE_CHANNELS)
 COMBINE_PIECES = 32  # pieces each lane of the merge loads at once (the .cu's COMBINE_PIECES)
 COMBINE_WARPS = 2  # warps of a merge block, each its own pieces of a round (the .cu's COMBINE_WARPS)
@@ -66,7 +68,7 @@ def resolve_masks(masks: str, bits: int) -> str:
     return AUTO_MASKS[bits] if masks == "auto" else masks
 
 
-DEFAULT_PARAMS = {"splits": 0, "tile": 32, "warps": 4, "stages": 0, "masks": "auto"}
+DEFAULT_PARAMS = {"splits": 0, "tile": 32, "warps": 4, "stages": 0, "masks": "auto", "form": "rows"}
 
 
 def v_span(d: int, group: int, bits: int) -> int | None:
@@ -91,21 +93,30 @@ def name_expression(bits: int, bf16: bool, d: int, tile: int, warps: int, vspan:
     return _cupy.instance_name("bitdecode_partial", bits, bf16, d, tile, warps, vspan, one_group, stages)
 
 
-def instance(case, tile: int, warps: int, stages: int) -> str:
+def keys_form_name(bits: int, bf16: bool, d: int, tile: int, warps: int, vspan: int, one_group: bool = False) -> str:
+    """The template instance of the keys-as-rows partial kernel (form=keys)."""
+    return _cupy.instance_name("bitdecode_partial_keys", bits, bf16, d, tile, warps, vspan, one_group)
+
+
+def instance(case, tile: int, warps: int, stages: int, form: str = "rows") -> str:
     """The partial kernel's instance for a case."""
     bits = CODE_BITS[case.kv_dtype]
-    return name_expression(bits, case.kv_dtype == "bf16", case.d, tile, warps, v_span(case.d, case.group, bits),
-                           one_group_a_tile(case.group, tile, bits), stages)
+    shape = (bits, case.kv_dtype == "bf16", case.d, tile, warps, v_span(case.d, case.group, bits),
+             one_group_a_tile(case.group, tile, bits))
+    return keys_form_name(*shape) if form == "keys" else name_expression(*shape, stages)
 
 
 def combine_name(d: int, bf16: bool) -> str:
     return _cupy.instance_name("bitdecode_combine", d, bf16)
 
 
-def smem_bytes(d: int, warps: int, bits: int = 16, tile: int = 32, stages: int = 0) -> int:
+def smem_bytes(d: int, warps: int, bits: int = 16, tile: int = 32, stages: int = 0, form: str = "rows") -> int:
     """The partial kernel's dynamic shared memory (PartialSmem in the .cu): Q's fragments and the ring of
     ``stages`` code tiles a warp (a lane's words of a tile rounded up to 16 bytes), then, in the same
-    bytes, each warp's 16 maxima, 16 sums and 16 rows of d + 8 floats of O."""
+    bytes, each warp's 16 maxima, 16 sums and 16 rows of d + 8 floats of O. form=keys keeps Q in
+    registers: only each warp's 8 maxima, 8 sums and 8 rows of d + 4 floats."""
+    if form == "keys":
+        return warps * FORM_ROWS["keys"] * (2 + d + 4) * 4
     lane_words = (tile // 8) * (d // 4) * bits // 32 + (tile // 16) * 4 * (d // 8) * bits // 32
     ring = stages * warps * math.ceil(lane_words / 4) * 512
     return max(d // 16 * 32 * 16 + ring, warps * ROWS * (2 + d + 8) * 4)
@@ -123,8 +134,8 @@ def divisor(d: int) -> tuple[int, int]:
     return -(-(1 << shift) // d), shift
 
 
-def row_blocks(rows: int) -> int:
-    return math.ceil(rows / ROWS)
+def row_blocks(rows: int, form: str = "rows") -> int:
+    return math.ceil(rows / FORM_ROWS[form])
 
 
 def split_plan(length: int, programs: int, sms: int, resident: int, tile: int, warps: int,
@@ -164,8 +175,8 @@ def check_config(case, tile: int, warps: int) -> str | None:
 
 
 def default_instances() -> list[str]:
-    """The template instances kbench launches with the default tile and warps, over every case it
-    runs: the .cu's KBENCH_INSTANTIATE list, which the nvcc build test compiles, must hold these."""
+    """The template instances kbench launches with the default tile and warps, in both forms, over every
+    case it runs: the .cu's KBENCH_INSTANTIATE list, which the nvcc build test compiles, must hold these."""
     names = []
     tile, warps, stages = DEFAULT_PARAMS["tile"], DEFAULT_PARAMS["warps"], DEFAULT_PARAMS["stages"]
     for bits, bf16 in ((4, False), (8, False), (16, False), (16, True)):
@@ -174,6 +185,7 @@ def default_instances() -> list[str]:
             shapes = ((1, True), (1, False), (2, False)) if bits < 16 else ((1, False),)
             for vspan, one_group in shapes:
                 names.append(name_expression(bits, bf16, d, tile, warps, vspan, one_group, stages))
+                names.append(keys_form_name(bits, bf16, d, tile, warps, vspan, one_group))
     names += [combine_name(d, bf16) for d in HEAD_DIMS for bf16 in (False, True)]
     return names
 
@@ -202,15 +214,17 @@ def lane_elements(bits: int, d: int, lane: int) -> dict:
     return {"k": k, "v": v, "o": o}
 
 
-def _plan(case, tile: int, warps: int, splits: int, sms: int, resident: int, stages: int = 0) -> dict:
+def _plan(case, tile: int, warps: int, splits: int, sms: int, resident: int, stages: int = 0,
+          form: str = "rows") -> dict:
     bits = CODE_BITS[case.kv_dtype]
     rows = case.hq // case.hkv * case.q
-    blocks = row_blocks(rows)
+    blocks = row_blocks(rows, form)
     programs = case.batch * case.hkv * blocks
     n_splits, keys = split_plan(case.l, programs, sms, resident, tile, warps, splits)
     return {"bits": bits, "rows": rows, "row_blocks": blocks, "programs": programs, "splits": n_splits,
             "keys_per_split": keys, "grid": (blocks * n_splits, case.batch * case.hkv), "block": (32 * warps,),
-            "name": instance(case, tile, warps, stages), "smem": smem_bytes(case.d, warps, bits, tile, stages)}
+            "name": instance(case, tile, warps, stages, form),
+            "smem": smem_bytes(case.d, warps, bits, tile, stages, form), "block_rows": FORM_ROWS[form]}
 
 
 def explain(case, params) -> dict:
@@ -226,26 +240,30 @@ def explain(case, params) -> dict:
         return {"configuration": f"not runnable: {reason}"}
     bits = CODE_BITS[case.kv_dtype]
     masks = resolve_masks(params["masks"], bits)
-    name = instance(case, tile, warps, stages)
-    smem = smem_bytes(case.d, warps, bits, tile, stages)
+    form = params["form"]
+    if form == "keys" and stages:
+        return {"configuration": "not runnable: form=keys loads each tile into registers (stages=0 only)"}
+    name = instance(case, tile, warps, stages, form)
+    smem = smem_bytes(case.d, warps, bits, tile, stages, form)
     try:
         resources, failure = from_nvcc(SOURCE, name), None
     except RuntimeError as exc:
         resources, failure = None, f"could not compile: {exc}"
     resident = blocks_per_sm(32 * warps, resources["registers"], smem)["blocks_per_sm"] if resources else 1
     h200 = by_key("h200")
-    plan = _plan(case, tile, warps, params["splits"], h200.sms, resident, stages)
+    plan = _plan(case, tile, warps, params["splits"], h200.sms, resident, stages, form)
     blocks = plan["grid"][0] * plan["grid"][1]
+    block_rows, keys_form = plan["block_rows"], form == "keys"
     figures = {
         "rows of a block": f"{plan['rows']} of the GQA group (query heads x {case.q} queries) in "
-                           f"{plan['row_blocks']} block(s) of {ROWS} (an m16 tile; "
-                           f"{ROWS * plan['row_blocks'] - plan['rows']} zero rows)",
+                           f"{plan['row_blocks']} block(s) of {block_rows} ({'an n8' if keys_form else 'an m16'} tile; "
+                           f"{block_rows * plan['row_blocks'] - plan['rows']} zero rows)",
         "pieces of the cache": f"{plan['splits']} of {plan['keys_per_split']} keys ("
                                + ("automatic: one wave on an H200" + ("" if resources else ", at 1 block an SM")
                                   if params["splits"] == 0 else "fixed") + ")",
         "grid": f"{plan['grid'][0]} (row blocks x pieces) x {plan['grid'][1]} (sequences x K/V heads) = {blocks} "
                 "blocks, then " + ("no second kernel (one piece)" if plan["splits"] == 1 else
-                                   f"the log-sum-exp merge: {plan['programs'] * min(ROWS, plan['rows']) * (case.d // COMBINE_CHANNELS)} "
+                                   f"the log-sum-exp merge: {plan['programs'] * min(block_rows, plan['rows']) * (case.d // COMBINE_CHANNELS)} "
                                    f"blocks of {COMBINE_WARPS} warps (a row, a lane a channel), each lane loading "
                                    f"{COMBINE_PIECES} pieces' states at a time"),
         "block": f"{warps} warps, each its own tiles of {tile} keys",
@@ -256,12 +274,17 @@ def explain(case, params) -> dict:
         "masks": ("every tile clamps its keys to the cache and masks its scores" if masks == "all" else
                   "a piece's last tiles clamp and mask; the tiles before them run a loop without either")
                  + (" (masks=auto for this cache)" if params["masks"] == "auto" else ""),
-        "mma.sync m16n8k16 per warp and tile": f"S=QKᵀ {tile // 8} x {case.d // 16}, O+=PV {tile // 16} x {case.d // 8}",
-        "K fragment of lane 4g+t": "key 8nt+g (n8 tile nt); channels t·d/4 + "
+        "mma.sync m16n8k16 per warp and tile": (
+            f"Sᵀ=KQᵀ {tile // 16} x {case.d // 16}, Oᵀ+=VᵀPᵀ {case.d // 16} x {tile // 16}" if keys_form else
+            f"S=QKᵀ {tile // 8} x {case.d // 16}, O+=PV {tile // 16} x {case.d // 8}"),
+        "K fragment of lane 4g+t": ("keys 16mt+g and +8 (A rows of m16 tile mt)" if keys_form else
+                                    "key 8nt+g (n8 tile nt)") + "; channels t·d/4 + "
                                    + ("8(s/2) + 2(s%2) + r + {0, 4}" if bits == 4 else "4s + 2r + {0, 1}")
                                    + " (k16 step s, register r)",
-        "V fragment of lane 4g+t": "channel g·d/8 + jn (n8 tile jn of O); keys 16j + 2t + 8r + {0, 1} "
-                                   "(k16 step j, register r)",
+        "V fragment of lane 4g+t": ("channels g·d/8 + 2mi and +1 (A rows of m16 tile mi of Oᵀ); keys 16j + 2t + 8r + {0, 1} "
+                                    "(k16 step j); Pᵀ from Sᵀ's C fragments by movmatrix.trans" if keys_form else
+                                    "channel g·d/8 + jn (n8 tile jn of O); keys 16j + 2t + 8r + {0, 1} "
+                                    "(k16 step j, register r)"),
         "dequantization": {4: "lop3 (nibbles under 0x6400), sub / fma to the code, fma.rn.f16x2 with scale and minimum",
                            8: "prmt (bytes under 0x64), sub to the code, fma.rn.f16x2 with scale and minimum",
                            16: "none: the 16-bit values are the fragments (V's pairs of keys by prmt)"}[bits],
@@ -281,11 +304,11 @@ def _supports(case):
     "decode", "cupy-bitdecode", backend="cupy", cuda=True, modules=("torch", "cupy"), min_cc=(8, 0),
     supports=_supports, params=dict(DEFAULT_PARAMS), explain=explain,
     allowed={"splits": lambda value: None if value >= 0 else "splits takes 0 (automatic) or a positive number",
-             "tile": TILES, "warps": WARPS, "stages": STAGES, "masks": MASKS},
+             "tile": TILES, "warps": WARPS, "stages": STAGES, "masks": MASKS, "form": FORMS},
     description="BitDecoding-style decode in CUDA C++: mma.sync m16n8k16 with the GQA group as the rows, "
                 "int4/int8 codes dequantized into the B fragments by lop3/prmt, split-KV merged by log-sum-exp",
 )
-def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks):
+def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form):
     import numpy as np
     import torch
 
@@ -324,8 +347,10 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks):
 
     bf16 = q.dtype == torch.bfloat16
     vspan = v_span(case.d, case.group, bits)
-    kernel = _cupy.compiled(str(SOURCE), instance(case, tile, warps, stages))
-    smem = smem_bytes(case.d, warps, bits, tile, stages)
+    if form == "keys" and stages:
+        raise Unsupported("form=keys loads each tile into registers: stages=0 only")
+    kernel = _cupy.compiled(str(SOURCE), instance(case, tile, warps, stages, form))
+    smem = smem_bytes(case.d, warps, bits, tile, stages, form)
     if smem > 48 * 1024:  # above 48 KiB a block must opt in to its dynamic shared memory
         if smem > _cupy.smem_optin_limit(q):
             raise Unsupported(f"needs {smem // 1024} KiB of shared memory per block")
@@ -333,7 +358,7 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks):
     props = torch.cuda.get_device_properties(q.device)
     capability = (props.major, props.minor) if (props.major, props.minor) in LIMITS else (9, 0)
     resident = blocks_per_sm(32 * warps, kernel.num_regs, smem + kernel.shared_size_bytes, capability)["blocks_per_sm"]
-    plan = _plan(case, tile, warps, splits, props.multi_processor_count, resident, stages)
+    plan = _plan(case, tile, warps, splits, props.multi_processor_count, resident, stages, form)
     n_splits, rbs = plan["splits"], plan["row_blocks"]
     group_heads = case.hq // case.hkv
 
@@ -369,8 +394,9 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks):
     if n_splits > 1:
         combine = _cupy.compiled(str(SOURCE), combine_name(case.d, bf16))
         combine_args = (*parts, *_cupy.pointer_args(out), np.int32(case.hkv), np.int32(group_heads),
-                        np.int32(case.q), np.int32(n_splits), np.int32(rbs), *strides(out))
-        combine_grid = (plan["programs"], min(ROWS, plan["rows"]), case.d // COMBINE_CHANNELS)
+                        np.int32(case.q), np.int32(n_splits), np.int32(rbs), np.int32(plan["block_rows"]),
+                        *strides(out))
+        combine_grid = (plan["programs"], min(plan["block_rows"], plan["rows"]), case.d // COMBINE_CHANNELS)
         combine_block = (COMBINE_CHANNELS * COMBINE_WARPS,)
 
         def body():
@@ -385,7 +411,7 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks):
     # would go to the next tensors allocated, which the kernel would then overwrite).
     run.workspace = (part_o, part_m, part_l) if n_splits > 1 else ()
     run.config = {"splits": n_splits, "keys_per_split": plan["keys_per_split"], "tile": tile, "warps": warps,
-                  "stages": stages, "masks": masks, "one_group_a_tile": one_group_a_tile(case.group, tile, bits),
+                  "stages": stages, "masks": masks, "form": form, "one_group_a_tile": one_group_a_tile(case.group, tile, bits),
                   "row_blocks": rbs, "resident_blocks_per_sm": resident, "v_span": vspan,
                   **_cupy.kernel_config(kernel, grid, block, smem)}
     return run

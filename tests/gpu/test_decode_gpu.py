@@ -114,3 +114,16 @@ def test_triton_splitkv_params_are_right(cli, tmp_path, compiled_triton):
     rows = _rows_of_params(cli, tmp_path, "triton-splitkv", "fp16,int4", "--param", "block_n=32,128",
                            "--param", "warps=4,8", "--param", "stages=2", "--param", "loads=pointers,tma")
     assert len(rows) == 16
+
+
+@pytest.mark.usefixtures("needs_cupy")
+def test_cupy_bitdecode_keys_form_is_right(cli, tmp_path):
+    """form=keys (Sᵀ = K Qᵀ, Pᵀ by movmatrix) at 4099 keys and 4 new queries (16 rows: two row blocks of 8)
+    for every cache type, with K groups of 32 tokens (whole tiles) and 48 (a tile across two groups), V
+    groups of 20 channels (a strip across two), tiles of 16 and 32 keys, both loops, and 1 piece (the
+    output written by the partial kernel)."""
+    rows = _rows_of_params(cli, tmp_path, "cupy-bitdecode", "int4,int8,fp16,bf16", "--group", "32,48,20",
+                           "--param", "form=keys", "--param", "tile=16,32", "--param", "masks=all,edge",
+                           "--param", "splits=0,1")
+    assert {key.split("kv_dtype=")[1].split(",")[0] for _, key in rows} == {"int4", "int8", "fp16", "bf16"}
+    assert len(rows) == 4 * 3 * 8  # cache types x groups (a case axis for 16-bit caches too) x params

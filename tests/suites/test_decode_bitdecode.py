@@ -409,9 +409,9 @@ def test_supported_cases(impl):
 
 
 def test_params_are_checked_before_anything_runs(impl):
-    assert impl.params == {"splits": 0, "tile": 32, "warps": 4, "stages": 0, "masks": "auto"}
+    assert impl.params == {"splits": 0, "tile": 32, "warps": 4, "stages": 0, "masks": "auto", "form": "rows"}
     for arg, message in (("tile=48", "is not one of 16, 32, 64"), ("warps=3", "is not one of 2, 4, 8"),
-                         ("masks=none", "is not one of auto, all, edge"),
+                         ("masks=none", "is not one of auto, all, edge"), ("form=cols", "is not one of rows, keys"),
                          ("splits=-2", "splits takes 0"), ("splits=two", "is not an integer")):
         with pytest.raises(UserError, match=message):
             variants([impl], parse_param_args([arg]))
@@ -422,10 +422,11 @@ def test_params_are_checked_before_anything_runs(impl):
 
 def test_the_nvcc_build_compiles_every_default_instance(bd):
     """tests/suites/test_cuda_sources.py compiles the .cu with -DKBENCH_INSTANTIATE: its list must hold
-    each instance the default tile and warps launch (every cache type, d, and V group span)."""
+    each instance the default tile and warps launch (every cache type, d, V group span and form)."""
     text = bd.SOURCE.read_text()
     block = text[text.index("#ifdef KBENCH_INSTANTIATE"):]
     listed = {f"bitdecode_partial<{m}>" for m in re.findall(r"^KBENCH_BD_PARTIAL\((.*)\)$", block, re.MULTILINE)}
+    listed |= {f"bitdecode_partial_keys<{m}>" for m in re.findall(r"^KBENCH_BD_KEYS\((.*)\)$", block, re.MULTILINE)}
     listed |= {f"bitdecode_combine<{m}>" for m in re.findall(r"^KBENCH_BD_COMBINE\((.*)\)$", block, re.MULTILINE)}
     assert listed == set(bd.default_instances())
 
@@ -495,3 +496,94 @@ def test_the_merge_constants_are_the_sources(bd):
     assert f"constexpr int COMBINE_CHANNELS = {bd.COMBINE_CHANNELS};" in text
     assert f"constexpr int COMBINE_PIECES = {bd.COMBINE_PIECES};" in text
     assert f"constexpr int COMBINE_WARPS = {bd.COMBINE_WARPS};" in text
+
+
+def movmatrix_trans(regs):
+    """movmatrix.sync.aligned.m8n8.trans.b16 over a warp's registers (lane 4g + t holds row g, columns
+    2t and 2t + 1 of an 8 x 8 matrix): each lane gets row g, columns 2t, 2t + 1 of the transpose."""
+    m = np.zeros((8, 8), dtype=np.uint32)
+    for lane, reg in enumerate(regs):
+        g, t = divmod(lane, 4)
+        m[g, 2 * t], m[g, 2 * t + 1] = int(reg) & 0xFFFF, int(reg) >> 16
+    m = m.T
+    return [m[lane // 4, 2 * (lane % 4)] | m[lane // 4, 2 * (lane % 4) + 1] << 16 for lane in range(32)]
+
+
+@pytest.mark.parametrize("bits, d", list(itertools.product((4, 8, 16), (64, 128))))
+def test_keys_form_fragments_compute_s_and_o_transposed(bd, quantization, bits, d):
+    """form=keys: each lane's K registers as the A rows (keys g and g + 8 of a 16-key tile) against Qᵀ
+    (query row g) give Sᵀ; P's C fragments of Sᵀ, packed and moved by movmatrix.trans, are Pᵀ's B
+    registers; V's registers as the A rows (channels 2mi and 2mi + 1 of the lane's strip) against them
+    give Oᵀ at the channels the .cu's merge writes."""
+    group = 32
+    stored, kd, vd = _cache(quantization, bits, d, keys=16, group=group, seed=7 * bits + d)
+    rng = np.random.default_rng(bits * d)
+    q = rng.standard_normal((8, d)).astype(np.float16)
+    q_halves = q.view(np.uint16).astype(np.uint32)
+    kch, vch = d // 4, d // 8
+    kwords, vwords = kch * bits // 32, vch * bits // 32
+    krows = _row_bytes(stored["k_codes"] if bits < 16 else stored["k"])
+    vrows = _row_bytes(stored["v_codes"] if bits < 16 else stored["v"])
+    if bits < 16:
+        ks, km = _halves_of(stored["k_scale"]), _halves_of(stored["k_min"])
+        vs, vm = _halves_of(stored["v_scale"]), _halves_of(stored["v_min"])
+    st = np.zeros((16, 8))
+    for step in range(d // 16):
+        a_mat, b_mat = np.zeros((16, 16)), np.zeros((16, 8))
+        for lane in range(32):
+            g, t = divmod(lane, 4)
+            regs = []
+            for r, h in ((0, 0), (0, 1), (1, 0), (1, 1)):  # a0: key g, a1: key g + 8 (r 0); a2, a3 (r 1)
+                key = g + 8 * h
+                reg = k_operand(words_of(krows[key], t * kwords * 4, kwords), step, r, bits)
+                if bits < 16:
+                    lo = t * kch + 8 * (step // 2)
+                    sw = [ks[key // group, lo + 2 * i] | ks[key // group, lo + 2 * i + 1] << 16 for i in range(4)]
+                    mw = [km[key // group, lo + 2 * i] | km[key // group, lo + 2 * i + 1] << 16 for i in range(4)]
+                    reg = hfma2(reg, k_pair(sw, step % 2, r, bits), k_pair(mw, step % 2, r, bits))
+                regs.append(reg)
+            _place(a_mat, layout.a_elements(lane), regs)
+            qb = []
+            for r in (0, 1):
+                c0, c1 = (t * kch + bd.k_channel(bits, step, r, e) for e in (0, 1))
+                qb.append(q_halves[g, c0] | q_halves[g, c1] << 16)
+            _place(b_mat, layout.b_elements(lane), qb)
+        st += a_mat @ b_mat
+    assert np.allclose(st, kd @ q.astype(np.float64).T, rtol=1e-12, atol=1e-12)
+
+    # P (any values, fp16) in Sᵀ's C layout: lane (g, t) holds keys g, g + 8 x rows 2t, 2t + 1.
+    p = rng.random((16, 8)).astype(np.float16)
+    packed = {h: [word(p[g + 8 * h, 2 * t], p[g + 8 * h, 2 * t + 1]) for g, t in (divmod(lane, 4) for lane in range(32))]
+              for h in (0, 1)}
+    moved = {h: movmatrix_trans(packed[h]) for h in (0, 1)}
+    pt_b = np.zeros((16, 8))
+    for lane in range(32):
+        _place(pt_b, layout.b_elements(lane), [moved[0][lane], moved[1][lane]])
+    assert np.array_equal(pt_b, p.astype(np.float64))  # Pᵀ's B operand: keys x rows, exactly P
+
+    groups = math.ceil(d / group)
+    ot = np.full((d, 8), np.nan)
+    for mi in range(d // 16):
+        a_mat = np.zeros((16, 16))
+        for lane in range(32):
+            g, t = divmod(lane, 4)
+            cg0 = g * vch // group
+            cg1 = min(cg0 + 1, groups - 1)
+            cut = (cg0 + 1) * group - g * vch
+            regs = []
+            for pr, c in ((0, 0), (0, 1), (1, 0), (1, 1)):  # a0: channel 2mi, a1: 2mi + 1 (keys 2t, 2t+1); a2, a3
+                ka, kb = 2 * t + 8 * pr, 2 * t + 8 * pr + 1
+                jn = 2 * mi + c
+                reg = v_operand(*(words_of(vrows[key], g * vwords * 4, vwords) for key in (ka, kb)), jn, bits)
+                if bits < 16:
+                    cg = cg1 if bd.v_span(d, group, bits) == 2 and jn >= cut else cg0
+                    reg = hfma2(reg, vs[ka, cg] | vs[kb, cg] << 16, vm[ka, cg] | vm[kb, cg] << 16)
+                regs.append(reg)
+            _place(a_mat, layout.a_elements(lane), regs)
+        tile = a_mat @ pt_b  # rows: channel 2mi (g) and 2mi + 1 (g + 8) of strip g
+        for lane in range(32):
+            g, t = divmod(lane, 4)
+            for (row, col) in layout.d_elements(lane):
+                ot[g * vch + 2 * mi + row // 8, col] = tile[row, col]
+    assert not np.isnan(ot).any()
+    assert np.allclose(ot, vd.T @ p.astype(np.float64), rtol=1e-12, atol=1e-12)
