@@ -668,13 +668,14 @@ __device__ __forceinline__ unsigned transpose_8x8(unsigned x) {
     return y;
 }
 
-// 16 warps an SM (128 registers a thread) where a lane's V strip lies in one group; 12 (168) where it
-// may span two, whose second set of scales and minimums spills at 128.
-template <int VSPAN>
-constexpr int KEY_FORM_WARPS_PER_SM = VSPAN == 1 ? 16 : 12;
+// 16 warps an SM (128 registers a thread) for int4 codes whose V strip lies in one group; 12 (168)
+// otherwise: int8 and 16-bit values (twice and four times the words a lane holds), and a second set of
+// V's scales and minimums, spill at 128.
+template <int BITS, int VSPAN>
+constexpr int KEY_FORM_WARPS_PER_SM = BITS == 4 && VSPAN == 1 ? 16 : 12;
 
 template <int BITS, bool BF16, int D, int TN, int WARPS, int VSPAN, bool KG1>
-__global__ void __launch_bounds__(WARPS * 32, WARPS <= KEY_FORM_WARPS_PER_SM<VSPAN> ? KEY_FORM_WARPS_PER_SM<VSPAN> / WARPS : 1)
+__global__ void __launch_bounds__(WARPS * 32, WARPS <= KEY_FORM_WARPS_PER_SM<BITS, VSPAN> ? KEY_FORM_WARPS_PER_SM<BITS, VSPAN> / WARPS : 1)
 bitdecode_partial_keys(const unsigned short* __restrict__ Q, const unsigned char* __restrict__ K,
                        const unsigned char* __restrict__ V, const unsigned short* __restrict__ KS,
                        const unsigned short* __restrict__ KM, const unsigned short* __restrict__ VS,

@@ -409,9 +409,9 @@ def test_supported_cases(impl):
 
 
 def test_params_are_checked_before_anything_runs(impl):
-    assert impl.params == {"splits": 0, "tile": 32, "warps": 4, "stages": 0, "masks": "auto", "form": "rows"}
+    assert impl.params == {"splits": 0, "tile": 32, "warps": 4, "stages": 0, "masks": "auto", "form": "auto"}
     for arg, message in (("tile=48", "is not one of 16, 32, 64"), ("warps=3", "is not one of 2, 4, 8"),
-                         ("masks=none", "is not one of auto, all, edge"), ("form=cols", "is not one of rows, keys"),
+                         ("masks=none", "is not one of auto, all, edge"), ("form=cols", "is not one of auto, rows, keys"),
                          ("splits=-2", "splits takes 0"), ("splits=two", "is not an integer")):
         with pytest.raises(UserError, match=message):
             variants([impl], parse_param_args([arg]))
@@ -587,3 +587,14 @@ def test_keys_form_fragments_compute_s_and_o_transposed(bd, quantization, bits, 
                 ot[g * vch + 2 * mi + row // 8, col] = tile[row, col]
     assert not np.isnan(ot).any()
     assert np.allclose(ot, vd.T @ p.astype(np.float64), rtol=1e-12, atol=1e-12)
+
+
+def test_form_auto_takes_the_form_measured_faster_for_the_cache(bd):
+    """form=auto: keys for int4 codes, rows for int8 and 16-bit values, and rows wherever a ring of
+    stages is asked for (the keys form loads into registers only); rows and keys as given."""
+    assert [bd.resolve_form("auto", bits) for bits in (4, 8, 16)] == ["keys", "rows", "rows"]
+    assert bd.resolve_form("auto", 4, stages=3) == "rows"
+    assert bd.resolve_form("rows", 4) == "rows" and bd.resolve_form("keys", 16) == "keys"
+    c = case(d=128, kv_dtype="int4", group=32)
+    assert bd.instance(c, 32, 4, 0, "keys").startswith("bitdecode_partial_keys<4, false, 128, 32, 4, 1, true>")
+    assert bd.smem_bytes(128, 4, 4, 32, 0, "keys") == 4 * 8 * (2 + 128 + 4) * 4
