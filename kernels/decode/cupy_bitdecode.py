@@ -51,9 +51,9 @@ TILES = (16, 32, 64)
 WARPS = (2, 4, 8)
 ROWS = 16  # query rows of a block: one m16 tile
 FORMS = ("auto", "rows", "keys")  # the products' M rows: the query rows (S = Q Kᵀ), or the keys (Sᵀ = K Qᵀ)
-# form=auto by the bits a cache element is read as: on an H200 (d = 128, GQA 32/8, 32k and 128k keys,
-# batch 1 and 8) form=keys ran an int4 cache 8-19 % faster, and int8 and fp16 caches 1-35 % slower.
-AUTO_FORMS = {4: "keys", 8: "rows", 16: "rows"}
+# form=auto is keys wherever it can run (no ring of stages): on an H200 (d = 128, GQA 32/8, 32k and
+# 128k keys, batch 1 and 8) it ran an int4 cache 8-19 % faster than form=rows, int8 5-13 % and fp16
+# 0-2 % (docs/performance.md).
 FORM_ROWS = {"rows": ROWS, "keys": 8}  # query rows of a block in each form (keys: one n8 tile)
 COMBINE_CHANNELS = 32  # a warp of the merge of the pieces, a lane a channel (the .cu's COMBINE_CHANNELS)
 COMBINE_PIECES = 32  # pieces each lane of the merge loads at once (the .cu's COMBINE_PIECES)
@@ -66,12 +66,12 @@ MASKS = ("auto", "all", "edge")  # which tiles clamp addresses and mask scores: 
 AUTO_MASKS = {4: "edge", 8: "all", 16: "edge"}
 
 
-def resolve_form(form: str, bits: int, stages: int = 0) -> str:
-    """form=auto as the form it takes for a cache of ``bits``-bit elements (rows where a ring of stages
-    is asked for: form=keys loads into registers only); rows or keys as given."""
+def resolve_form(form: str, stages: int = 0) -> str:
+    """form=auto as the form it takes: keys, but rows where a ring of stages is asked for (form=keys
+    loads into registers only); rows or keys as given."""
     if form != "auto":
         return form
-    return "rows" if stages else AUTO_FORMS[bits]
+    return "rows" if stages else "keys"
 
 
 def resolve_masks(masks: str, bits: int) -> str:
@@ -251,7 +251,7 @@ def explain(case, params) -> dict:
         return {"configuration": f"not runnable: {reason}"}
     bits = CODE_BITS[case.kv_dtype]
     masks = resolve_masks(params["masks"], bits)
-    form = resolve_form(params["form"], bits, stages)
+    form = resolve_form(params["form"], stages)
     if form == "keys" and stages:
         return {"configuration": "not runnable: form=keys loads each tile into registers (stages=0 only)"}
     name = instance(case, tile, warps, stages, form)
@@ -361,7 +361,7 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form):
 
     bf16 = q.dtype == torch.bfloat16
     vspan = v_span(case.d, case.group, bits)
-    form = resolve_form(form, bits, stages)
+    form = resolve_form(form, stages)
     if form == "keys" and stages:
         raise Unsupported("form=keys loads each tile into registers: stages=0 only")
     kernel = _cupy.compiled(str(SOURCE), instance(case, tile, warps, stages, form))
