@@ -1,5 +1,7 @@
 // Decode attention over a quantized KV cache on tensor cores (after BitDecoding, HPCA 2026):
 // int4 / int8 codes dequantized in registers straight into mma.m16n8k16 B fragments.
+// (bitdecode_partial_keys, further down, does the same work with both products transposed: the keys
+// as the M rows and the codes in A fragments.)
 //
 // One block owns one K/V head of one sequence, one piece of the cache (split-KV, as in
 // flash-decoding) and 16 query rows, the M rows of the m16 tile. The rows are that head's GQA

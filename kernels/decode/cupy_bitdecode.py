@@ -2,16 +2,21 @@
 
 The CUDA source is ``cupy_bitdecode.cu`` beside this file, compiled at run time by NVRTC through
 ``cupy.RawModule``. Flash-decoding's structure (as ``triton-splitkv``): the cache's L tokens split
-into pieces, one block per (sequence x K/V head, piece, block of 16 query rows), partial softmax
+into pieces, one block per (sequence x K/V head, piece, block of query rows), partial softmax
 states merged by log-sum-exp. What differs is the inner loop:
 
-- Both products are ``mma.sync.m16n8k16`` (fp16 in, fp32 accumulators) through inline PTX. The rows
-  of the m16 tile are the K/V head's whole GQA group, Hq / Hkv query heads x Q new queries (32/8 x 1:
-  4 rows, zero-padded to 16 and masked); larger groups take several row blocks, which read the same
-  piece of cache one after the other (from L2 when the blocks run together: they are neighbours in
-  the grid).
+- Both products are ``mma.sync.m16n8k16`` (fp16 in, fp32 accumulators) through inline PTX, in one of
+  two forms (``--param form``). ``rows``: S = Q Kᵀ and O += P V, the K/V head's GQA group (Hq / Hkv
+  query heads x Q new queries; 32/8 x 1: 4 rows) the M rows of an m16 tile, zero-padded to 16.
+  ``keys`` (``form=auto``, the default, wherever it can run): Sᵀ = K Qᵀ and Oᵀ += Vᵀ Pᵀ, the keys (then
+  V's channels) the M rows and the group the N columns of an n8 tile, padded to 8; P's C fragments of
+  Sᵀ become Pᵀ's B fragments by ``movmatrix.trans``. The keys form takes half the ``mma.sync``, half
+  the accumulator registers, and keeps Q in registers: 16 warps an SM for int4 codes (12 for the
+  others), 8-19 % faster than the rows form on an H200 for int4, 5-13 % for int8 and 0-2 % for fp16
+  (docs/performance.md). Larger groups take several row blocks, which read the same piece of cache
+  one after the other (from L2 when the blocks run together: they are neighbours in the grid).
 - int4 and int8 codes go from global memory into registers (64/128-bit loads, no shared memory) and
-  are dequantized there, straight into the B fragments: ``lop3`` picks nibbles (``prmt`` bytes) under
+  are dequantized there, straight into the fragments (B in the rows form, A in the keys form): ``lop3`` picks nibbles (``prmt`` bytes) under
   the exponent of fp16 1024, 1024 is subtracted, and ``fma.rn.f16x2`` applies the group's scale and
   minimum with one rounding (the same fp16 value as the suite's dequantization). The channels and
   keys sit in the k slots in the order the bit tricks produce them, Q's fragments permuted to match
@@ -23,13 +28,16 @@ states merged by log-sum-exp. What differs is the inner loop:
 the kernel's occupancy (from its registers and shared memory), each piece at least one tile per warp.
 ``--param tile=16|32|64`` and ``--param warps=2|4|8`` shape the block. ``--param stages=0`` (the
 default) loads each tile's codes into registers when the warp starts it; ``stages=2|3|4`` keeps a ring
-of that many tiles a warp in shared memory, filled by ``cp.async`` that many tiles minus one ahead.
+of that many tiles a warp in shared memory, filled by ``cp.async`` that many tiles minus one ahead
+(the rows form only).
 ``--param masks=all``: every tile clamps its keys' addresses to the cache and masks its scores;
 ``masks=edge``: only a piece's last tiles do, the tiles before them (whose keys are all in the cache
 and visible to every query) run a copy of the loop without either, about 6-10 % fewer instructions a
 tile (ptxas for sm_90: 878 against 933 for an int4 cache at d = 128, 837 against 894 for int8, 408
-against 451 for fp16). ``masks=auto`` (the default) takes the one measured faster on an H200 for the
-cache's element width (AUTO_MASKS; docs/performance.md): edge for fp16, bf16 and int4, all for int8.
+against 451 for fp16, in the rows form). ``masks=auto`` (the default) takes the one measured faster on
+an H200 for the cache's element width in the rows form (AUTO_MASKS; docs/performance.md): edge for fp16,
+bf16 and int4, all for int8; in the keys form the two are within 1 % for fp16 and int8, and edge is 2 %
+faster for int4.
 Where K's groups of tokens are whole tiles (the group a multiple of ``tile``, as the default 32 and
 32), a k16 step's scales are loaded once for the tile's keys instead of once per n8 tile. fp16 and bf16 caches run the
 same kernel with the 16-bit values as the fragments (no conversion). A quantized cache's V groups must
@@ -62,7 +70,8 @@ CODE_BITS = {"int4": 4, "int8": 8, "fp16": 16, "bf16": 16}  # what a cache's ele
 STAGES = (0, 2, 3, 4)
 MASKS = ("auto", "all", "edge")  # which tiles clamp addresses and mask scores: every one, or a piece's last ones
 # masks=auto by the bits a cache element is read as. On an H200 (d = 128, GQA 32/8, 32k and 128k keys,
-# batch 1 and 8) the edge-free loop ran 2-9 % faster for fp16 and int4 caches and 4-7 % slower for int8.
+# batch 1 and 8) the edge-free loop of the rows form ran 2-9 % faster for fp16 and int4 caches and 4-7 %
+# slower for int8; in the keys form it is 2 % faster for int4, and within 1 % either way for the others.
 AUTO_MASKS = {4: "edge", 8: "all", 16: "edge"}
 
 
