@@ -274,6 +274,103 @@ __device__ __forceinline__ unsigned short to_bits(float x) {
 
 using namespace bitdecode;
 
+// ---- what both forms of the partial kernel share --------------------------------------------------
+
+// One K/V head's cache as a lane reads it: its K and V rows from the lane's own bytes, the scales and
+// minimums of its K channels and of the head's V, the strides along the tokens, and the channel groups
+// of the lane's V strip (the first, and with VSPAN 2 the next one from strip channel `cut` on).
+// Within one head the offsets fit in 32 bits (the host checks): one IMAD a row, not a 64-bit product.
+template <int BITS, int D>
+struct HeadCache {
+    const unsigned char* k_lane;  // key 0's bytes of the lane's K chunk (lane t: channels t D/4 ..)
+    const unsigned char* v_lane;  // key 0's bytes of the lane's V strip (lane g: channels g D/8 ..)
+    const unsigned short *ks_row, *km_row;  // (quantized) K's scales, minimums of the lane's channels
+    const unsigned short *vs_row, *vm_row;  // V's scales, minimums of this head
+    int ksl, vsl, ksg, vssl;  // bytes a key of K and V; elements a group of K's scales and a key of V's
+    int cg0, cg1, cut;
+
+    __device__ __forceinline__ HeadCache(const unsigned char* K, const unsigned char* V, const unsigned short* KS,
+                                         const unsigned short* KM, const unsigned short* VS, const unsigned short* VM,
+                                         int b, int kvh, int g, int t, int group, long long k_sb, long long k_sh,
+                                         long long k_sl, long long v_sb, long long v_sh, long long v_sl,
+                                         long long ks_sb, long long ks_sh, long long ks_sg, long long vs_sb,
+                                         long long vs_sh, long long vs_sl) {
+        using LN = Lanes<BITS, D>;
+        constexpr bool QUANT = BITS < 16;
+        k_lane = K + b * k_sb + kvh * k_sh + t * (LN::KWORDS * 4);
+        v_lane = V + b * v_sb + kvh * v_sh + g * (LN::VWORDS * 4);
+        const long long ks_lane = b * ks_sb + kvh * ks_sh + t * LN::KCH;  // into KS and KM
+        const long long vs_head = b * vs_sb + kvh * vs_sh;                // into VS and VM
+        ksl = static_cast<int>(k_sl), vsl = static_cast<int>(v_sl);
+        ksg = static_cast<int>(ks_sg), vssl = static_cast<int>(vs_sl);
+        ks_row = KS + ks_lane;
+        km_row = KM + ks_lane;
+        vs_row = VS + vs_head;
+        vm_row = VM + vs_head;
+        cg0 = QUANT ? (g * LN::VCH) / group : 0;
+        cg1 = QUANT ? min(cg0 + 1, (D + group - 1) / group - 1) : 0;
+        cut = QUANT ? (cg0 + 1) * group - g * LN::VCH : 0;
+    }
+};
+
+// The scales and minimums of k16 step j's keys 16 j + 2t + 8 pr and + 1 (pr = 0, 1) in the V strip's
+// group(s), paired as the B registers (rows form) or A registers (keys form) pair those keys. The byte
+// offsets of the keys' rows are unsigned 32-bit, so each load's address is one 64-bit add (interior
+// tiles: constants from row v_row0, key key0 + 2t's).
+template <bool EDGE, int VSPAN, int BITS, int D, typename InCache>
+__device__ __forceinline__ void load_v_scales(unsigned (&vs)[2][VSPAN], unsigned (&vm)[2][VSPAN],
+                                              const HeadCache<BITS, D>& hc, InCache in_cache, int key0, int j,
+                                              int t, unsigned v_row0) {
+#pragma unroll
+    for (int pr = 0; pr < 2; ++pr) {
+        const unsigned ka = EDGE ? 2u * in_cache(key0 + 16 * j + 2 * t + 8 * pr) * hc.vssl
+                                 : v_row0 + 2u * (16 * j + 8 * pr) * hc.vssl;
+        const unsigned kb = EDGE ? 2u * in_cache(key0 + 16 * j + 2 * t + 8 * pr + 1) * hc.vssl : ka + 2u * hc.vssl;
+#pragma unroll
+        for (int x = 0; x < VSPAN; ++x) {
+            const unsigned cg = 2u * (x ? hc.cg1 : hc.cg0);
+            vs[pr][x] = load_half_pair(hc.vs_row, ka + cg, kb + cg);
+            vm[pr][x] = load_half_pair(hc.vm_row, ka + cg, kb + cg);
+        }
+    }
+}
+
+// The block's rows, once every warp has left its state in shared memory (sm_m, sm_l: WARPS x ROWS
+// maxima and sums; sm_o: WARPS x ROWS rows of OSTRIDE floats, column `stored` of a row holding channel
+// channel_of(stored)): merged by log-sum-exp, and written as the output (part_o null: one piece) or
+// as the block's m, l and unnormalised O in slot `slot` of the pieces' states for bitdecode_combine.
+template <int D, int ROWS, int OSTRIDE, int WARPS, bool BF16, typename ChannelOf>
+__device__ __forceinline__ void write_block(const float* sm_m, const float* sm_l, const float* sm_o, int rows_here,
+                                            ChannelOf channel_of, unsigned short* O, float* part_o, float* part_m,
+                                            float* part_l, long long slot, int first_row, int b, int kvh, int gqa,
+                                            int nq, long long o_sb, long long o_sh, long long o_sq) {
+    for (int idx = threadIdx.x; idx < rows_here * D; idx += WARPS * 32) {
+        const int r = idx / D, stored = idx % D;
+        const int c = channel_of(stored);
+        float mx = neg_inf();
+#pragma unroll
+        for (int w = 0; w < WARPS; ++w) mx = fmaxf(mx, sm_m[w * ROWS + r]);
+        const float shift = (mx == neg_inf()) ? 0.f : mx;  // no key of the piece visible to the row
+        float l = 0.f, acc = 0.f;
+#pragma unroll
+        for (int w = 0; w < WARPS; ++w) {
+            const float weight = fast_exp2(sm_m[w * ROWS + r] - shift);  // a warp that saw nothing weighs 0
+            l += weight * sm_l[w * ROWS + r];
+            acc += weight * sm_o[(w * ROWS + r) * OSTRIDE + stored];
+        }
+        if (part_o == nullptr) {  // the only piece: the output itself
+            const int row = first_row + r;
+            O[b * o_sb + (kvh * gqa + row / nq) * o_sh + (row % nq) * o_sq + c] = to_bits<BF16>(acc / l);
+        } else {
+            part_o[(slot * 16 + r) * D + c] = acc;
+            if (stored == 0) {
+                part_m[slot * 16 + r] = mx;
+                part_l[slot * 16 + r] = l;
+            }
+        }
+    }
+}
+
 // ---- the kernels ------------------------------------------------------------------------------------
 
 // Bytes of dynamic shared memory of bitdecode_partial: the Q fragments during the loop, then the
@@ -384,21 +481,8 @@ bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __r
 #pragma unroll
         for (int e = 0; e < 4; ++e) o[dt][e] = 0.f;
 
-    const unsigned char* k_lane = K + b * k_sb + kvh * k_sh + t * (LN::KWORDS * 4);
-    const unsigned char* v_lane = V + b * v_sb + kvh * v_sh + g * (LN::VWORDS * 4);
-    const long long ks_lane = b * ks_sb + kvh * ks_sh + t * LN::KCH;  // into KS and KM
-    const long long vs_head = b * vs_sb + kvh * vs_sh;                // into VS and VM
-    // Within one head the offsets fit in 32 bits (the host checks): one IMAD a row, not a 64-bit product.
-    const int ksl = static_cast<int>(k_sl), vsl = static_cast<int>(v_sl);
-    const int ksg = static_cast<int>(ks_sg), vssl = static_cast<int>(vs_sl);
-    const unsigned short* ks_row = KS + ks_lane;  // (QUANT only) K's scales, minimums: this lane's channels
-    const unsigned short* km_row = KM + ks_lane;
-    const unsigned short* vs_row = VS + vs_head;  // V's scales, minimums of this head
-    const unsigned short* vm_row = VM + vs_head;
-    // The V strip's channel groups: the first, and (VSPAN 2) the next one from strip channel `cut` on.
-    const int cg0 = QUANT ? (g * LN::VCH) / group : 0;
-    const int cg1 = QUANT ? min(cg0 + 1, (D + group - 1) / group - 1) : 0;
-    const int cut = QUANT ? (cg0 + 1) * group - g * LN::VCH : 0;
+    const HeadCache<BITS, D> hc(K, V, KS, KM, VS, VM, b, kvh, g, t, group, k_sb, k_sh, k_sl, v_sb, v_sh, v_sl, ks_sb,
+                                ks_sh, ks_sg, vs_sb, vs_sh, vs_sl);
     const int mask_from = min(end, L - nq + 1);  // the first key hidden from some row
     const Divisor group_div{group_magic, group_shift};  // key / group, K's group of tokens
     const int n_tiles = (end - start + TN - 1) / TN;
@@ -414,13 +498,13 @@ bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __r
             const unsigned base = ring + slot * SM::SLOT_BYTES;
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt)
-                copy_words<LN::KWORDS>(base, nt * LN::KWORDS, k_lane + min(key0 + 8 * nt + g, L - 1) * ksl);
+                copy_words<LN::KWORDS>(base, nt * LN::KWORDS, hc.k_lane + min(key0 + 8 * nt + g, L - 1) * hc.ksl);
 #pragma unroll
             for (int j = 0; j < KT; ++j)
 #pragma unroll
                 for (int e = 0; e < 4; ++e)
                     copy_words<LN::VWORDS>(base, SM::K_WORDS + (4 * j + e) * LN::VWORDS,
-                                           v_lane + min(key0 + 16 * j + 2 * t + (e & 1) + 8 * (e >> 1), L - 1) * vsl);
+                                           hc.v_lane + min(key0 + 16 * j + 2 * t + (e & 1) + 8 * (e >> 1), L - 1) * hc.vsl);
         }
         kbench_ptx::cp_async_commit();
     };
@@ -454,13 +538,13 @@ bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __r
         } else {
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt)
-                load_stream<LN::KWORDS>(kc[nt], k_lane + in_cache(key0 + 8 * nt + g) * ksl);
+                load_stream<LN::KWORDS>(kc[nt], hc.k_lane + in_cache(key0 + 8 * nt + g) * hc.ksl);
 #pragma unroll
             for (int j = 0; j < KT; ++j)
 #pragma unroll
                 for (int e = 0; e < 4; ++e)
                     load_stream<LN::VWORDS>(vc[j][e],
-                                            v_lane + in_cache(key0 + 16 * j + 2 * t + (e & 1) + 8 * (e >> 1)) * vsl);
+                                            hc.v_lane + in_cache(key0 + 16 * j + 2 * t + (e & 1) + 8 * (e >> 1)) * hc.vsl);
         }
 
         // ---- S = Q K^T, two k16 steps at a time: they share one 16-byte load of a key's 8 scales
@@ -477,7 +561,7 @@ bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __r
         for (int nt = 0; nt < NT; ++nt)
             k_group[nt] = !QUANT ? 0
                           : (KG1 && nt > 0) ? k_group[0]
-                                            : static_cast<int>(divide(in_cache(key0 + 8 * nt + g), group_div)) * ksg;
+                                            : static_cast<int>(divide(in_cache(key0 + 8 * nt + g), group_div)) * hc.ksg;
 #pragma unroll
         for (int w = 0; w < DS / 2; ++w) {
             uint4 a[2];
@@ -485,14 +569,14 @@ bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __r
             for (int x = 0; x < 2; ++x) a[x] = sq[(2 * w + x) * 32 + lane];
             [[maybe_unused]] unsigned sc[4], mn[4];  // KG1: the tile's one group, loaded once for every n8 tile
             if constexpr (QUANT && KG1) {
-                load_cached<4>(sc, ks_row + k_group[0] + 8 * w);
-                load_cached<4>(mn, km_row + k_group[0] + 8 * w);
+                load_cached<4>(sc, hc.ks_row + k_group[0] + 8 * w);
+                load_cached<4>(mn, hc.km_row + k_group[0] + 8 * w);
             }
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt) {
                 if constexpr (QUANT && !KG1) {
-                    load_cached<4>(sc, ks_row + k_group[nt] + 8 * w);
-                    load_cached<4>(mn, km_row + k_group[nt] + 8 * w);
+                    load_cached<4>(sc, hc.ks_row + k_group[nt] + 8 * w);
+                    load_cached<4>(mn, hc.km_row + k_group[nt] + 8 * w);
                 }
 #pragma unroll
                 for (int x = 0; x < 2; ++x) {
@@ -545,27 +629,12 @@ bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __r
         }
 
         // ---- O += P V ------------------------------------------------------------------------------
-        [[maybe_unused]] const unsigned v_row0 = 2u * (key0 + 2 * t) * vssl;  // bytes to V's scale row of key key0 + 2t
+        [[maybe_unused]] const unsigned v_row0 = 2u * (key0 + 2 * t) * hc.vssl;  // bytes to V's scale row of key key0 + 2t
 #pragma unroll
         for (int j = 0; j < KT; ++j) {
             // The keys' scales and minimums of the strip's group(s), paired as the B registers pair keys.
             [[maybe_unused]] unsigned vs[2][VSPAN], vm[2][VSPAN];  // [b0: keys 2t, 2t+1 | b1: keys 2t+8, 2t+9][group]
-            if constexpr (QUANT) {
-#pragma unroll
-                for (int pr = 0; pr < 2; ++pr) {
-                    // Byte offsets of keys a = 16 j + 2t + 8 pr and a + 1's rows, unsigned 32-bit: each load's
-                    // address is then one 64-bit add (interior tiles: constants from the tile's first row).
-                    const unsigned ka = EDGE ? 2u * in_cache(key0 + 16 * j + 2 * t + 8 * pr) * vssl
-                                             : v_row0 + 2u * (16 * j + 8 * pr) * vssl;
-                    const unsigned kb = EDGE ? 2u * in_cache(key0 + 16 * j + 2 * t + 8 * pr + 1) * vssl : ka + 2u * vssl;
-#pragma unroll
-                    for (int x = 0; x < VSPAN; ++x) {
-                        const unsigned cg = 2u * (x ? cg1 : cg0);
-                        vs[pr][x] = load_half_pair(vs_row, ka + cg, kb + cg);
-                        vm[pr][x] = load_half_pair(vm_row, ka + cg, kb + cg);
-                    }
-                }
-            }
+            if constexpr (QUANT) load_v_scales<EDGE>(vs, vm, hc, in_cache, key0, j, t, v_row0);
             // The m16n8 C layout of S tiles 2j and 2j + 1 is the m16k16 A layout of P.
             const unsigned a[4] = {p[2 * j][0], p[2 * j][1], p[2 * j + 1][0], p[2 * j + 1][1]};
 #pragma unroll
@@ -575,7 +644,7 @@ bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __r
                 for (int pr = 0; pr < 2; ++pr) {
                     bv[pr] = v_operand<BITS>(vc[j][2 * pr], vc[j][2 * pr + 1], jn);
                     if constexpr (QUANT) {
-                        const int x = (VSPAN == 2 && jn >= cut) ? VSPAN - 1 : 0;
+                        const int x = (VSPAN == 2 && jn >= hc.cut) ? VSPAN - 1 : 0;
                         bv[pr] = hfma2(bv[pr], vs[pr][x], vm[pr][x]);
                     }
                 }
@@ -616,31 +685,10 @@ bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __r
 
     const int rows_here = min(16, rows - rb * 16);
     const long long slot = (static_cast<long long>(bh) * row_blocks + rb) * splits + split;
-    for (int idx = threadIdx.x; idx < rows_here * D; idx += THREADS) {
-        const int r = idx / D, stored = idx % D;
-        const int c = (stored % 8) * LN::VCH + stored / 8;
-        float mx = neg_inf();
-#pragma unroll
-        for (int w = 0; w < WARPS; ++w) mx = fmaxf(mx, sm_m[w * 16 + r]);
-        const float shift = (mx == neg_inf()) ? 0.f : mx;  // no key of the piece visible to the row
-        float l = 0.f, acc = 0.f;
-#pragma unroll
-        for (int w = 0; w < WARPS; ++w) {
-            const float weight = fast_exp2(sm_m[w * 16 + r] - shift);  // a warp that saw nothing weighs 0
-            l += weight * sm_l[w * 16 + r];
-            acc += weight * sm_o[(w * 16 + r) * SM::OSTRIDE + stored];
-        }
-        if (part_o == nullptr) {  // the only piece: the output itself
-            const int row = rb * 16 + r;
-            O[b * o_sb + (kvh * gqa + row / nq) * o_sh + (row % nq) * o_sq + c] = to_bits<BF16>(acc / l);
-        } else {
-            part_o[(slot * 16 + r) * D + c] = acc;
-            if (stored == 0) {
-                part_m[slot * 16 + r] = mx;
-                part_l[slot * 16 + r] = l;
-            }
-        }
-    }
+    // O was stored in fragment order: column 8 jn + c holds channel c D/8 + jn.
+    write_block<D, 16, SM::OSTRIDE, WARPS, BF16>(
+        sm_m, sm_l, sm_o, rows_here, [](int stored) { return (stored % 8) * LN::VCH + stored / 8; }, O, part_o, part_m,
+        part_l, slot, rb * 16, b, kvh, gqa, nq, o_sb, o_sh, o_sq);
 }
 
 // ---- keys as the m16 rows ---------------------------------------------------------------------------
@@ -696,7 +744,6 @@ bitdecode_partial_keys(const unsigned short* __restrict__ Q, const unsigned char
     constexpr int MT = TN / 16;  // m16 tiles of keys a tile (and k16 steps of O^T += V^T P^T)
     constexpr int DS = D / 16;   // k16 steps of S^T = K Q^T
     constexpr int MI = D / 16;   // m16 tiles of O^T's channels
-    constexpr int THREADS = WARPS * 32;
     constexpr int ROWS = KEY_FORM_ROWS;
     constexpr int OSTRIDE = D + 4;  // floats a row of a warp's O in the merge (padded)
     static_assert(TN % 16 == 0 && D % 64 == 0, "tiles of 16 keys, d a multiple of 64");
@@ -746,19 +793,8 @@ bitdecode_partial_keys(const unsigned short* __restrict__ Q, const unsigned char
 #pragma unroll
         for (int e = 0; e < 4; ++e) o[mi][e] = 0.f;
 
-    const unsigned char* k_lane = K + b * k_sb + kvh * k_sh + t * (LN::KWORDS * 4);
-    const unsigned char* v_lane = V + b * v_sb + kvh * v_sh + g * (LN::VWORDS * 4);
-    const long long ks_lane = b * ks_sb + kvh * ks_sh + t * LN::KCH;
-    const long long vs_head = b * vs_sb + kvh * vs_sh;
-    const int ksl = static_cast<int>(k_sl), vsl = static_cast<int>(v_sl);
-    const int ksg = static_cast<int>(ks_sg), vssl = static_cast<int>(vs_sl);
-    const unsigned short* ks_row = KS + ks_lane;
-    const unsigned short* km_row = KM + ks_lane;
-    const unsigned short* vs_row = VS + vs_head;
-    const unsigned short* vm_row = VM + vs_head;
-    const int cg0 = QUANT ? (g * LN::VCH) / group : 0;
-    const int cg1 = QUANT ? min(cg0 + 1, (D + group - 1) / group - 1) : 0;
-    const int cut = QUANT ? (cg0 + 1) * group - g * LN::VCH : 0;
+    const HeadCache<BITS, D> hc(K, V, KS, KM, VS, VM, b, kvh, g, t, group, k_sb, k_sh, k_sl, v_sb, v_sh, v_sl, ks_sb,
+                                ks_sh, ks_sg, vs_sb, vs_sh, vs_sl);
     const int mask_from = min(end, L - nq + 1);
     const Divisor group_div{group_magic, group_shift};
     const int n_tiles = (end - start + TN - 1) / TN;
@@ -774,12 +810,12 @@ bitdecode_partial_keys(const unsigned short* __restrict__ Q, const unsigned char
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
             for (int h = 0; h < 2; ++h)
-                load_stream<LN::KWORDS>(kc[mt][h], k_lane + in_cache(key0 + 16 * mt + 8 * h + g) * ksl);
+                load_stream<LN::KWORDS>(kc[mt][h], hc.k_lane + in_cache(key0 + 16 * mt + 8 * h + g) * hc.ksl);
 #pragma unroll
         for (int j = 0; j < MT; ++j)
 #pragma unroll
             for (int e = 0; e < 4; ++e)
-                load_stream<LN::VWORDS>(vc[j][e], v_lane + in_cache(key0 + 16 * j + 2 * t + (e & 1) + 8 * (e >> 1)) * vsl);
+                load_stream<LN::VWORDS>(vc[j][e], hc.v_lane + in_cache(key0 + 16 * j + 2 * t + (e & 1) + 8 * (e >> 1)) * hc.vsl);
 
         // ---- S^T = K Q^T ------------------------------------------------------------------------------
         float s[MT][4];
@@ -794,21 +830,21 @@ bitdecode_partial_keys(const unsigned short* __restrict__ Q, const unsigned char
             for (int h = 0; h < 2; ++h)
                 k_group[mt][h] = !QUANT ? 0
                                  : (KG1 && (mt > 0 || h > 0)) ? k_group[0][0]
-                                 : static_cast<int>(divide(in_cache(key0 + 16 * mt + 8 * h + g), group_div)) * ksg;
+                                 : static_cast<int>(divide(in_cache(key0 + 16 * mt + 8 * h + g), group_div)) * hc.ksg;
 #pragma unroll
         for (int w = 0; w < DS / 2; ++w) {
             [[maybe_unused]] unsigned sc[2][4], mn[2][4];  // [key g | key g + 8]: channels 8w .. 8w + 7 of the chunk
             if constexpr (QUANT && KG1) {
-                load_cached<4>(sc[0], ks_row + k_group[0][0] + 8 * w);
-                load_cached<4>(mn[0], km_row + k_group[0][0] + 8 * w);
+                load_cached<4>(sc[0], hc.ks_row + k_group[0][0] + 8 * w);
+                load_cached<4>(mn[0], hc.km_row + k_group[0][0] + 8 * w);
             }
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
                 if constexpr (QUANT && !KG1) {
 #pragma unroll
                     for (int h = 0; h < 2; ++h) {
-                        load_cached<4>(sc[h], ks_row + k_group[mt][h] + 8 * w);
-                        load_cached<4>(mn[h], km_row + k_group[mt][h] + 8 * w);
+                        load_cached<4>(sc[h], hc.ks_row + k_group[mt][h] + 8 * w);
+                        load_cached<4>(mn[h], hc.km_row + k_group[mt][h] + 8 * w);
                     }
                 }
 #pragma unroll
@@ -878,24 +914,11 @@ bitdecode_partial_keys(const unsigned short* __restrict__ Q, const unsigned char
         }
 
         // ---- O^T += V^T P^T ---------------------------------------------------------------------------
-        [[maybe_unused]] const unsigned v_row0 = 2u * (key0 + 2 * t) * vssl;
+        [[maybe_unused]] const unsigned v_row0 = 2u * (key0 + 2 * t) * hc.vssl;
 #pragma unroll
         for (int j = 0; j < MT; ++j) {
             [[maybe_unused]] unsigned vs[2][VSPAN], vm[2][VSPAN];  // [keys 2t, 2t+1 | 2t+8, 2t+9][group]
-            if constexpr (QUANT) {
-#pragma unroll
-                for (int pr = 0; pr < 2; ++pr) {
-                    const unsigned ka = EDGE ? 2u * in_cache(key0 + 16 * j + 2 * t + 8 * pr) * vssl
-                                             : v_row0 + 2u * (16 * j + 8 * pr) * vssl;
-                    const unsigned kb = EDGE ? 2u * in_cache(key0 + 16 * j + 2 * t + 8 * pr + 1) * vssl : ka + 2u * vssl;
-#pragma unroll
-                    for (int x = 0; x < VSPAN; ++x) {
-                        const unsigned cg = 2u * (x ? cg1 : cg0);
-                        vs[pr][x] = load_half_pair(vs_row, ka + cg, kb + cg);
-                        vm[pr][x] = load_half_pair(vm_row, ka + cg, kb + cg);
-                    }
-                }
-            }
+            if constexpr (QUANT) load_v_scales<EDGE>(vs, vm, hc, in_cache, key0, j, t, v_row0);
 #pragma unroll
             for (int mi = 0; mi < MI; ++mi) {
                 unsigned a[4];
@@ -906,7 +929,7 @@ bitdecode_partial_keys(const unsigned short* __restrict__ Q, const unsigned char
                         const int jn = 2 * mi + c;  // the channel of the lane's strip
                         unsigned reg = v_operand<BITS>(vc[j][2 * pr], vc[j][2 * pr + 1], jn);
                         if constexpr (QUANT) {
-                            const int x = (VSPAN == 2 && jn >= cut) ? VSPAN - 1 : 0;
+                            const int x = (VSPAN == 2 && jn >= hc.cut) ? VSPAN - 1 : 0;
                             reg = hfma2(reg, vs[pr][x], vm[pr][x]);
                         }
                         a[2 * pr + c] = reg;  // a0: channel 2 mi, a1: 2 mi + 1 (keys 2t, 2t+1); a2, a3 (2t+8, 2t+9)
@@ -943,30 +966,8 @@ bitdecode_partial_keys(const unsigned short* __restrict__ Q, const unsigned char
 
     const int rows_here = min(ROWS, rows - rb * ROWS);
     const long long slot = (static_cast<long long>(bh) * row_blocks + rb) * splits + split;
-    for (int idx = threadIdx.x; idx < rows_here * D; idx += THREADS) {
-        const int r = idx / D, c = idx % D;
-        float mx = neg_inf();
-#pragma unroll
-        for (int w = 0; w < WARPS; ++w) mx = fmaxf(mx, sm_m[w * ROWS + r]);
-        const float shift = (mx == neg_inf()) ? 0.f : mx;
-        float l = 0.f, acc = 0.f;
-#pragma unroll
-        for (int w = 0; w < WARPS; ++w) {
-            const float weight = fast_exp2(sm_m[w * ROWS + r] - shift);
-            l += weight * sm_l[w * ROWS + r];
-            acc += weight * sm_o[(w * ROWS + r) * OSTRIDE + c];
-        }
-        if (part_o == nullptr) {
-            const int row = rb * ROWS + r;
-            O[b * o_sb + (kvh * gqa + row / nq) * o_sh + (row % nq) * o_sq + c] = to_bits<BF16>(acc / l);
-        } else {
-            part_o[(slot * 16 + r) * D + c] = acc;
-            if (c == 0) {
-                part_m[slot * 16 + r] = mx;
-                part_l[slot * 16 + r] = l;
-            }
-        }
-    }
+    write_block<D, ROWS, OSTRIDE, WARPS, BF16>(sm_m, sm_l, sm_o, rows_here, [](int c) { return c; }, O, part_o, part_m,
+                                               part_l, slot, rb * ROWS, b, kvh, gqa, nq, o_sb, o_sh, o_sq);
 }
 
 // The pieces' states of one row merged by log-sum-exp: a block per (sequence x K/V head x row block, row

@@ -244,6 +244,42 @@ def _place(matrix, elements, registers):
         matrix[row, col] = value
 
 
+def _k_register(stored, bits: int, d: int, group: int, key: int, t: int, step: int, r: int):
+    """Register r of k16 step ``step`` for key ``key`` of lane t's K chunk, as the .cu builds it: the
+    key's words, the bit trick, and (quantized) its group's scales and minimums from the lane's 16-byte
+    loads of 8 of each."""
+    kch = d // 4
+    kwords = kch * bits // 32
+    rows = _row_bytes(stored["k_codes"] if bits < 16 else stored["k"])
+    reg = k_operand(words_of(rows[key], t * kwords * 4, kwords), step, r, bits)
+    if bits < 16:
+        ks, km = _halves_of(stored["k_scale"]), _halves_of(stored["k_min"])
+        lo = t * kch + 8 * (step // 2)
+        sw = [ks[key // group, lo + 2 * i] | ks[key // group, lo + 2 * i + 1] << 16 for i in range(4)]
+        mw = [km[key // group, lo + 2 * i] | km[key // group, lo + 2 * i + 1] << 16 for i in range(4)]
+        reg = hfma2(reg, k_pair(sw, step % 2, r, bits), k_pair(mw, step % 2, r, bits))
+    return reg
+
+
+def _v_register(bd, stored, bits: int, d: int, group: int, g: int, t: int, pr: int, jn: int):
+    """The register of lane (g, t) holding channel jn of its V strip for keys 2t + 8 pr and + 1: the two
+    keys' words paired by prmt, the bit trick, and (quantized) each key's scale and minimum of the
+    strip's channel group there (one of two where the strip spans two)."""
+    vch = d // 8
+    vwords = vch * bits // 32
+    rows = _row_bytes(stored["v_codes"] if bits < 16 else stored["v"])
+    ka, kb = 2 * t + 8 * pr, 2 * t + 8 * pr + 1
+    reg = v_operand(*(words_of(rows[key], g * vwords * 4, vwords) for key in (ka, kb)), jn, bits)
+    if bits < 16:
+        vs, vm = _halves_of(stored["v_scale"]), _halves_of(stored["v_min"])
+        cg0 = g * vch // group
+        cg1 = min(cg0 + 1, math.ceil(d / group) - 1)
+        cut = (cg0 + 1) * group - g * vch
+        cg = cg1 if bd.v_span(d, group, bits) == 2 and jn >= cut else cg0
+        reg = hfma2(reg, vs[ka, cg] | vs[kb, cg] << 16, vm[ka, cg] | vm[kb, cg] << 16)
+    return reg
+
+
 @pytest.mark.parametrize("bits, d", list(itertools.product((4, 8, 16), (64, 128))))
 def test_lane_fragments_compute_q_k_transpose(bd, quantization, bits, d):
     """For one n8 tile of 8 keys: each lane's K registers (its key's words, the bit trick, its group's
@@ -255,27 +291,12 @@ def test_lane_fragments_compute_q_k_transpose(bd, quantization, bits, d):
     q = rng.standard_normal((16, d)).astype(np.float16)
     q_halves = q.view(np.uint16).astype(np.uint32)
     kch = d // 4
-    kwords = kch * bits // 32
-    rows = _row_bytes(stored["k_codes"] if bits < 16 else stored["k"])
-    if bits < 16:
-        ks, km = _halves_of(stored["k_scale"]), _halves_of(stored["k_min"])
     s = np.zeros((16, 8))
     for step in range(d // 16):
         a_mat, b_mat = np.zeros((16, 16)), np.zeros((16, 8))
         for lane in range(32):
             g, t = divmod(lane, 4)
-            key = g
-            w = words_of(rows[key], t * kwords * 4, kwords)
-            regs = []
-            for r in (0, 1):
-                reg = k_operand(w, step, r, bits)
-                if bits < 16:  # the lane's 16-byte load of 8 scales (and minimums) of its group
-                    lo = t * kch + 8 * (step // 2)
-                    sw = [ks[key // group, lo + 2 * i] | ks[key // group, lo + 2 * i + 1] << 16 for i in range(4)]
-                    mw = [km[key // group, lo + 2 * i] | km[key // group, lo + 2 * i + 1] << 16 for i in range(4)]
-                    reg = hfma2(reg, k_pair(sw, step % 2, r, bits), k_pair(mw, step % 2, r, bits))
-                regs.append(reg)
-            _place(b_mat, layout.b_elements(lane), regs)
+            _place(b_mat, layout.b_elements(lane), [_k_register(stored, bits, d, group, g, t, step, r) for r in (0, 1)])
             # Q: a0 = row g (r 0), a1 = row g + 8 (r 0), a2 = row g (r 1), a3 = row g + 8 (r 1)
             qa = []
             for r, h in ((0, 0), (0, 1), (1, 0), (1, 1)):
@@ -299,34 +320,18 @@ def test_lane_fragments_compute_p_v(bd, quantization, bits, d, group):
     stored, _, vd = _cache(quantization, bits, d, keys=16, group=group, seed=bits * d + group)
     p = np.random.default_rng(group).random((16, 16)).astype(np.float16).astype(np.float64)
     vch = d // 8
-    vwords = vch * bits // 32
-    rows = _row_bytes(stored["v_codes"] if bits < 16 else stored["v"])
-    if bits < 16:
-        vs, vm = _halves_of(stored["v_scale"]), _halves_of(stored["v_min"])
-    groups = math.ceil(d / group)
     o = np.full((16, d), np.nan)
     for jn in range(d // 8):
         b_mat = np.zeros((16, 8))
         for lane in range(32):
             g, t = divmod(lane, 4)
-            cg0 = g * vch // group
-            cg1 = min(cg0 + 1, groups - 1)
-            cut = (cg0 + 1) * group - g * vch
-            regs = []
-            for pr in (0, 1):
-                ka, kb = 2 * t + 8 * pr, 2 * t + 8 * pr + 1
-                wa, wb = (words_of(rows[key], g * vwords * 4, vwords) for key in (ka, kb))
-                reg = v_operand(wa, wb, jn, bits)
-                if bits < 16:
-                    cg = cg1 if vspan == 2 and jn >= cut else cg0
-                    reg = hfma2(reg, vs[ka, cg] | vs[kb, cg] << 16, vm[ka, cg] | vm[kb, cg] << 16)
-                regs.append(reg)
-            _place(b_mat, layout.b_elements(lane), regs)
+            _place(b_mat, layout.b_elements(lane),
+                   [_v_register(bd, stored, bits, d, group, g, t, pr, jn) for pr in (0, 1)])
         tile = p @ b_mat  # columns n of n8 tile jn: the channels n·d/8 + jn
         for lane in range(32):
             for (row, col), channel in zip(layout.d_elements(lane)[:2], bd.lane_elements(bits, d, lane)["o"][jn]):
-                stored = 8 * jn + col  # where the .cu's merge keeps it in shared memory, and reads it back as
-                assert (stored % 8) * vch + stored // 8 == channel
+                kept = 8 * jn + col  # where the .cu's merge keeps it in shared memory, and reads it back as
+                assert (kept % 8) * vch + kept // 8 == channel
                 o[row, channel] = tile[row, col]
                 o[row + 8, channel] = tile[row + 8, col]
     assert not np.isnan(o).any()
@@ -521,28 +526,14 @@ def test_keys_form_fragments_compute_s_and_o_transposed(bd, quantization, bits, 
     q = rng.standard_normal((8, d)).astype(np.float16)
     q_halves = q.view(np.uint16).astype(np.uint32)
     kch, vch = d // 4, d // 8
-    kwords, vwords = kch * bits // 32, vch * bits // 32
-    krows = _row_bytes(stored["k_codes"] if bits < 16 else stored["k"])
-    vrows = _row_bytes(stored["v_codes"] if bits < 16 else stored["v"])
-    if bits < 16:
-        ks, km = _halves_of(stored["k_scale"]), _halves_of(stored["k_min"])
-        vs, vm = _halves_of(stored["v_scale"]), _halves_of(stored["v_min"])
     st = np.zeros((16, 8))
     for step in range(d // 16):
         a_mat, b_mat = np.zeros((16, 16)), np.zeros((16, 8))
         for lane in range(32):
             g, t = divmod(lane, 4)
-            regs = []
-            for r, h in ((0, 0), (0, 1), (1, 0), (1, 1)):  # a0: key g, a1: key g + 8 (r 0); a2, a3 (r 1)
-                key = g + 8 * h
-                reg = k_operand(words_of(krows[key], t * kwords * 4, kwords), step, r, bits)
-                if bits < 16:
-                    lo = t * kch + 8 * (step // 2)
-                    sw = [ks[key // group, lo + 2 * i] | ks[key // group, lo + 2 * i + 1] << 16 for i in range(4)]
-                    mw = [km[key // group, lo + 2 * i] | km[key // group, lo + 2 * i + 1] << 16 for i in range(4)]
-                    reg = hfma2(reg, k_pair(sw, step % 2, r, bits), k_pair(mw, step % 2, r, bits))
-                regs.append(reg)
-            _place(a_mat, layout.a_elements(lane), regs)
+            # a0: key g, a1: key g + 8 (register r 0); a2, a3 (r 1)
+            _place(a_mat, layout.a_elements(lane), [_k_register(stored, bits, d, group, g + 8 * h, t, step, r)
+                                                    for r, h in ((0, 0), (0, 1), (1, 0), (1, 1))])
             qb = []
             for r in (0, 1):
                 c0, c1 = (t * kch + bd.k_channel(bits, step, r, e) for e in (0, 1))
@@ -561,25 +552,14 @@ def test_keys_form_fragments_compute_s_and_o_transposed(bd, quantization, bits, 
         _place(pt_b, layout.b_elements(lane), [moved[0][lane], moved[1][lane]])
     assert np.array_equal(pt_b, p.astype(np.float64))  # Pᵀ's B operand: keys x rows, exactly P
 
-    groups = math.ceil(d / group)
     ot = np.full((d, 8), np.nan)
     for mi in range(d // 16):
         a_mat = np.zeros((16, 16))
         for lane in range(32):
             g, t = divmod(lane, 4)
-            cg0 = g * vch // group
-            cg1 = min(cg0 + 1, groups - 1)
-            cut = (cg0 + 1) * group - g * vch
-            regs = []
-            for pr, c in ((0, 0), (0, 1), (1, 0), (1, 1)):  # a0: channel 2mi, a1: 2mi + 1 (keys 2t, 2t+1); a2, a3
-                ka, kb = 2 * t + 8 * pr, 2 * t + 8 * pr + 1
-                jn = 2 * mi + c
-                reg = v_operand(*(words_of(vrows[key], g * vwords * 4, vwords) for key in (ka, kb)), jn, bits)
-                if bits < 16:
-                    cg = cg1 if bd.v_span(d, group, bits) == 2 and jn >= cut else cg0
-                    reg = hfma2(reg, vs[ka, cg] | vs[kb, cg] << 16, vm[ka, cg] | vm[kb, cg] << 16)
-                regs.append(reg)
-            _place(a_mat, layout.a_elements(lane), regs)
+            # a0: channel 2mi, a1: 2mi + 1 (keys 2t, 2t+1); a2, a3 (keys 2t+8, 2t+9)
+            _place(a_mat, layout.a_elements(lane), [_v_register(bd, stored, bits, d, group, g, t, pr, 2 * mi + c)
+                                                    for pr, c in ((0, 0), (0, 1), (1, 0), (1, 1))])
         tile = a_mat @ pt_b  # rows: channel 2mi (g) and 2mi + 1 (g + 8) of strip g
         for lane in range(32):
             g, t = divmod(lane, 4)
