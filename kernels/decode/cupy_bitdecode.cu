@@ -270,6 +270,20 @@ __device__ __forceinline__ unsigned short to_bits(float x) {
     return h;
 }
 
+// Row `row` of a block's rows of the GQA group is query head kvh gqa + row / nq, new query row % nq:
+// its offset in Q or O (strides sb, sh, sq) for sequence b.
+__device__ __forceinline__ long long group_row(int b, int kvh, int gqa, int nq, int row, long long sb, long long sh,
+                                               long long sq) {
+    return b * sb + (kvh * gqa + row / nq) * sh + (row % nq) * sq;
+}
+
+// The first key of the piece [.., end) that row `row` of the group may not see: query i is the
+// cache's position L - nq + i (bottom-right causal), so it sees the keys before L - nq + i + 1; a row
+// past the group's `rows` (padding, never stored) sees the whole piece.
+__device__ __forceinline__ int first_hidden_key(int row, int rows, int end, int L, int nq) {
+    return row < rows ? min(end, L - nq + row % nq + 1) : end;
+}
+
 }  // namespace bitdecode
 
 using namespace bitdecode;
@@ -360,7 +374,7 @@ __device__ __forceinline__ void write_block(const float* sm_m, const float* sm_l
         }
         if (part_o == nullptr) {  // the only piece: the output itself
             const int row = first_row + r;
-            O[b * o_sb + (kvh * gqa + row / nq) * o_sh + (row % nq) * o_sq + c] = to_bits<BF16>(acc / l);
+            O[group_row(b, kvh, gqa, nq, row, o_sb, o_sh, o_sq) + c] = to_bits<BF16>(acc / l);
         } else {
             part_o[(slot * 16 + r) * D + c] = acc;
             if (stored == 0) {
@@ -452,7 +466,7 @@ bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __r
             const int row = rb * 16 + ln / 4 + 8 * h;
             const bool valid = row < rows;
             const unsigned short* q = Q;
-            if (valid) q += b * q_sb + (kvh * gqa + row / nq) * q_sh + (row % nq) * q_sq + (ln % 4) * LN::KCH;
+            if (valid) q += group_row(b, kvh, gqa, nq, row, q_sb, q_sh, q_sq) + (ln % 4) * LN::KCH;
 #pragma unroll
             for (int r = 0; r < 2; ++r) {
                 const unsigned lo = valid ? q[k_channel<BITS>(st, r, 0)] : 0u;
@@ -464,14 +478,10 @@ bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __r
     }
     __syncthreads();
 
-    // Per row of this lane (g, g + 8): the first key it may not see. Query i is the cache's
-    // position L - Q + i (bottom-right causal), so it sees the keys before L - Q + i + 1.
+    // Per row of this lane (g, g + 8): the first key it may not see.
     int limit[2];
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        const int row = rb * 16 + g + 8 * h;
-        limit[h] = row < rows ? min(end, L - nq + row % nq + 1) : end;
-    }
+    for (int h = 0; h < 2; ++h) limit[h] = first_hidden_key(rb * 16 + g + 8 * h, rows, end, L, nq);
 
     float o[DT][4];
     float row_max[2] = {neg_inf(), neg_inf()};
@@ -766,7 +776,7 @@ bitdecode_partial_keys(const unsigned short* __restrict__ Q, const unsigned char
         const int row = rb * ROWS + g;
         const bool valid = row < rows;
         const unsigned short* q = Q;
-        if (valid) q += b * q_sb + (kvh * gqa + row / nq) * q_sh + (row % nq) * q_sq + t * LN::KCH;
+        if (valid) q += group_row(b, kvh, gqa, nq, row, q_sb, q_sh, q_sq) + t * LN::KCH;
 #pragma unroll
         for (int st = 0; st < DS; ++st)
 #pragma unroll
@@ -777,13 +787,10 @@ bitdecode_partial_keys(const unsigned short* __restrict__ Q, const unsigned char
             }
     }
 
-    // Per row of this lane (2t, 2t + 1): the first key it may not see (bottom-right causal).
+    // Per row of this lane (2t, 2t + 1): the first key it may not see.
     int limit[2];
 #pragma unroll
-    for (int e = 0; e < 2; ++e) {
-        const int row = rb * ROWS + 2 * t + e;
-        limit[e] = row < rows ? min(end, L - nq + row % nq + 1) : end;
-    }
+    for (int e = 0; e < 2; ++e) limit[e] = first_hidden_key(rb * ROWS + 2 * t + e, rows, end, L, nq);
 
     float o[MI][4];
     float row_max[2] = {neg_inf(), neg_inf()};
@@ -1041,25 +1048,22 @@ bitdecode_combine(const float* __restrict__ part_o, const float* __restrict__ pa
         acc += weight * warp_o[w][lane];
     }
     const int b = bh / hkv, kvh = bh % hkv;
-    O[b * o_sb + (kvh * gqa + row / nq) * o_sh + (row % nq) * o_sq + c] = to_bits<BF16>(acc / l);
+    O[group_row(b, kvh, gqa, nq, row, o_sb, o_sh, o_sq) + c] = to_bits<BF16>(acc / l);
 }
 
 #ifdef KBENCH_INSTANTIATE
 // nvcc build check (tests/): the instances kbench launches (cupy_bitdecode.py's INSTANCES).
-#define KBENCH_BD_PARTIAL(BITS, BF16, D, TN, W, VSPAN, KG1, STAGES)                                             \
-    template __global__ void bitdecode_partial<BITS, BF16, D, TN, W, VSPAN, KG1, STAGES>(                        \
-        const unsigned short*, const unsigned char*, const unsigned char*, const unsigned short*,                \
+// The partial kernels' parameter types (both forms take the same arguments).
+#define KBENCH_BD_PARTIAL_PARAMS                                                                                \
+    const unsigned short*, const unsigned char*, const unsigned char*, const unsigned short*,                    \
         const unsigned short*, const unsigned short*, const unsigned short*, unsigned short*, float*, float*,    \
-        float*, int, int, int, int, int, int, int, int, int, unsigned, unsigned, long long, long long, long long,     \
+        float*, int, int, int, int, int, int, int, int, int, unsigned, unsigned, long long, long long, long long, \
         long long, long long, long long, long long, long long, long long, long long, long long, long long,       \
-        long long, long long, long long, long long, long long, long long, float);
-#define KBENCH_BD_KEYS(BITS, BF16, D, TN, W, VSPAN, KG1)                                                      \
-    template __global__ void bitdecode_partial_keys<BITS, BF16, D, TN, W, VSPAN, KG1>(                          \
-        const unsigned short*, const unsigned char*, const unsigned char*, const unsigned short*,                \
-        const unsigned short*, const unsigned short*, const unsigned short*, unsigned short*, float*, float*,    \
-        float*, int, int, int, int, int, int, int, int, int, unsigned, unsigned, long long, long long, long long,     \
-        long long, long long, long long, long long, long long, long long, long long, long long, long long,       \
-        long long, long long, long long, long long, long long, long long, float);
+        long long, long long, long long, long long, long long, long long, float
+#define KBENCH_BD_PARTIAL(BITS, BF16, D, TN, W, VSPAN, KG1, STAGES) \
+    template __global__ void bitdecode_partial<BITS, BF16, D, TN, W, VSPAN, KG1, STAGES>(KBENCH_BD_PARTIAL_PARAMS);
+#define KBENCH_BD_KEYS(BITS, BF16, D, TN, W, VSPAN, KG1) \
+    template __global__ void bitdecode_partial_keys<BITS, BF16, D, TN, W, VSPAN, KG1>(KBENCH_BD_PARTIAL_PARAMS);
 #define KBENCH_BD_COMBINE(D, BF16)                                                                             \
     template __global__ void bitdecode_combine<D, BF16>(const float*, const float*, const float*,    \
                                                                    unsigned short*, int, int, int, int, int, int, \
