@@ -180,8 +180,8 @@ def split_plan(length: int, programs: int, sms: int, resident: int, tile: int, w
     return math.ceil(length / keys), keys
 
 
-def check_config(case, tile: int, warps: int) -> str | None:
-    """Why this case and block shape cannot run, or None."""
+def check_config(case, tile: int, warps: int, form: str = "auto", stages: int = 0) -> str | None:
+    """Why this case, block shape and form cannot run, or None."""
     if case.d not in HEAD_DIMS:
         return f"head dim {case.d} (cupy-bitdecode is built for d = 64 and 128)"
     if tile not in TILES:
@@ -191,6 +191,8 @@ def check_config(case, tile: int, warps: int) -> str | None:
     if v_span(case.d, case.group, CODE_BITS[case.kv_dtype]) is None:
         return (f"group {case.group} is shorter than d/8 = {case.d // 8} channels: a lane's strip of V "
                 "channels would span more than two scale groups")
+    if form == "keys" and stages:
+        return "form=keys loads each tile into registers: stages=0 only"
     return None
 
 
@@ -255,14 +257,12 @@ def explain(case, params) -> dict:
     from kbench.occupancy import blocks_per_sm
 
     tile, warps, stages = params["tile"], params["warps"], params["stages"]
-    reason = check_config(case, tile, warps)
+    reason = check_config(case, tile, warps, params["form"], stages)
     if reason:
         return {"configuration": f"not runnable: {reason}"}
     bits = CODE_BITS[case.kv_dtype]
     masks = resolve_masks(params["masks"], bits)
     form = resolve_form(params["form"], stages)
-    if form == "keys" and stages:
-        return {"configuration": "not runnable: form=keys loads each tile into registers (stages=0 only)"}
     name = instance(case, tile, warps, stages, form)
     smem = smem_bytes(case.d, warps, bits, tile, stages, form)
     try:
@@ -328,8 +328,9 @@ def _supports(case):
     supports=_supports, params=dict(DEFAULT_PARAMS), explain=explain,
     allowed={"splits": lambda value: None if value >= 0 else "splits takes 0 (automatic) or a positive number",
              "tile": TILES, "warps": WARPS, "stages": STAGES, "masks": MASKS, "form": FORMS},
-    description="BitDecoding-style decode in CUDA C++: mma.sync m16n8k16 with the GQA group as the rows, "
-                "int4/int8 codes dequantized into the B fragments by lop3/prmt, split-KV merged by log-sum-exp",
+    description="BitDecoding-style decode in CUDA C++: mma.sync m16n8k16 with the keys (or the GQA group) as "
+                "the rows, int4/int8 codes dequantized into the fragments by lop3/prmt, split-KV merged by "
+                "log-sum-exp",
 )
 def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form):
     import numpy as np
@@ -337,7 +338,7 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form):
 
     from kbench.occupancy import LIMITS, blocks_per_sm
 
-    reason = check_config(case, tile, warps)
+    reason = check_config(case, tile, warps, form, stages)
     if reason:
         raise Unsupported(reason)
     q = inputs["q"]
@@ -371,8 +372,6 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form):
     bf16 = q.dtype == torch.bfloat16
     vspan = v_span(case.d, case.group, bits)
     form = resolve_form(form, stages)
-    if form == "keys" and stages:
-        raise Unsupported("form=keys loads each tile into registers: stages=0 only")
     kernel = _cupy.compiled(str(SOURCE), instance(case, tile, warps, stages, form))
     smem = smem_bytes(case.d, warps, bits, tile, stages, form)
     if smem > 48 * 1024:  # above 48 KiB a block must opt in to its dynamic shared memory

@@ -574,6 +574,8 @@ def test_form_auto_takes_the_keys_form_where_it_can_run(bd):
     registers only); rows and keys as given."""
     assert bd.resolve_form("auto") == "keys" and bd.resolve_form("auto", stages=3) == "rows"
     assert bd.resolve_form("rows") == "rows" and bd.resolve_form("keys") == "keys"
+    assert "stages=0 only" in bd.check_config(case(d=128), 32, 4, "keys", 3)  # the keys form has no ring
+    assert bd.check_config(case(d=128), 32, 4, "auto", 3) is None and bd.check_config(case(d=128), 32, 4, "keys") is None
     c = case(d=128, kv_dtype="int4", group=32)
     assert bd.instance(c, 32, 4, 0, "keys").startswith("bitdecode_partial_keys<4, false, 128, 32, 4, 1, true>")
     assert bd.smem_bytes(128, 4, 4, 32, 0, "keys") == 4 * 8 * (2 + 128 + 4) * 4
