@@ -45,6 +45,21 @@ def _explain_options(suite: Suite) -> list[inspect.Parameter]:
     ]
 
 
+def _is_table(value) -> bool:
+    """A figure that is a table of its own (a list of rows, each a dict of column -> text), such as a
+    kernel's lane table, printed after the figures."""
+    return isinstance(value, list) and bool(value) and all(isinstance(row, dict) for row in value)
+
+
+def _rows_table(title: str, rows: list[dict]) -> Table:
+    table = Table(title=title, title_justify="left")
+    for column in rows[0]:
+        table.add_column(escape(str(column)))
+    for row in rows:
+        table.add_row(*(escape(str(row.get(column, ""))) for column in rows[0]))
+    return table
+
+
 def _figures_table(title: str, figures: dict) -> Table:
     table = Table(title=title, title_justify="left", show_header=False)
     table.add_column("what", style="bold")
@@ -71,7 +86,10 @@ def explain_suite(suite: Suite, cases, *, impl, param) -> None:
             if not figures:
                 elsewhere.append(variant.label)
                 continue
-            stdout.print(_figures_table(f"{variant.label}", figures))
+            tables = {name: value for name, value in figures.items() if _is_table(value)}
+            stdout.print(_figures_table(f"{variant.label}", {k: v for k, v in figures.items() if k not in tables}))
+            for name, rows in tables.items():
+                stdout.print(_rows_table(f"{variant.label}: {name}", rows))
         silent = [v.label for v in chosen if v.impl.explain is None]
         if silent:
             stdout.print(f"[dim]no launch walkthrough for: {', '.join(silent)}[/]")

@@ -221,19 +221,51 @@ def k_channel(bits: int, step: int, reg: int, half: int) -> int:
     return 4 * step + 2 * reg + half
 
 
-def lane_elements(bits: int, d: int, lane: int) -> dict:
-    """Which K and V elements lane ``lane`` holds in its B fragments, keys relative to the tile's first:
-    ``k``: per n8 tile nt and k16 step s, [(key, channel)] for b0's two halves then b1's; ``v``: per
-    k16 step j of keys and n8 tile jn of O, [(key, channel)] likewise; ``o``: per n8 tile jn, the
-    channels of the lane's C columns."""
+def lane_elements(bits: int, d: int, lane: int, form: str = "keys") -> dict:
+    """Which K and V elements lane ``lane`` holds in its fragments after dequantization, and which of O's
+    it accumulates (keys relative to the tile's first; rows of the block's GQA group). Each list is in
+    the PTX order of the fragment's halves (a0..a7, b0..b3, d0..d3).
+
+    ``form="keys"`` (Sᵀ = K Qᵀ, Oᵀ += Vᵀ Pᵀ): ``k`` per m16 tile mt and k16 step s, the A fragment's
+    [(key, channel)]; ``v`` per k16 step j of keys and m16 tile mi of channels, V's A fragment's
+    [(key, channel)]; ``o`` per m16 tile mi, the C fragment's [(row, channel)].
+    ``form="rows"`` (S = Q Kᵀ, O += P V): ``k`` per n8 tile nt and k16 step s, the B fragment's
+    [(key, channel)]; ``v`` per k16 step j and n8 tile jn of O, the B fragment's [(key, channel)];
+    ``o`` per n8 tile jn, the C fragment's [(row, channel)]."""
     g, t = divmod(lane, 4)
     kch, vch = d // 4, d // 8
-    k = {(nt, s): [(8 * nt + g, t * kch + k_channel(bits, s, r, e)) for r in (0, 1) for e in (0, 1)]
-         for nt in range(2) for s in range(d // 16)}
-    v = {(j, jn): [(16 * j + 2 * t + 8 * r + e, g * vch + jn) for r in (0, 1) for e in (0, 1)]
-         for j in range(2) for jn in range(d // 8)}
-    o = {jn: [(2 * t) * vch + jn, (2 * t + 1) * vch + jn] for jn in range(d // 8)}
+    chunk = [[t * kch + k_channel(bits, s, r, e) for r in (0, 1) for e in (0, 1)] for s in range(d // 16)]
+    if form == "keys":
+        k = {(mt, s): [(16 * mt + g + 8 * h, chunk[s][2 * r + e]) for r in (0, 1) for h in (0, 1) for e in (0, 1)]
+             for mt in range(2) for s in range(d // 16)}
+        v = {(j, mi): [(16 * j + 2 * t + 8 * pr + e, g * vch + 2 * mi + c) for pr in (0, 1) for c in (0, 1)
+                       for e in (0, 1)]
+             for j in range(2) for mi in range(d // 16)}
+        o = {mi: [(2 * t + e, g * vch + 2 * mi + c) for c in (0, 1) for e in (0, 1)] for mi in range(d // 16)}
+    else:
+        k = {(nt, s): [(8 * nt + g, channel) for channel in chunk[s]] for nt in range(2) for s in range(d // 16)}
+        v = {(j, jn): [(16 * j + 2 * t + 8 * r + e, g * vch + jn) for r in (0, 1) for e in (0, 1)]
+             for j in range(2) for jn in range(d // 8)}
+        o = {jn: [(g + 8 * h, (2 * t + e) * vch + jn) for h in (0, 1) for e in (0, 1)] for jn in range(d // 8)}
     return {"k": k, "v": v, "o": o}
+
+
+def lane_table(bits: int, d: int, form: str) -> list[dict]:
+    """`kbench explain`'s lane table: each lane's elements of the tile's first fragments (K's first k16
+    step, V's and O's first tile), as ``kbench explain mma`` shows the instruction's."""
+    def pairs(elements):
+        return " ".join(f"({a},{b})" for a, b in elements)
+
+    keys = form == "keys"
+    rows = []
+    for lane in range(32):
+        m = lane_elements(bits, d, lane, form)
+        rows.append({"lane": str(lane),
+                     ("K: A of keys 0-15" if keys else "K: B of keys 0-7") + ", k16 step 0 (key,channel)": pairs(m["k"][(0, 0)]),
+                     "V: " + ("A of channels' m16 tile 0" if keys else "B of O's n8 tile 0") + ", keys 0-15 (key,channel)":
+                         pairs(m["v"][(0, 0)]),
+                     "O: C of tile 0 (row,channel)": pairs(m["o"][0])})
+    return rows
 
 
 def _plan(case, tile: int, warps: int, splits: int, sms: int, resident: int, stages: int = 0,
@@ -308,6 +340,7 @@ def explain(case, params) -> dict:
                                     "(k16 step j); Pᵀ from Sᵀ's C fragments by movmatrix.trans" if keys_form else
                                     "channel g·d/8 + jn (n8 tile jn of O); keys 16j + 2t + 8r + {0, 1} "
                                     "(k16 step j, register r)"),
+        "lane table": lane_table(bits, case.d, form),
         "dequantization": {4: "lop3 (nibbles under 0x6400), sub / fma to the code, fma.rn.f16x2 with scale and minimum",
                            8: "prmt (bytes under 0x64), sub to the code, fma.rn.f16x2 with scale and minimum",
                            16: "none: the 16-bit values are the fragments (V's pairs of keys by prmt)"}[bits],

@@ -329,23 +329,23 @@ def test_lane_fragments_compute_p_v(bd, quantization, bits, d, group):
                    [_v_register(bd, stored, bits, d, group, g, t, pr, jn) for pr in (0, 1)])
         tile = p @ b_mat  # columns n of n8 tile jn: the channels n·d/8 + jn
         for lane in range(32):
-            for (row, col), channel in zip(layout.d_elements(lane)[:2], bd.lane_elements(bits, d, lane)["o"][jn]):
+            for (row, col), (query_row, channel) in zip(layout.d_elements(lane), bd.lane_elements(bits, d, lane, "rows")["o"][jn]):
                 kept = 8 * jn + col  # where the .cu's merge keeps it in shared memory, and reads it back as
-                assert (kept % 8) * vch + kept // 8 == channel
+                assert query_row == row and (kept % 8) * vch + kept // 8 == channel
                 o[row, channel] = tile[row, col]
-                o[row + 8, channel] = tile[row + 8, col]
     assert not np.isnan(o).any()
     assert np.allclose(o, p @ vd, rtol=1e-12, atol=1e-12)
 
 
 def test_the_lane_map_is_the_models(bd):
-    """lane_elements (kbench explain's lane table) says what the model above computes: lane 4g+t holds
-    key g of each n8 tile of K, a quarter of the channels (int4: pairs 4 apart), and channel strip g of V."""
+    """lane_elements (kbench explain's lane table) of the rows form says what the model above computes:
+    lane 4g+t holds key g of each n8 tile of K, a quarter of the channels (int4: pairs 4 apart), and
+    channel strip g of V."""
     for bits, d in itertools.product((4, 8, 16), (64, 128)):
         kch = d // 4
         seen = {}
         for lane in range(32):
-            m = bd.lane_elements(bits, d, lane)
+            m = bd.lane_elements(bits, d, lane, "rows")
             g, t = divmod(lane, 4)
             for (nt, s), elements in m["k"].items():
                 assert all(key == 8 * nt + g for key, _ in elements)
@@ -357,8 +357,8 @@ def test_the_lane_map_is_the_models(bd):
                 assert sorted(k for k, _ in elements) == [16 * j + 2 * t + x for x in (0, 1, 8, 9)]
         # every key of a tile meets every channel exactly once over the steps and lanes
         assert all(sorted(channels) == list(range(d)) for channels in seen.values())
-    assert bd.lane_elements(4, 128, 0)["k"][(0, 0)] == [(0, 0), (0, 4), (0, 1), (0, 5)]
-    assert bd.lane_elements(8, 128, 5)["k"][(0, 1)] == [(1, 36), (1, 37), (1, 38), (1, 39)]
+    assert bd.lane_elements(4, 128, 0, "rows")["k"][(0, 0)] == [(0, 0), (0, 4), (0, 1), (0, 5)]
+    assert bd.lane_elements(8, 128, 5, "rows")["k"][(0, 1)] == [(1, 36), (1, 37), (1, 38), (1, 39)]
 
 
 # ---- the host's side ---------------------------------------------------------------------------------------
@@ -448,6 +448,22 @@ def test_kbench_explain_shows_its_launch(cli):
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())
     assert "4 of the GQA group" in text and "K fragment of lane 4g+t" in text and "lop3" in text
+    assert "cupy-bitdecode: lane table" in text
+
+
+def test_explains_lane_table_is_the_forms(impl):
+    """The lane table, a row a lane. In the keys form lane 5 (g 1, t 1) holds keys 1 and 9 at channels
+    32 + {0, 4, 1, 5} (int4's pairs 4 apart), V's keys 2, 3, 10, 11 at channels 16, 17 (the first two of
+    its strip) and O's rows 2, 3 there; in the rows form key 1 only, and V's channel 16 of O's first n8 tile."""
+    c = case(l=131072, hq=32, hkv=8, d=128, kv_dtype="int4")
+    keys = impl.explain(c, impl.params)["lane table"]
+    assert [row["lane"] for row in keys] == [str(lane) for lane in range(32)]
+    assert list(keys[5].values())[1:] == ["(1,32) (1,36) (9,32) (9,36) (1,33) (1,37) (9,33) (9,37)",
+                                          "(2,16) (3,16) (2,17) (3,17) (10,16) (11,16) (10,17) (11,17)",
+                                          "(2,16) (3,16) (2,17) (3,17)"]
+    rows = impl.explain(c, dict(impl.params, form="rows"))["lane table"]
+    assert list(rows[5].values())[1:] == ["(1,32) (1,36) (1,33) (1,37)", "(2,16) (3,16) (10,16) (11,16)",
+                                          "(1,32) (1,48) (9,32) (9,48)"]
 
 
 def test_kbench_explain_says_how_codes_and_scales_come_in(cli):
@@ -526,6 +542,7 @@ def test_keys_form_fragments_compute_s_and_o_transposed(bd, quantization, bits, 
     q = rng.standard_normal((8, d)).astype(np.float16)
     q_halves = q.view(np.uint16).astype(np.uint32)
     kch, vch = d // 4, d // 8
+    lanes = [bd.lane_elements(bits, d, lane, "keys") for lane in range(32)]  # kbench explain's lane table
     st = np.zeros((16, 8))
     for step in range(d // 16):
         a_mat, b_mat = np.zeros((16, 16)), np.zeros((16, 8))
@@ -534,6 +551,8 @@ def test_keys_form_fragments_compute_s_and_o_transposed(bd, quantization, bits, 
             # a0: key g, a1: key g + 8 (register r 0); a2, a3 (r 1)
             _place(a_mat, layout.a_elements(lane), [_k_register(stored, bits, d, group, g + 8 * h, t, step, r)
                                                     for r, h in ((0, 0), (0, 1), (1, 0), (1, 1))])
+            for (row, col), (key, channel) in zip(layout.a_elements(lane), lanes[lane]["k"][(0, step)]):
+                assert a_mat[row, col] == kd[key, channel]  # the lane table names the element each slot holds
             qb = []
             for r in (0, 1):
                 c0, c1 = (t * kch + bd.k_channel(bits, step, r, e) for e in (0, 1))
@@ -560,11 +579,14 @@ def test_keys_form_fragments_compute_s_and_o_transposed(bd, quantization, bits, 
             # a0: channel 2mi, a1: 2mi + 1 (keys 2t, 2t+1); a2, a3 (keys 2t+8, 2t+9)
             _place(a_mat, layout.a_elements(lane), [_v_register(bd, stored, bits, d, group, g, t, pr, 2 * mi + c)
                                                     for pr, c in ((0, 0), (0, 1), (1, 0), (1, 1))])
+            for (row, col), (key, channel) in zip(layout.a_elements(lane), lanes[lane]["v"][(0, mi)]):
+                assert a_mat[row, col] == vd[key, channel]
         tile = a_mat @ pt_b  # rows: channel 2mi (g) and 2mi + 1 (g + 8) of strip g
         for lane in range(32):
             g, t = divmod(lane, 4)
-            for (row, col) in layout.d_elements(lane):
-                ot[g * vch + 2 * mi + row // 8, col] = tile[row, col]
+            for (row, col), (query_row, channel) in zip(layout.d_elements(lane), lanes[lane]["o"][mi]):
+                assert query_row == col and channel == g * vch + 2 * mi + row // 8  # where the .cu's merge writes it
+                ot[channel, query_row] = tile[row, col]
     assert not np.isnan(ot).any()
     assert np.allclose(ot, vd.T @ p.astype(np.float64), rtol=1e-12, atol=1e-12)
 
