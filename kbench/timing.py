@@ -353,6 +353,11 @@ class TorchCuda:
     def event(self):
         return self.torch.cuda.Event(enable_timing=True)
 
+    def l2_bytes(self) -> int:
+        """The current device's L2 cache size."""
+        torch = self.torch
+        return torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
+
     def l2_flush(self):
         """A closure that evicts the L2 before each sample: one sum over a buffer twice the L2's size
         (at least 1 MiB), zeroed once. Reading it, not writing it: a flush that writes (zeroing the
@@ -361,8 +366,7 @@ class TorchCuda:
         (on an H200, 60 MiB of L2: SDPA reading a 128 MiB KV cache took 49.8 us after a zeroing flush
         and 41.6 us after this one; docs/performance.md, "The L2 flush")."""
         torch = self.torch
-        l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
-        buffer = torch.zeros(max(2 * l2, 1 << 20) // 4, dtype=torch.float32, device="cuda")
+        buffer = torch.zeros(max(2 * self.l2_bytes(), 1 << 20) // 4, dtype=torch.float32, device="cuda")
         total = torch.empty((), dtype=torch.float32, device="cuda")
         return lambda: torch.sum(buffer, dim=0, out=total)
 

@@ -51,10 +51,7 @@ class ZeroingFlush(TorchCuda):
     """The seam with the flush most harnesses use: the buffer zeroed before each sample."""
 
     def l2_flush(self):
-        import torch
-
-        l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
-        buffer = torch.empty(2 * l2 // 4, dtype=torch.int32, device="cuda")
+        buffer = self.torch.empty(2 * self.l2_bytes() // 4, dtype=self.torch.int32, device="cuda")
         return buffer.zero_
 
 
@@ -74,9 +71,7 @@ def _median_of(call, cuda=None, flush_l2: bool = True) -> float:
 
 
 def test_the_flush_evicts_an_input_the_l2_would_hold():
-    import torch
-
-    half_l2_mib = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size >> 21
+    half_l2_mib = TorchCuda().l2_bytes() >> 21
     read = _read_of(half_l2_mib)
     # Unflushed, the input comes from the L2 the last call left it in; flushed, from device memory. The
     # sum is slow enough even from the L2 that the gap is well under the bandwidths' (on an H200, 30 MiB:
