@@ -71,8 +71,13 @@ class SuiteGroup(TyperGroup):
         if command is None and not cmd_name.startswith("-"):
             from kbench.registry import _did_you_mean
 
+            from kbench import loader
+
             known = self.list_commands(ctx)
-            ctx.fail(f"unknown suite {cmd_name!r}{_did_you_mean(cmd_name, known)} (suites: {', '.join(known)})")
+            suites = [name for name in known if name in loader.builtin_suites()]
+            others = [name for name in known if name not in suites]  # what a suite adds: `kbench explain mma`
+            ctx.fail(f"unknown {'suite or command' if others else 'suite'} {cmd_name!r}{_did_you_mean(cmd_name, known)} "
+                     f"(suites: {', '.join(suites)}" + (f"; commands: {', '.join(others)})" if others else ")"))
         return command
 
 

@@ -414,6 +414,8 @@ PARSER_ERRORS = [
     (["compare"], "Missing argument 'BASE'"),
     (["explain", "attention", "--bogus"], "No such option: --bogus"),
     (["explain", "mma", "--lane", "x"], "Invalid value for '--lane'"),
+    (["explain", "sotfmax"], "unknown suite or command 'sotfmax'; did you mean 'softmax'? (suites: allreduce, "),
+    (["explain", "kv"], "streams; commands: mma, softmax)"),
     (["profile", "attention", "--ncu", "--calls", "x"], "Invalid value for '--calls'"),
     (["roofline", "--gpu"], "Option '--gpu' requires an argument"),
     (["plot"], "Missing argument 'RESULTS'"),
