@@ -172,6 +172,11 @@ class Suite:
     def validate(self, case: Case) -> None:
         """Raise UserError for a case no implementation could run (n <= 0...)."""
 
+    def canonical(self, case: Case) -> Case:
+        """The case as it is run: an axis that does not apply to it (a quantized cache's group for a
+        16-bit cache) at its default, so that a sweep makes one case of what is one computation."""
+        return case
+
     def dtype(self, case: Case) -> str:
         """The dtype name that picks the tolerance and the datasheet peak."""
         return case.values.get("dtype", "fp32")

@@ -111,7 +111,8 @@ def axis_options(suite: Suite, sweeps: bool = True) -> list[inspect.Parameter]:
 
 
 def make_cases(suite: Suite, raw: dict) -> list[Case]:
-    """Every combination of the axes' values (a comma list on any axis sweeps it)."""
+    """Every combination of the axes' values (a comma list on any axis sweeps it), each checked, then as
+    the suite runs it (Suite.canonical): combinations that are one computation make one case."""
     from kbench.suite import Case
 
     values = {}
@@ -125,7 +126,7 @@ def make_cases(suite: Suite, raw: dict) -> list[Case]:
     cases = [Case(dict(zip(values, combo))) for combo in itertools.product(*values.values())]
     for case in cases:
         suite.validate(case)
-    return cases
+    return list(dict.fromkeys(suite.canonical(case) for case in cases))
 
 
 def suite_command(suite: Suite, handler: Callable, groups: Sequence[OptionGroup] = (), *, sweeps: bool = True,

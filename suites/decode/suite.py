@@ -46,7 +46,7 @@ from kbench.errors import UserError
 from kbench.loader import load_helper
 from kbench.precision import strict_matmul
 from kbench.registry import suite
-from kbench.suite import Axis, Suite
+from kbench.suite import Axis, Case, Suite
 
 COMMON = Path(__file__).resolve().parent.parent / "_common"
 shape_inputs = load_helper(COMMON / "score_distributions.py").shape_inputs
@@ -57,6 +57,7 @@ QUANTIZED = kv_quantization.QUANTIZED  # cache type -> bits a code
 
 KV_DTYPES = ("fp16", "bf16", "int8", "int4")
 DISTRIBUTIONS = ("normal", "large-scores", "outliers", "growing")
+DEFAULT_GROUP = 32  # elements sharing a scale and minimum; also the group a 16-bit cache's cases carry
 
 
 @suite
@@ -72,7 +73,7 @@ class Decode(Suite):
         Axis("d", int, (128,), "head dimension d"),
         Axis("kv_dtype", str, ("fp16",), "element type of the cache (and of the queries and output; fp16 "
              "for a quantized cache)", choices=KV_DTYPES),
-        Axis("group", int, (32,), "elements sharing a scale in a quantized cache (K: along tokens, V: along "
+        Axis("group", int, (DEFAULT_GROUP,), "elements sharing a scale in a quantized cache (K: along tokens, V: along "
              "channels)"),
     )
     baseline = "sdpa"
@@ -94,6 +95,13 @@ class Decode(Suite):
             raise UserError(f"--d {case.d} is not supported: head dim must be a multiple of 8 up to 256")
         if case.group <= 0:
             raise UserError(f"--group must be positive (got {case.group})")
+
+    def canonical(self, case):
+        """A 16-bit cache has no groups: its cases take the default group, so that `--kv-dtype fp16,int4
+        --group 32,128` runs the fp16 cache once."""
+        if case.kv_dtype in QUANTIZED:
+            return case
+        return Case({**case.values, "group": DEFAULT_GROUP})
 
     def dtype(self, case):
         """The queries' and output's type (a quantized cache's are fp16), which picks the peaks."""

@@ -66,6 +66,18 @@ def test_cases_no_kernel_could_run_are_refused(decode, values, message):
         decode.validate(case(**values))
 
 
+def test_a_group_sweep_runs_a_16_bit_cache_once(decode):
+    """--group applies to quantized caches only: swept, it makes one fp16 case (at the default group),
+    and a group no cache could have is refused even where it does not apply."""
+    from kbench.cli.suite_options import make_cases
+
+    raw = {"l": "17", "q": "1", "batch": "1", "hq": "8", "hkv": "2", "d": "16", "kv_dtype": "fp16,int4", "group": "32,128"}
+    assert [(c.kv_dtype, c.group) for c in make_cases(decode, raw)] == [("fp16", 32), ("int4", 32), ("int4", 128)]
+    assert [c.group for c in make_cases(decode, {**raw, "kv_dtype": "bf16", "group": "128"})] == [32]
+    with pytest.raises(UserError, match="--group must be positive"):
+        make_cases(decode, {**raw, "kv_dtype": "fp16", "group": "0"})
+
+
 def test_the_growing_distribution_makes_the_newest_keys_matter(decode, splitkv):
     """Under `growing` the last K/V tile carries most of each row's weight: a kernel that drops it (or
     misweights its piece in the combine) is far outside any bound."""
