@@ -126,4 +126,4 @@ def test_cupy_bitdecode_keys_form_is_right(cli, tmp_path):
                            "--param", "form=keys", "--param", "tile=16,32", "--param", "masks=all,edge",
                            "--param", "splits=0,1")
     assert {key.split("kv_dtype=")[1].split(",")[0] for _, key in rows} == {"int4", "int8", "fp16", "bf16"}
-    assert len(rows) == 4 * 3 * 8  # cache types x groups (a case axis for 16-bit caches too) x params
+    assert len(rows) == (2 * 3 + 2) * 8  # quantized caches x groups, 16-bit caches once (no groups), x params
