@@ -47,7 +47,7 @@ from kbench.registry import Unsupported, implementation
 _flashinfer = load_helper(Path(__file__).parent.parent / "_flashinfer.py")
 
 HEAD_DIMS = (64, 128, 256)
-QUANTIZED = ("int8", "int4")
+QUANTIZED = ("int8", "int4", "int2")
 WORKSPACE_BYTES = 128 * 1024 * 1024  # the size FlashInfer recommends for its split-KV partial results
 GROUP_FOR_TENSOR_CORES = 4
 TENSOR_CORES = ("auto", "on", "off")

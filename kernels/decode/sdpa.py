@@ -23,7 +23,7 @@ def sdpa(case, inputs, out):
         mask = torch.arange(case.l, device=q.device).unsqueeze(0) <= positions
 
     if "k_codes" in inputs:
-        bits = 8 * inputs["k_codes"].shape[-1] // case.d  # int4's codes are two a byte
+        bits = 8 * inputs["k_codes"].shape[-1] // case.d  # int4's codes are two a byte, int2's four
 
         def cache():
             return (dequantized(inputs, "k", case.group, -2, bits), dequantized(inputs, "v", case.group, -1, bits))
@@ -40,13 +40,15 @@ def sdpa(case, inputs, out):
 
 def dequantized(inputs: dict, name: str, group: int, along: int, bits: int):
     """code · scale + minimum, each group's scale and minimum repeated over its elements: computed in
-    fp32 and rounded once to fp16 (as the cache's values would have been stored). int4 codes are
-    unpacked first (channel 2j in a byte's low nibble, 2j + 1 in its high one)."""
+    fp32 and rounded once to fp16 (as the cache's values would have been stored). int4 and int2 codes
+    are unpacked first (channel 2j in a byte's low nibble, 2j + 1 in its high one; int2: channels 4j ..
+    4j + 3 in bits 0-1 .. 6-7)."""
     import torch
 
     codes = inputs[f"{name}_codes"]
-    if bits == 4:
-        codes = torch.stack((codes & 0xF, codes >> 4), dim=-1).flatten(-2)
+    if bits < 8:
+        mask = (1 << bits) - 1
+        codes = torch.stack([(codes >> (bits * i)) & mask for i in range(8 // bits)], dim=-1).flatten(-2)
     size = codes.shape[along]
     scale, minimum = (inputs[f"{name}_{part}"].repeat_interleave(group, dim=along).narrow(along, 0, size)
                       for part in ("scale", "min"))

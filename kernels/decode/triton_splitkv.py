@@ -14,14 +14,14 @@ one program per query tile would leave most SMs idle. Flash-decoding splits the 
    piece's state at once, rescales each to the largest maximum (log-sum-exp), sums, and divides once.
 
 New queries beyond the first are the cache's last positions: query i sees the keys up to L - Q + i,
-masked per row. An int8 or int4 cache is read as its codes (int4: two a byte, split into their
-channels in registers), and each tile is dequantized in registers (code · scale + minimum in fp32,
+masked per row. An int8, int4 or int2 cache is read as its codes (int4 and int2: two and four a byte,
+split into their channels in registers), and each tile is dequantized in registers (code · scale + minimum in fp32,
 rounded to fp16 for the product) with its groups' scales and minimums. ``--param splits=N`` fixes the
 number of pieces; ``auto`` takes as many as keep the programs within four an SM, or two where four would
 cut a piece under 64 tiles (fewer where the cache is short), one piece on the CPU interpreter's small
 cases. ``--param loads=tma`` reads each K/V tile with one TMA copy from a tensor descriptor, ``pointers``
 with every thread loading its part; ``auto`` (the default) takes TMA on sm_90 and later except for an
-int4 cache. ``--param block_n`` (keys a K/V tile), ``stages``
+int4 or int2 cache. ``--param block_n`` (keys a K/V tile), ``stages``
 (Triton's software pipeline depth for the K/V loads; 0 leaves Triton's default, 3 on sm_90) and ``warps``
 shape a program. ``stages=auto`` (the default) takes three where each sequence x K/V head is cut into
 many pieces (a few sequences: short programs that wait on memory more than they fill it) and two
@@ -63,12 +63,12 @@ DEEP_PIPELINE_SPLITS = 16
 # piece's state at once up to MAX_COMBINE_PIECES (in rounds of that many beyond it).
 COMBINE_CHANNELS = 32
 MAX_COMBINE_PIECES = 64
-# _partial's BITS for a cache type: 8 or 4 bits a code (int4's two a byte), 0 for the values themselves
-CACHE_BITS = {"fp16": 0, "bf16": 0, "int8": 8, "int4": 4}
+# _partial's BITS for a cache type: 8, 4 or 2 bits a code (int4's two a byte, int2's four), 0 for the values
+CACHE_BITS = {"fp16": 0, "bf16": 0, "int8": 8, "int4": 4, "int2": 2}
 # How a program reads its K/V tiles: each thread its part through pointers (cp.async when pipelined), or
 # one bulk copy a tile by the Tensor Memory Accelerator from a tensor descriptor (sm_90 and later).
-# loads=auto: TMA on sm_90 and later except for an int4 cache, whose K tile the TMA form must transpose as
-# bytes before splitting the nibbles: on an H200 (GQA 32/8, d 128, 32k and 128k tokens, one and eight
+# loads=auto: TMA on sm_90 and later except for an int4 (or int2) cache, whose K tile the TMA form must
+# transpose as bytes before splitting the nibbles: on an H200 (GQA 32/8, d 128, 32k and 128k tokens, one and eight
 # sequences) TMA was within 1 % of pointers for an fp16 cache, 2-9 % faster for int8 and 10-41 % slower
 # for int4 (docs/performance.md).
 LOADS = ("auto", "pointers", "tma")
@@ -107,7 +107,7 @@ if triton is not None:
         m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
         l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
         acc = tl.zeros([BLOCK_M, HEAD_D], dtype=tl.float32)
-        ROW: tl.constexpr = HEAD_D // 2 if BITS == 4 else HEAD_D  # a token's elements (int4: bytes of codes)
+        ROW: tl.constexpr = HEAD_D * BITS // 8 if BITS == 4 or BITS == 2 else HEAD_D  # a token's elements (int4, int2: bytes)
         offs_r = tl.arange(0, ROW)
         for n0 in range(start, end, BLOCK_N):
             offs_n = n0 + tl.arange(0, BLOCK_N)
@@ -119,6 +119,8 @@ if triton is not None:
                             mask=key_ok[None, :], other=0)
             if BITS == 4:  # [d / 2, keys] bytes: channel 2j in the low nibble, 2j + 1 in the high one
                 k = _unpack_rows(k, HEAD_D, BLOCK_N)
+            elif BITS == 2:  # [d / 4, keys] bytes: channels 4j .. 4j + 3 in bits 0-1 .. 6-7
+                k = _unpack_rows_2bit(k, HEAD_D, BLOCK_N)
             if BITS and WHOLE_GROUPS:  # [d, tile's groups], spread over each group's tokens
                 G: tl.constexpr = BLOCK_N // WHOLE_GROUPS
                 first = n0 // WHOLE_GROUPS + tl.arange(0, G)
@@ -149,6 +151,8 @@ if triton is not None:
                             mask=key_ok[:, None], other=0)
             if BITS == 4:
                 v = tl.reshape(tl.join(v & 0xF, v >> 4), (BLOCK_N, HEAD_D))
+            elif BITS == 2:
+                v = tl.reshape(_quads(v), (BLOCK_N, HEAD_D))
             if BITS and WHOLE_GROUPS:  # [keys, the channels' groups], spread over each group's channels
                 C: tl.constexpr = HEAD_D // WHOLE_GROUPS
                 groups = b * svs_b + kvh * svs_h + offs_n[:, None] * svs_l + tl.arange(0, C)[None, :]
@@ -181,6 +185,17 @@ if triton is not None:
         """[d / 2, keys] bytes as [d, keys] 4-bit codes: row 2j from byte j's low nibble, 2j + 1 its high."""
         pairs = tl.join(packed & 0xF, packed >> 4)  # [d / 2, keys, 2]
         return tl.reshape(tl.permute(pairs, (0, 2, 1)), (HEAD_D, BLOCK_N))
+
+    @triton.jit
+    def _quads(packed):
+        """Each byte's four 2-bit codes along two new dimensions [.., 2, 2]: code 2p + q (bits 4p + 2q) at
+        [p, q], so that flattening them puts the byte's codes in order."""
+        return tl.join(tl.join(packed & 3, (packed >> 4) & 3), tl.join((packed >> 2) & 3, packed >> 6))
+
+    @triton.jit
+    def _unpack_rows_2bit(packed, HEAD_D: tl.constexpr, BLOCK_N: tl.constexpr):
+        """[d / 4, keys] bytes as [d, keys] 2-bit codes: row 4j + i from bits 2i, 2i + 1 of byte j."""
+        return tl.reshape(tl.permute(_quads(packed), (0, 2, 3, 1)), (HEAD_D, BLOCK_N))
 
     @triton.jit
     def _combine(PartO, PartM, PartL, Out, so_b, so_h, so_q,
@@ -248,7 +263,7 @@ def resolve_loads(loads: str, bits: int, capability: tuple[int, int] | None, rea
     can read the cache (``readable``: see descriptor_refusal); other values as given."""
     if loads != "auto":
         return loads
-    return "tma" if readable and capability is not None and capability >= (9, 0) and bits != 4 else "pointers"
+    return "tma" if readable and capability is not None and capability >= (9, 0) and bits not in (2, 4) else "pointers"
 
 
 def resolve_stages(stages, splits: int) -> int:
@@ -382,7 +397,8 @@ def explain(case, params) -> dict:
         "products per tile (tl.dot)": f"S = Q Kᵀ: [{plan['block_m']} x {case.d}] x [{case.d} x {block_n}]; "
                                       f"O += P V: [{plan['block_m']} x {block_n}] x [{block_n} x {case.d}]",
         "dequantization": "none: the 16-bit values feed tl.dot" if not bits else
-                          ("int4 codes two a byte, split by mask and shift; " if bits == 4 else "int8 codes; ")
+                          ({4: "int4 codes two a byte, split by mask and shift; ",
+                            2: "int2 codes four a byte, split by mask and shift; "}.get(bits, "int8 codes; "))
                           + "code · scale + minimum in fp32, rounded to fp16, on CUDA cores; each group's scale "
                           + ("read once a tile (whole groups)" if plan["whole_groups"] else "read once an element"),
     }
@@ -408,7 +424,7 @@ def explain(case, params) -> dict:
                          "loads": LOADS},
                 description="flash-decoding in Triton: the cache split across programs, each head's GQA "
                             "group as the rows of one tile, partial softmax states combined by log-sum-exp; "
-                            "int8 and int4 caches dequantized in registers")
+                            "int8, int4 and int2 caches dequantized in registers")
 def triton_splitkv(case, inputs, out, splits="auto", block_n=BLOCK_N, stages="auto", warps=4, loads="auto"):
     if triton is None:
         raise Unsupported("triton is not installed")

@@ -31,8 +31,8 @@ def torch_ops(case, inputs, out):
 
 
 def quantized(x, group: int, along: int, bits: int):
-    """(codes, scale, minimum) of ``x`` in groups of ``group`` along dimension ``along``; int4 codes two
-    a byte along the channels (channel 2j in the low nibble)."""
+    """(codes, scale, minimum) of ``x`` in groups of ``group`` along dimension ``along``; int4 and int2
+    codes two and four a byte along the channels (the lowest bits first)."""
     import torch
 
     size = x.shape[along]
@@ -47,6 +47,6 @@ def quantized(x, group: int, along: int, bits: int):
     minimum = low.half()
     codes = ((blocks - minimum.float().unsqueeze(-1)) / scale.float().unsqueeze(-1)).round_().clamp_(0, levels)
     codes = codes.flatten(-2)[..., :size].to(torch.uint8).movedim(-1, along)
-    if bits == 4:
-        codes = codes[..., 0::2] | (codes[..., 1::2] << 4)
+    if bits < 8:
+        codes = kv.packed(codes, bits)
     return codes, scale.movedim(-1, along), minimum.movedim(-1, along)

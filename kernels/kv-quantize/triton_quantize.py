@@ -17,7 +17,8 @@ Everything is fp32: the scale is (max - min) / (2^bits - 1) rounded to fp16, the
 of t = (x - minimum) / scale against the stored fp16 pair. Exact ties therefore round up where the
 definition rounds to even; the suite accepts either (nothing in the format depends on it), as it does
 the last-bit differences of fp32 division near a tie. int4 codes are paired along the channels
-(tl.reshape into pairs, tl.split), channel 2j into the low nibble.
+(tl.reshape into pairs, tl.split), channel 2j into the low nibble; int2 codes four a byte, channel 4j
+into the lowest two bits.
 """
 
 from kbench.loader import BUILTIN_SUITES, load_helper
@@ -49,11 +50,19 @@ if triton is not None:
     @triton.jit
     def _store_codes(Codes, rows, rows_ok, codes, D, ROWS: tl.constexpr, BLOCK_D: tl.constexpr,
                      BITS: tl.constexpr):
-        """codes [ROWS, BLOCK_D] into their tokens' rows of the cache: a byte a code, or two a byte."""
+        """codes [ROWS, BLOCK_D] into their tokens' rows of the cache: a byte a code, or two or four a byte."""
         if BITS == 8:
             cols = tl.arange(0, BLOCK_D)
             tl.store(Codes + rows[:, None] * D + cols[None, :], codes,
                      mask=rows_ok[:, None] & (cols < D)[None, :])
+        elif BITS == 2:  # channels 4j + 2p + q at [.., p, q]: split on q, then on p
+            even, odd = tl.split(tl.reshape(codes, (ROWS, BLOCK_D // 4, 2, 2)))  # channels 4j + 2p and + 1
+            c0, c2 = tl.split(even)
+            c1, c3 = tl.split(odd)
+            cols = tl.arange(0, BLOCK_D // 4)
+            tl.store(Codes + rows[:, None] * (D // 4) + cols[None, :],
+                     (c0 | (c1 << 2) | (c2 << 4) | (c3 << 6)).to(tl.uint8),
+                     mask=rows_ok[:, None] & (cols < D // 4)[None, :])
         else:
             low, high = tl.split(tl.reshape(codes, (ROWS, BLOCK_D // 2, 2)))  # channels 2j and 2j + 1
             cols = tl.arange(0, BLOCK_D // 2)
@@ -131,7 +140,7 @@ def tiles(case) -> dict:
 
 @implementation("kv-quantize", "triton", backend="triton", modules=("torch", "triton"), unit="memory",
                 description="one pass in Triton: K's groups along the tokens and V's along the channels, "
-                            "min/max, fp16 scale and minimum, codes and int4 packing in registers")
+                            "min/max, fp16 scale and minimum, codes and int4/int2 packing in registers")
 def triton_quantize(case, inputs, out):
     if triton is None:
         raise Unsupported("triton is not installed")

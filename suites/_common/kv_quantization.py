@@ -1,15 +1,16 @@
 """The quantized KV cache's format, which the decode suite's kernels read and the kv-quantize suite's
 kernels write: one definition for both.
 
-Each cached element is an 8- or 4-bit code c with x = c · scale + minimum, the scale and minimum fp16,
-one pair per group of ``group`` elements: K grouped along the tokens (one pair per channel for every
-``group`` tokens), V along the channels (one pair per token for every ``group`` channels). int4 codes
-are packed two a byte along the channels: byte j of a token holds channel 2j in its low nibble and
-channel 2j + 1 in its high one. torch is imported inside the functions: suites load this file when
+Each cached element is an 8-, 4- or 2-bit code c with x = c · scale + minimum, the scale and minimum
+fp16, one pair per group of ``group`` elements: K grouped along the tokens (one pair per channel for
+every ``group`` tokens), V along the channels (one pair per token for every ``group`` channels). int4
+and int2 codes are packed two and four a byte along the channels, the lowest bits first: byte j of a
+token holds channel 2j in its low nibble and 2j + 1 in its high one (int4), channels 4j .. 4j + 3 in
+bits 0-1, 2-3, 4-5 and 6-7 (int2). torch is imported inside the functions: suites load this file when
 kbench starts.
 """
 
-QUANTIZED = {"int8": 8, "int4": 4}  # cache type -> bits a code
+QUANTIZED = {"int8": 8, "int4": 4, "int2": 2}  # cache type -> bits a code
 # Where each of K and V is grouped: the dimension of a B x H x L x d tensor its groups run along.
 ALONG = {"k": -2, "v": -1}
 
@@ -63,19 +64,27 @@ def quantize(x, group: int, along: int, bits: int, name: str) -> dict:
     minimum = low.half()
     codes = ((blocks - minimum.float().unsqueeze(-1)) / scale.float().unsqueeze(-1)).round().clamp(0, levels)
     codes = codes.flatten(-2)[..., :size].to(torch.uint8).movedim(-1, along)
-    if bits == 4:  # two codes a byte along the channels: channel 2j low, 2j + 1 high
-        codes = codes[..., 0::2] | (codes[..., 1::2] << 4)
-    return {f"{name}_codes": codes.contiguous(), f"{name}_scale": scale.movedim(-1, along).contiguous(),
+    return {f"{name}_codes": packed(codes, bits).contiguous(), f"{name}_scale": scale.movedim(-1, along).contiguous(),
             f"{name}_min": minimum.movedim(-1, along).contiguous()}
 
 
+def packed(codes, bits: int):
+    """Codes one an element (uint8, the channels last) packed 8 / ``bits`` a byte, the lowest bits first."""
+    per_byte = 8 // bits
+    out = codes[..., 0::per_byte].clone()
+    for i in range(1, per_byte):
+        out |= codes[..., i::per_byte] << (bits * i)
+    return out
+
+
 def unpacked(codes, bits: int):
-    """The codes one an element: int4's bytes split into their two channels (low nibble first)."""
+    """The codes one an element: int4's and int2's bytes split into their channels (lowest bits first)."""
     import torch
 
     if bits == 8:
         return codes
-    return torch.stack((codes & 0xF, codes >> 4), dim=-1).flatten(-2)
+    mask = (1 << bits) - 1
+    return torch.stack([(codes >> (bits * i)) & mask for i in range(8 // bits)], dim=-1).flatten(-2)
 
 
 def spread(per_group, group: int, along: int, size: int):

@@ -21,12 +21,12 @@ The tolerance is precision-aware (:meth:`Decode.plain`): the plain computation i
 quantized cache also the cache rounded to fp16 with the rest in fp32, the bound taking the larger of
 the two errors.
 
-**Quantized caches** (``--kv-dtype int8`` or ``int4``): each cached element is an 8- or 4-bit code c
+**Quantized caches** (``--kv-dtype int8``, ``int4`` or ``int2``): each cached element is an 8-, 4- or 2-bit code c
 with x = c · scale + minimum, the scale and minimum fp16 per group of ``--group`` elements: for K along
 the tokens (one pair per channel for every ``group`` tokens: keys' outlier channels keep their own
 range), for V along the channels (one pair per token for every ``group`` channels). int4 codes are
 packed two a byte along the channels: byte j of a token holds channel 2j in its low nibble and
-channel 2j + 1 in its high one. The queries and the output
+channel 2j + 1 in its high one; int2 codes four a byte, channel 4j in the lowest two bits. The queries and the output
 are fp16. The reference is float64 attention over the dequantized cache, and the plain computation is
 the fp16 one over the cache dequantized to fp16: a kernel is judged against what the quantized cache
 holds, not against the values before quantization. The fewest bytes are the codes and the scales and
@@ -55,7 +55,7 @@ kv_quantization = load_helper(COMMON / "kv_quantization.py")
 quantize, unpacked, dequantize = kv_quantization.quantize, kv_quantization.unpacked, kv_quantization.dequantize
 QUANTIZED = kv_quantization.QUANTIZED  # cache type -> bits a code
 
-KV_DTYPES = ("fp16", "bf16", "int8", "int4")
+KV_DTYPES = ("fp16", "bf16", "int8", "int4", "int2")
 DISTRIBUTIONS = ("normal", "large-scores", "outliers", "growing")
 DEFAULT_GROUP = 32  # elements sharing a scale and minimum; also the group a 16-bit cache's cases carry
 

@@ -1,10 +1,11 @@
-"""Writing a quantized KV cache: fp16 K and V in, the int8 or int4 cache the decode suite reads out.
+"""Writing a quantized KV cache: fp16 K and V in, the int8, int4 or int2 cache the decode suite reads out.
 
 Each group of ``--group`` elements (K along the tokens, one group per channel for every ``group``
 tokens; V along the channels, one per token for every ``group`` channels) gets an fp16 minimum (its
 smallest value) and an fp16 scale ((largest - smallest) / (2^bits - 1), rounded to fp16), and each
 element the code round((x - minimum) / scale) against those stored fp16 values, clamped to the codes'
-range; int4 codes two a byte along the channels (channel 2j low, 2j + 1 high). The definition is the
+range; int4 codes two a byte along the channels (channel 2j low, 2j + 1 high), int2 codes four (channel
+4j in the lowest two bits). The definition is the
 decode suite's own, in suites/_common/kv_quantization.py: a cache written here is one decode's kernels
 read.
 
@@ -53,7 +54,7 @@ TIE = 2.0**-20  # relative distance to a rounding midpoint within which either n
 @suite
 class KvQuantize(Suite):
     name = "kv-quantize"
-    description = "Write a quantized KV cache: fp16 K/V to int8 or int4 codes with an fp16 scale and minimum a group"
+    description = "Write a quantized KV cache: fp16 K/V to int8, int4 or int2 codes with an fp16 scale and minimum a group"
     axes = (
         Axis("l", int, (4096,), "tokens L"),
         Axis("batch", int, (1,), "sequences B"),

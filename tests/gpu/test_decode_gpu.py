@@ -1,6 +1,6 @@
 """The decode implementations right on a GPU, through `kbench run` (its workers compile the Triton kernel
 instead of interpreting it): cache lengths of one token, a partial tile, several pieces and 128k tokens,
-GQA 32/8 with one and four new queries, MQA, fp16, bf16, int8 and int4 caches, against float64 through kbench's own check
+GQA 32/8 with one and four new queries, MQA, fp16, bf16, int8, int4 and int2 caches, against float64 through kbench's own check
 (every input distribution, the timed calls checked too). cupy-bitdecode (CUDA C++ through CuPy) over the
 same lengths at d 64 and 128, with groups that leave a partial group of tokens (4099, 1000 and 17 keys in
 groups of 32), V groups that cross a lane's strip of channels, more rows than one m16 tile, both its
@@ -25,7 +25,7 @@ SWEEPS = (
 @pytest.mark.parametrize("sweep", SWEEPS, ids=["gqa", "gqa-speculative", "mqa"])
 def test_decode_is_right_through_kbench_run(cli, tmp_path, compiled_triton, sweep):
     out = tmp_path / "decode.jsonl"
-    result = cli("run", "decode", *sweep, "--batch", "2", "--d", "128", "--kv-dtype", "fp16,bf16,int8,int4",
+    result = cli("run", "decode", *sweep, "--batch", "2", "--d", "128", "--kv-dtype", "fp16,bf16,int8,int4,int2",
                  "--device", "cuda", "--impl", "sdpa,triton-splitkv", "--timeout", "300", "--max-time", "0.2",
                  "--out", out)
     statuses = {(r.impl, r.case_key): (r.status, r.reason) for r in results.read(out)}

@@ -108,6 +108,9 @@ CHECKS = [
     (case(l=100, q=3, d=64, kv_dtype="int4", group=7), "2"),
     (case(l=300, q=2, hq=32, hkv=1, d=32, kv_dtype="int4", group=32), "auto"),
     (case(l=1000, hq=4, hkv=2, d=32, kv_dtype="int4", group=32), "16"),  # 16 tiles, a piece each
+    # int2 caches (four codes a byte): a group that ends inside a byte's codes, several pieces, two row blocks
+    (case(l=100, q=3, d=64, kv_dtype="int2", group=7), "2"),
+    (case(l=300, q=2, hq=32, hkv=1, d=32, kv_dtype="int2", group=32), "auto"),
     # more pieces than the merge loads at once (MAX_COMBINE_PIECES): two rounds, the last piece 17 keys
     (case(l=4497, hq=4, hkv=1, d=16), "71"),  # 71 tiles of 64 keys: a piece each
 ]
@@ -130,6 +133,7 @@ TMA_CHECKS = [
     (case(l=17, q=2, hq=32, hkv=1, d=64, kv_dtype="bf16"), "auto"),
     (case(l=300, q=3, hq=48, hkv=2, d=32, kv_dtype="int8", group=16), "3"),
     (case(l=4099, hq=4, hkv=2, d=64, kv_dtype="int4", group=32), "auto"),
+    (case(l=1000, hq=4, hkv=2, d=64, kv_dtype="int2", group=32), "2"),
     (case(l=1, d=16), "auto"),
     (case(l=1, batch=2, d=128, kv_dtype="int8"), "auto"),  # a dimension of size 1, its stride arbitrary
 ]

@@ -36,7 +36,7 @@ def impl(make) -> Implementation:
 
 
 # Odd lengths and group tails along both dimensions: K's last group of tokens short (37 = 2 x 16 + 5),
-# V's last group of channels short (24 = 16 + 8), groups that split int4's byte pairs (7, 3), a group
+# V's last group of channels short (24 = 16 + 8), groups that split int4's and int2's bytes (7, 3), a group
 # longer than the Triton kernel's chunk of tokens (200), one token, MQA, batch > 1.
 CASES = [
     case(),
@@ -46,7 +46,7 @@ CASES = [
     case(l=300, batch=1, hkv=1, d=256, group=200),
     case(l=1, batch=1, hkv=1, d=8, group=32),
 ]
-CASES = [c for base in CASES for c in (base, Case({**base.values, "kv_dtype": "int4"}))]
+CASES = [c for base in CASES for c in (base, *(Case({**base.values, "kv_dtype": t}) for t in ("int4", "int2")))]
 
 
 @pytest.mark.parametrize("name", ["torch", "triton"])
@@ -65,7 +65,7 @@ def test_the_reference_is_the_decode_suites_quantization(registry, suite, kv):
     import torch
 
     decode = registry.suite("decode")
-    for kv_dtype in ("int8", "int4"):
+    for kv_dtype in ("int8", "int4", "int2"):
         c = case(kv_dtype=kv_dtype)
         inputs = suite.make_inputs(c, seed=1, device="cpu", distribution="outliers")
         cache = kv.views(suite.reference(c, inputs), suite.layout(c))
