@@ -216,6 +216,17 @@ def print_tables(records: list[Record], console: Console) -> None:
         for line in figure_lines(rows):
             console.print(f"  {escape(line)}", highlight=False)
         console.print()
+    by_suite: dict[str, list[Record]] = {}
+    for r in records:
+        by_suite.setdefault(r.suite, []).append(r)
+    for name, rows in by_suite.items():  # what a suite says across its cases (Suite.run_lines)
+        suite = suites.get(name)
+        lines = suite.run_lines(rows) if suite is not None and not cpu_timed_only(rows) else []
+        if lines:
+            console.print(f"[bold]{escape(name)}, across the cases of this run[/]")
+            for line in lines:
+                console.print(f"  {escape(line)}", highlight=False)
+            console.print()
     # Only a time shown makes the note true: a SKIP row's environment says cpu on a GPU machine too.
     if any(r.ok and r.timing.method == CPU_METHOD for r in records):
         console.print(f"[bold yellow]note:[/] {CPU_NOTE}")

@@ -277,6 +277,11 @@ class Suite:
         """Lines printed under one case's table (after the footnotes)."""
         return []
 
+    def run_lines(self, records: list) -> list[str]:
+        """Lines printed after all of a run's case tables, comparing its cases (records: this suite's rows
+        of every case, in table order). Not for a run timed by the CPU's clock."""
+        return []
+
     def plot(self, records: list, path: Path, metric: str) -> list[Path]:
         """Draw ``metric`` (one of plot_metrics) for this suite's records; the files written."""
         raise NotImplementedError(f"suite {self.name!r} draws no {metric!r} plot")

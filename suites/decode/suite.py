@@ -240,6 +240,40 @@ class Decode(Suite):
                 f"{100 * relative:.2g} % of the largest output" + (f", worst on {where} inputs" if where else ""),
                 "(the max err column is each kernel's error against the dequantized cache)"]
 
+    def run_lines(self, records):
+        """Each quantized cache's calls against the fastest fp16 call of the same shape (L, Q, B, heads, d)
+        in the run, beside the speed-up its fewer bytes allow (the fp16 cache's bytes over its own): how
+        near a low-bit kernel comes to what reading fewer bytes can give. Two cases of one run, so no
+        interval."""
+        from kbench.report import format_time
+
+        timed = [r for r in records if r.ok and r.case.get("kv_dtype")]
+        fastest_fp16 = {}
+        for r in timed:
+            if r.case["kv_dtype"] == "fp16" and (_shape(r) not in fastest_fp16 or r.median < fastest_fp16[_shape(r)].median):
+                fastest_fp16[_shape(r)] = r
+        lines = []
+        for shape, base in fastest_fp16.items():
+            quantized = sorted((r for r in timed if _shape(r) == shape and r.case["kv_dtype"] in QUANTIZED),
+                               key=lambda r: (-QUANTIZED[r.case["kv_dtype"]], r.case["group"], r.median))
+            if not quantized:
+                continue
+            lines.append(", ".join(f"{axis}={value}" for axis, value in zip(SHAPE, shape))
+                         + f": the fastest fp16 call, {base.name}, {format_time(base.median)}")
+            fp16_bytes = self.cache_bytes(Case(base.case))
+            for r in quantized:
+                limit = fp16_bytes / self.cache_bytes(Case(r.case))
+                lines.append(f"  {r.case['kv_dtype']} in groups of {r.case['group']}, {r.name}: "
+                             f"{format_time(r.median)}, {base.median / r.median:.2f}x ({limit:.2f}x fewer bytes)")
+        return lines
+
+
+SHAPE = ("l", "q", "batch", "hq", "hkv", "d")  # what a quantized case shares with the fp16 case it is compared to
+
+
+def _shape(record) -> tuple:
+    return tuple(record.case[axis] for axis in SHAPE)
+
 
 def visible_mask(n_queries: int, n_keys: int, device):
     """True where new query i (the cache's position n_keys - n_queries + i) may see key j; None when

@@ -294,3 +294,44 @@ def test_a_configuration_triton_cannot_fit_is_unsupported(registry, decode, monk
     run = make(c, inputs, out, block_n=128, stages=4, warps=4)
     with pytest.raises(Unsupported, match="block_n=128, stages=4, warps=4: out of resource: shared memory"):
         run()
+
+
+def _timed(impl: str, median_ms: float, method: str = "cuda-events+l2-flush", **values):
+    from kbench.record import Record
+
+    c = {**case(l=32768, hq=32, hkv=8, d=128).values, **values}
+    return Record.from_json({
+        "schema": 1, "suite": "decode", "impl": impl, "label": impl, "backend": "torch", "case": c,
+        "case_key": ",".join(f"{k}={v}" for k, v in c.items()), "status": "OK", "reason": "", "baseline": "sdpa",
+        "env": {"device": "cuda"},
+        "timing": {"method": method, "samples": [median_ms], "warnings": [],
+                   "stats": {"median": median_ms, "p20": median_ms, "p80": median_ms, "n": 1}}})
+
+
+def test_after_a_run_each_quantized_cache_is_set_against_the_fastest_fp16_call(decode):
+    """The int4 and int8 calls of a shape against its fastest fp16 call (the median ratio) beside the
+    byte limit (fp16's cache bytes over theirs: 3.20x for int4 in groups of 32, 3.76x in groups of 128);
+    a shape without an fp16 call in the run gets no line, and a CPU-timed run none at all."""
+    import io
+
+    from rich.console import Console
+
+    from kbench.report import print_tables
+
+    records = [_timed("sdpa", 0.0404, kv_dtype="fp16"), _timed("triton-splitkv", 0.0410, kv_dtype="fp16"),
+               _timed("cupy-bitdecode", 0.0260, kv_dtype="int4"), _timed("sdpa", 0.0800, kv_dtype="int4"),
+               _timed("cupy-bitdecode", 0.0202, kv_dtype="int4", group=128),
+               _timed("cupy-bitdecode", 0.0315, kv_dtype="int8"),
+               _timed("cupy-bitdecode", 0.5, kv_dtype="int4", batch=8)]  # no fp16 call of batch 8
+    assert decode.run_lines(records) == [
+        "l=32768, q=1, batch=1, hq=32, hkv=8, d=128: the fastest fp16 call, sdpa, 40.4 us",
+        "  int8 in groups of 32, cupy-bitdecode: 31.5 us, 1.28x (1.78x fewer bytes)",
+        "  int4 in groups of 32, cupy-bitdecode: 26.0 us, 1.55x (3.20x fewer bytes)",
+        "  int4 in groups of 32, sdpa: 80.0 us, 0.51x (3.20x fewer bytes)",
+        "  int4 in groups of 128, cupy-bitdecode: 20.2 us, 2.00x (3.76x fewer bytes)"]
+    out = io.StringIO()
+    print_tables(records, Console(file=out, width=200))
+    assert "decode, across the cases of this run" in out.getvalue() and "2.00x (3.76x fewer bytes)" in out.getvalue()
+    out = io.StringIO()
+    print_tables([_timed(r.impl, r.median, "cpu-wall-clock", **r.case) for r in records], Console(file=out, width=200))
+    assert "across the cases" not in out.getvalue()
