@@ -101,6 +101,8 @@ def page_table(case, page: int, device):
 
 
 def _supports(case):
+    if not isinstance(case.l, int):
+        return "a ragged batch (one length a sequence): this wrapper pages one length for every sequence"
     if case.kv_dtype in QUANTIZED:
         return (f"{case.kv_dtype} cache: FlashInfer's quantized KV caches are fp8 (one scale a tensor) and NVFP4; "
                 "none reads integer codes with a scale and minimum a group")

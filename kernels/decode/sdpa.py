@@ -1,7 +1,8 @@
 """The peer: torch's scaled_dot_product_attention with grouped-query attention (``enable_gqa``).
 
 Several new queries (speculative decoding) are the cache's last positions: their mask is the causal
-one aligned to the bottom right (query i sees the keys up to L - Q + i), built once in set-up.
+one aligned to the bottom right (query i sees the keys up to L - Q + i), built once in set-up. A ragged
+batch (``--l 1000+130000``) is one call a sequence, over its own tokens.
 
 A quantized cache is what a user of SDPA would do with one: dequantize it to fp16 (code · scale +
 minimum, each group's pair repeated over its elements) in every call, then attend. The dequantization
@@ -17,10 +18,16 @@ def sdpa(case, inputs, out):
     import torch.nn.functional as F
 
     q = inputs["q"]
-    mask = None
-    if case.q > 1:
-        positions = torch.arange(case.l - case.q, case.l, device=q.device).unsqueeze(-1)
-        mask = torch.arange(case.l, device=q.device).unsqueeze(0) <= positions
+    # A ragged batch (--l 1000+130000): each sequence attends to its own tokens, one call each
+    lengths = [int(n) for n in str(case.l).split("+")] if "lengths" in inputs else None
+
+    def causal(n):  # query i of the last Q sees the keys up to n - Q + i
+        if case.q == 1:
+            return None
+        positions = torch.arange(n - case.q, n, device=q.device).unsqueeze(-1)
+        return torch.arange(n, device=q.device).unsqueeze(0) <= positions
+
+    masks = {n: causal(n) for n in (lengths or [case.l])}
 
     if "k_codes" in inputs:
         bits = 8 * inputs["k_codes"].shape[-1] // case.d  # int4's codes are two a byte, int2's four
@@ -31,9 +38,14 @@ def sdpa(case, inputs, out):
         def cache():
             return inputs["k"], inputs["v"]
 
+    def attend(q, k, v, n):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=masks[n], enable_gqa=case.hq != case.hkv)
+
     def run():
         k, v = cache()
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=case.hq != case.hkv)
+        if lengths is None:
+            return attend(q, k, v, case.l)
+        return torch.cat([attend(q[b:b + 1], k[b:b + 1, :, :n], v[b:b + 1, :, :n], n) for b, n in enumerate(lengths)])
 
     return run
 

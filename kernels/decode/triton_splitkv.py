@@ -76,11 +76,12 @@ LOADS = ("auto", "pointers", "tma")
 if triton is not None:
 
     @triton.jit
-    def _partial(Q, K, V, KS, KM, VS, VM, PartO, PartM, PartL,
+    def _partial(Q, K, V, KS, KM, VS, VM, PartO, PartM, PartL, Lengths,
                  sq_b, sq_h, sq_q, sk_b, sk_h, sk_l, sv_b, sv_h, sv_l, sks_b, sks_h, sks_g, svs_b, svs_h, svs_l,
                  HKV, GROUP, NQ, L, keys_per_split, splits, row_blocks, scale_log2, QGROUP,
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_D: tl.constexpr, MASKED: tl.constexpr,
-                 PRECISION: tl.constexpr, BITS: tl.constexpr, WHOLE_GROUPS: tl.constexpr, TMA: tl.constexpr):
+                 PRECISION: tl.constexpr, BITS: tl.constexpr, WHOLE_GROUPS: tl.constexpr, TMA: tl.constexpr,
+                 RAGGED: tl.constexpr):
         """K and V are the cache's values (BITS 0), or its 8- or 4-bit codes (int4: two a byte along the
         channels), dequantized in registers as code · scale + minimum: K's scale and minimum (KS, KM) one
         per channel for every QGROUP tokens, V's (VS, VM) one per token for every QGROUP channels.
@@ -88,7 +89,8 @@ if triton is not None:
         minimum are read once and spread over its elements, rather than read once per element.
         TMA: K and V are tensor descriptors of [B, Hkv, L, row] with [1, 1, BLOCK_N, row] boxes (row: d
         values, or d · BITS / 8 bytes of codes), each tile one bulk copy by the Tensor Memory Accelerator
-        (zeros past L); else pointers, each thread loading its part of the tile."""
+        (zeros past L); else pointers, each thread loading its part of the tile. RAGGED: sequence b holds
+        Lengths[b] of the cache's L tokens (a piece past them reads nothing, its state weighing 0)."""
         bh = tl.program_id(0)  # sequence x K/V head
         split = tl.program_id(1)
         row_block = tl.program_id(2)
@@ -101,9 +103,10 @@ if triton is not None:
         offs_d = tl.arange(0, HEAD_D)
         q = tl.load(Q + b * sq_b + head[:, None] * sq_h + query[:, None] * sq_q + offs_d[None, :],
                     mask=row_ok[:, None], other=0.0)
-        position = L - NQ + query  # where each new query sits in the cache
+        length = tl.load(Lengths + b) if RAGGED else L  # the sequence's own tokens
+        position = length - NQ + query  # where each new query sits in the cache
         start = split * keys_per_split
-        end = tl.minimum(start + keys_per_split, L)
+        end = tl.minimum(start + keys_per_split, length)
         m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
         l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
         acc = tl.zeros([BLOCK_M, HEAD_D], dtype=tl.float32)
@@ -286,7 +289,7 @@ def launch_plan(case, sms: int, bits: int, splits="auto", block_n: int = BLOCK_N
     tile holds whole groups of a ``bits``-bit cache's scales (each group's scale and minimum then read
     once, not once per element)."""
     bh = case.batch * case.hkv
-    n_splits, keys_per_split = split_plan(case.l, bh, sms, splits, block_n)
+    n_splits, keys_per_split = split_plan(cache_length(case), bh, sms, splits, block_n)
     rows = case.hq // case.hkv * case.q
     block_m, row_blocks = row_tiling(rows)
     whole_groups = case.group if bits and block_n % case.group == 0 and case.d % case.group == 0 else 0
@@ -305,15 +308,16 @@ def sm90_arguments(case, plan: dict, bits: int, block_n: int = BLOCK_N, loads: s
     codes = "*u8" if bits else values
     if loads == "tma":
         codes = f"tensordesc<{codes[1:]}[1,1,{block_n},{row}]>"
-    k_groups, v_groups = math.ceil(case.l / case.group), math.ceil(case.d / case.group)
+    length = cache_length(case)
+    k_groups, v_groups = math.ceil(length / case.group), math.ceil(case.d / case.group)
     return {"Q": values, "K": codes, "V": codes, "KS": "*fp16", "KM": "*fp16", "VS": "*fp16", "VM": "*fp16",
-            "PartO": "*fp32", "PartM": "*fp32", "PartL": "*fp32",
+            "PartO": "*fp32", "PartM": "*fp32", "PartL": "*fp32", "Lengths": "*i32",
             "sq_b": case.hq * case.q * case.d, "sq_h": case.q * case.d, "sq_q": case.d,
-            "sk_b": case.hkv * case.l * row, "sk_h": case.l * row, "sk_l": row,
-            "sv_b": case.hkv * case.l * row, "sv_h": case.l * row, "sv_l": row,
+            "sk_b": case.hkv * length * row, "sk_h": length * row, "sk_l": row,
+            "sv_b": case.hkv * length * row, "sv_h": length * row, "sv_l": row,
             "sks_b": case.hkv * k_groups * case.d, "sks_h": k_groups * case.d, "sks_g": case.d,
-            "svs_b": case.hkv * case.l * v_groups, "svs_h": case.l * v_groups, "svs_l": v_groups,
-            "HKV": case.hkv, "GROUP": case.hq // case.hkv, "NQ": case.q, "L": case.l,
+            "svs_b": case.hkv * length * v_groups, "svs_h": length * v_groups, "svs_l": v_groups,
+            "HKV": case.hkv, "GROUP": case.hq // case.hkv, "NQ": case.q, "L": length,
             "keys_per_split": plan["keys_per_split"], "splits": plan["splits"], "row_blocks": plan["row_blocks"],
             "scale_log2": case.d**-0.5 * LOG2_E, "QGROUP": case.group}
 
@@ -322,7 +326,13 @@ def partial_constants(case, plan: dict, bits: int, block_n: int = BLOCK_N, preci
                       loads: str = "pointers") -> dict:
     """_partial's constexprs for a call on this case (``precision``: how tl.dot multiplies, "native" on a GPU)."""
     return {"BLOCK_M": plan["block_m"], "BLOCK_N": block_n, "HEAD_D": case.d, "MASKED": case.q > 1,
-            "PRECISION": precision, "BITS": bits, "WHOLE_GROUPS": plan["whole_groups"], "TMA": loads == "tma"}
+            "PRECISION": precision, "BITS": bits, "WHOLE_GROUPS": plan["whole_groups"], "TMA": loads == "tma",
+            "RAGGED": not isinstance(case.l, int)}
+
+
+def cache_length(case) -> int:
+    """The cache's tokens a sequence: L, or a ragged batch's (--l 1000+130000) longest."""
+    return max(int(n) for n in str(case.l).split("+"))
 
 
 def _steps(t) -> list[int]:
@@ -382,7 +392,7 @@ def explain(case, params) -> dict:
                           f"tile(s) of {plan['block_m']} rows ({plan['block_m'] * plan['row_blocks'] - rows} zero "
                           "rows: tl.dot's M is at least 16)",
         "pieces of the cache": f"{plan['splits']} of {plan['keys_per_split']:,} keys a sequence x K/V head ("
-                               + (f"automatic: at most {auto_programs_per_sm(-(-case.l // block_n), plan['bh'], h200.sms)}"
+                               + (f"automatic: at most {auto_programs_per_sm(-(-cache_length(case) // block_n), plan['bh'], h200.sms)}"
                                   " programs an SM on an H200"
                                   if params["splits"] == "auto" else "fixed") + ")",
         "grid": f"{plan['bh']} (sequences x K/V heads) x {plan['splits']} (pieces) x {plan['row_blocks']} (row "
@@ -470,14 +480,15 @@ def triton_splitkv(case, inputs, out, splits="auto", block_n=BLOCK_N, stages="au
         k, v = tensor_descriptor(k, block_n), tensor_descriptor(v, block_n)
     channels = plan["merge_channels"]
     scale_log2 = case.d**-0.5 * LOG2_E
+    lengths = inputs.get("lengths", part_l)  # a ragged batch's lengths (else not read)
     pipeline = {"num_stages": stages} if stages else {}  # 0: Triton's own default depth
 
     def run():
         try:
             _partial[(bh, n_splits, row_blocks)](
-                q, k, v, ks, km, vs, vm, part_o, part_m, part_l,
+                q, k, v, ks, km, vs, vm, part_o, part_m, part_l, lengths,
                 q.stride(0), q.stride(1), q.stride(2), *cache_strides, *group_strides,
-                case.hkv, group, case.q, case.l, keys_per_split, n_splits, row_blocks, scale_log2, case.group,
+                case.hkv, group, case.q, cache_length(case), keys_per_split, n_splits, row_blocks, scale_log2, case.group,
                 **constants, num_warps=warps, **pipeline)
         except utils.OUT_OF_RESOURCES as exc:  # raised at the first launch, where Triton compiles
             raise Unsupported(f"block_n={block_n}, stages={stages or 'default'}, warps={warps}: {exc}") from None

@@ -5,6 +5,11 @@ to the L tokens already in the cache, whose Hkv key/value heads are shared by Hq
 each (grouped-query attention; MQA when Hkv = 1). Query head h reads K/V head h // (Hq / Hkv). The Q
 queries are the cache's last Q positions: query i sees the keys up to position L - Q + i.
 
+A ragged batch (``--l 1000+130000``: one length a sequence, the batch their count) is a cache as long as
+the longest sequence with each sequence's length beside it (the ``lengths`` input): sequence b attends to
+its first L_b tokens, the tokens past them drawn like the others, so a kernel that reads them is wrong.
+The FLOPs and bytes count each sequence's own tokens.
+
 It is the memory-bound half of inference: each cached element is used by Hq / Hkv · Q queries only, so
 the floor is the cache read once at HBM speed. The fewest bytes are the cache (K and V) read once, plus
 the queries read and the output written; the FLOPs are the two products, 4·B·Hq·Q·L·d.
@@ -65,7 +70,8 @@ class Decode(Suite):
     name = "decode"
     description = "Decode attention: Q new queries x Hq heads against an L-token KV cache of Hkv heads (GQA)"
     axes = (
-        Axis("l", int, (4096,), "cached tokens L (the KV cache's length)"),
+        Axis("l", str, ("4096",), "cached tokens L (the KV cache's length); 1000+130000: a ragged batch, "
+             "one length a sequence"),
         Axis("q", int, (1,), "new queries per sequence Q (1: plain decoding; more: speculative)"),
         Axis("batch", int, (1,), "sequences B"),
         Axis("hq", int, (32,), "query heads Hq"),
@@ -83,25 +89,33 @@ class Decode(Suite):
     tolerances = {dtype: (0.0, 0.0) for dtype in ("fp16", "bf16")}
 
     def validate(self, case):
-        for axis in ("l", "q", "batch", "hq", "hkv"):
+        lengths = parse_lengths(case.l)
+        if len(lengths) > 1 and case.batch not in (1, len(lengths)):
+            raise UserError(f"--l {case.l} is a ragged batch of {len(lengths)} sequences: leave --batch at 1 "
+                            f"or give {len(lengths)} (got {case.batch})")
+        for axis in ("q", "batch", "hq", "hkv"):
             if case.values[axis] <= 0:
                 raise UserError(f"--{axis} must be positive (got {case.values[axis]})")
         if case.hq % case.hkv:
             raise UserError(f"--hq {case.hq} is not a multiple of --hkv {case.hkv}: each key/value head "
                             "serves the same number of query heads")
-        if case.q > case.l:
-            raise UserError(f"--q {case.q} is more than --l {case.l}: the new queries are the cache's last tokens")
+        if case.q > min(lengths):
+            raise UserError(f"--q {case.q} is more than --l {min(lengths)}: the new queries are the cache's last tokens")
         if not (8 <= case.d <= 256 and case.d % 8 == 0):
             raise UserError(f"--d {case.d} is not supported: head dim must be a multiple of 8 up to 256")
         if case.group <= 0:
             raise UserError(f"--group must be positive (got {case.group})")
 
     def canonical(self, case):
-        """A 16-bit cache has no groups: its cases take the default group, so that `--kv-dtype fp16,int4
+        """The case as it runs: L a number, or a ragged batch's lengths joined by + with --batch their
+        count; a 16-bit cache, which has no groups, at the default group, so that `--kv-dtype fp16,int4
         --group 32,128` runs the fp16 cache once."""
-        if case.kv_dtype in QUANTIZED:
-            return case
-        return Case({**case.values, "group": DEFAULT_GROUP})
+        lengths = parse_lengths(case.l)
+        values = {**case.values, "l": lengths[0]} if len(lengths) == 1 else \
+            {**case.values, "l": "+".join(map(str, lengths)), "batch": len(lengths)}
+        if case.kv_dtype not in QUANTIZED:
+            values["group"] = DEFAULT_GROUP
+        return Case(values)
 
     def dtype(self, case):
         """The queries' and output's type (a quantized cache's are fp16), which picks the peaks."""
@@ -121,7 +135,8 @@ class Decode(Suite):
 
         gen = torch.Generator(device=device).manual_seed(seed)
         q = torch.randn(case.batch, case.hq, case.q, case.d, generator=gen, device=device)
-        k, v = (torch.randn(case.batch, case.hkv, case.l, case.d, generator=gen, device=device) for _ in range(2))
+        k, v = (torch.randn(case.batch, case.hkv, max(sequence_lengths(case)), case.d, generator=gen, device=device)
+                for _ in range(2))
         shape_inputs(q, k, v, distribution, gen)
         return q, k, v
 
@@ -129,13 +144,20 @@ class Decode(Suite):
         """What the kernels get of the draws: Q, K and V in the case's type, or fp16 Q and the quantized cache."""
         from kbench.dtypes import torch_dtype
 
+        import torch
+
         dtype = torch_dtype(self.dtype(case))
+        # A ragged batch: the cache as long as its longest sequence, each sequence's length beside it (the
+        # tokens past a sequence's length are drawn too, and a kernel that reads them gets another answer)
+        lengths = ({"lengths": torch.tensor(sequence_lengths(case), dtype=torch.int32, device=device)}
+                   if is_ragged(case) else {})
         if case.kv_dtype in QUANTIZED:
             bits = QUANTIZED[case.kv_dtype]
             cache = {**quantize(k, case.group, along=-2, bits=bits, name="k"),
                      **quantize(v, case.group, along=-1, bits=bits, name="v")}
-            return {"q": q.to(device=device, dtype=dtype), **{name: t.to(device) for name, t in cache.items()}}
-        return {name: t.to(device=device, dtype=dtype) for name, t in (("q", q), ("k", k), ("v", v))}
+            return {"q": q.to(device=device, dtype=dtype), **{name: t.to(device) for name, t in cache.items()},
+                    **lengths}
+        return {**{name: t.to(device=device, dtype=dtype) for name, t in (("q", q), ("k", k), ("v", v))}, **lengths}
 
     def input_error(self, case, seed, device, distribution="normal"):
         """What quantizing the cache costs, apart from any kernel's error: exact (float64) attention over
@@ -150,7 +172,8 @@ class Decode(Suite):
         inputs = self._inputs(case, q, k, v, device)  # the very cache the check's trial of this seed gets
         queries = inputs["q"].to(torch.float64)
         # One float64 copy of the cache at a time: the exact answer first, then the dequantized one's.
-        exact = decode_attention(queries, k.to(device).double(), v.to(device).double(), softmax_dtype=torch.float64)
+        exact = by_sequence(case, decode_attention, queries, k.to(device).double(), v.to(device).double(),
+                            softmax_dtype=torch.float64)
         del k, v
         err = float((self.reference(case, inputs) - exact).abs().max())
         scale = float(exact.abs().max())
@@ -173,7 +196,7 @@ class Decode(Suite):
         import torch
 
         k, v = self.cache(case, inputs, torch.float64)
-        return decode_attention(inputs["q"].to(torch.float64), k, v, softmax_dtype=torch.float64)
+        return by_sequence(case, decode_attention, inputs["q"].to(torch.float64), k, v, softmax_dtype=torch.float64)
 
     def plain(self, case, inputs):
         """The plain fp16 (bf16) computation; over a quantized cache also the same cache rounded to fp16
@@ -187,23 +210,25 @@ class Decode(Suite):
         q = inputs["q"]
         k, v = self.cache(case, inputs, q.dtype)
         with strict_matmul():
-            plain = decode_attention(q, k, v, softmax_dtype=torch.float32)
+            plain = by_sequence(case, decode_attention, q, k, v, softmax_dtype=torch.float32)
             if case.kv_dtype not in QUANTIZED:
                 return plain
-            return plain, decode_attention(q, k, v, softmax_dtype=torch.float32, compute_dtype=torch.float32)
+            return plain, by_sequence(case, decode_attention, q, k, v, softmax_dtype=torch.float32,
+                                      compute_dtype=torch.float32)
 
     def flops(self, case):
-        return 4.0 * case.batch * case.hq * case.q * case.l * case.d
+        return 4.0 * case.hq * case.q * sum(sequence_lengths(case)) * case.d
 
     def cache_bytes(self, case) -> float:
         """The KV cache's bytes: the elements, or a quantized cache's codes and its fp16 scale and
         minimum of every group."""
-        elements = case.batch * case.hkv * case.l * case.d
+        lengths = sequence_lengths(case)  # a ragged batch: each sequence's own tokens, not the padding
+        elements = case.hkv * sum(lengths) * case.d
         if case.kv_dtype not in QUANTIZED:
             return 2.0 * elements * ELEMENT_BYTES[case.kv_dtype]
         codes = elements * QUANTIZED[case.kv_dtype] / 8
-        k_groups = case.batch * case.hkv * -(-case.l // case.group) * case.d
-        v_groups = case.batch * case.hkv * case.l * -(-case.d // case.group)
+        k_groups = case.hkv * sum(-(-n // case.group) for n in lengths) * case.d
+        v_groups = case.hkv * sum(lengths) * -(-case.d // case.group)
         return 2.0 * codes + 4.0 * (k_groups + v_groups)
 
     def min_bytes(self, case):
@@ -217,11 +242,14 @@ class Decode(Suite):
         figures.update({
             "query heads per key/value head (GQA group)": f"{group}",
             "rows of a tile per key/value head (group x new queries)": f"{group * case.q}",
-            "cache bytes per token (K and V, all heads, scales included)": f"{cache / (case.batch * case.l):,.1f}",
+            "cache bytes per token (K and V, all heads, scales included)": f"{cache / sum(sequence_lengths(case)):,.1f}",
             "KV cache bytes (read once)": f"{cache:,.0f}",
         })
+        if is_ragged(case):
+            figures["cached tokens of each sequence"] = (", ".join(map(str, sequence_lengths(case)))
+                                                         + " (a ragged batch, the cache as long as the longest)")
         if case.kv_dtype in QUANTIZED:
-            fp16 = 4.0 * case.batch * case.hkv * case.l * case.d
+            fp16 = 4.0 * case.hkv * sum(sequence_lengths(case)) * case.d
             figures["against an fp16 cache"] = f"{fp16 / cache:.2f}x fewer bytes"
         return figures
 
@@ -266,6 +294,37 @@ class Decode(Suite):
                 lines.append(f"  {r.case['kv_dtype']} in groups of {r.case['group']}, {r.name}: "
                              f"{format_time(r.median)}, {base.median / r.median:.2f}x ({limit:.2f}x fewer bytes)")
         return lines
+
+
+def parse_lengths(l) -> list[int]:
+    """--l's value as lengths: a number, or a ragged batch's lengths joined by + (UserError otherwise)."""
+    try:
+        lengths = [int(part) for part in str(l).split("+")]
+    except ValueError:
+        raise UserError(f"--l: {l!r} is not a length (a number, or lengths joined by +: 1000+130000)") from None
+    if min(lengths) <= 0:
+        raise UserError(f"--l must be positive (got {l})")
+    return lengths
+
+
+def is_ragged(case) -> bool:
+    return not isinstance(case.l, int) and "+" in str(case.l)
+
+
+def sequence_lengths(case) -> list[int]:
+    """Each sequence's cached tokens: L for every one, or a ragged batch's own."""
+    lengths = parse_lengths(case.l)
+    return lengths if len(lengths) > 1 else lengths * case.batch
+
+
+def by_sequence(case, attend, q, k, v, **options):
+    """``attend`` over the whole batch, or, for a ragged batch, over each sequence's own tokens."""
+    import torch
+
+    if not is_ragged(case):
+        return attend(q, k, v, **options)
+    return torch.cat([attend(q[b:b + 1], k[b:b + 1, :, :n], v[b:b + 1, :, :n], **options)
+                      for b, n in enumerate(sequence_lengths(case))])
 
 
 SHAPE = ("l", "q", "batch", "hq", "hkv", "d")  # what a quantized case shares with the fp16 case it is compared to

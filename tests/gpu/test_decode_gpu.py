@@ -34,6 +34,18 @@ def test_decode_is_right_through_kbench_run(cli, tmp_path, compiled_triton, swee
     assert result.exit_code == 0, result.output
 
 
+def test_a_ragged_batch_is_right_through_kbench_run(cli, tmp_path, compiled_triton):
+    """Ragged batches (one length a sequence, the cache as long as the longest): a sequence of one token
+    beside one of 128k, and three of 17, 4099 and 1000 tokens, one and four new queries, every cache type."""
+    out = tmp_path / "decode.jsonl"
+    result = cli("run", "decode", "--l", "1+131072,17+4099+1000", "--hq", "32", "--hkv", "8", "--q", "1,4",
+                 "--d", "128", "--kv-dtype", "fp16,bf16,int8,int4,int2", "--device", "cuda",
+                 "--impl", "sdpa,triton-splitkv", "--timeout", "300", "--max-time", "0.1", "--out", out)
+    statuses = {(r.impl, r.case_key): (r.status, r.reason) for r in results.read(out)}
+    wrong = {key: status for key, status in statuses.items() if status[0] != "OK"}
+    assert len(statuses) == 2 * 2 * 2 * 5 and not wrong, f"{wrong}\n{result.output[-3000:]}"
+
+
 BITDECODE_SWEEPS = (
     ("--l", "1,17,1000,4099,131072", "--hq", "32", "--hkv", "8", "--q", "1", "--d", "128,64"),
     ("--l", "17,4099,131072", "--hq", "32", "--hkv", "8", "--q", "4", "--d", "128,64"),

@@ -55,6 +55,44 @@ def test_reference_is_the_textbook_formula(decode, c):
     assert torch.allclose(decode.reference(c, inputs), _textbook(q, k, v), rtol=1e-12, atol=1e-12)
 
 
+def test_a_ragged_batch_is_each_sequence_on_its_own_tokens(decode):
+    """--l 40+9+23: three sequences, each attending to its own first tokens of a cache as long as the longest
+    (the tokens past a sequence's length are drawn like the others, so a kernel that reads them is wrong);
+    FLOPs and bytes count each sequence's own tokens."""
+    import torch
+
+    c = case(l="40+9+23", q=3, batch=3, hq=6, hkv=3, d=8, kv_dtype="fp16")
+    inputs = decode.make_inputs(c, seed=5, device="cpu", distribution="normal")
+    assert inputs["k"].shape[2] == 40 and inputs["lengths"].tolist() == [40, 9, 23]
+    q, k, v = (inputs[x].double() for x in "qkv")
+    expected = torch.cat([_textbook(q[b:b + 1], k[b:b + 1, :, :n], v[b:b + 1, :, :n]) for b, n in enumerate((40, 9, 23))])
+    assert torch.allclose(decode.reference(c, inputs), expected, rtol=1e-12, atol=1e-12)
+    assert not torch.allclose(decode.reference(c, inputs), _textbook(q, k, v))  # the padding would change it
+    assert decode.flops(c) == 4.0 * 6 * 3 * (40 + 9 + 23) * 8
+    assert decode.cache_bytes(c) == 2.0 * 2 * 3 * (40 + 9 + 23) * 8
+    int4 = case(l="40+9", batch=2, hkv=1, d=8, kv_dtype="int4", group=16)
+    assert decode.cache_bytes(int4) == 2 * (40 + 9) * 8 / 2 + 4 * ((3 + 1) * 8 + (40 + 9) * 1)
+
+
+def test_ragged_lengths_on_the_command_line(decode):
+    """A + joins a ragged batch's lengths (--batch becomes their count); a comma still sweeps; one length is a
+    number as before."""
+    from kbench.cli.suite_options import make_cases
+
+    raw = {"l": "1000+130000,4096", "q": "1", "batch": "1", "hq": "8", "hkv": "2", "d": "16", "kv_dtype": "fp16",
+           "group": "32"}
+    assert [(c.l, c.batch) for c in make_cases(decode, raw)] == [("1000+130000", 2), (4096, 1)]
+    assert [(c.l, c.batch) for c in make_cases(decode, {**raw, "l": "7+5", "batch": "2"})] == [("7+5", 2)]
+    for l, batch, message in (("7+5", "3", "leave --batch at 1 or give 2"), ("7+x", "1", "is not a length"),
+                              ("7+0", "1", "--l must be positive"), ("7+2", "1", None)):
+        if message is None:
+            with pytest.raises(UserError, match="--q 3 is more than --l 2"):
+                make_cases(decode, {**raw, "l": l, "q": "3"})
+            continue
+        with pytest.raises(UserError, match=message):
+            make_cases(decode, {**raw, "l": l, "batch": batch})
+
+
 @pytest.mark.parametrize("values, message", [
     ({"hq": 8, "hkv": 3}, "--hq 8 is not a multiple of --hkv 3"),
     ({"l": 2, "q": 3}, "--q 3 is more than --l 2"),
@@ -113,6 +151,11 @@ CHECKS = [
     (case(l=300, q=2, hq=32, hkv=1, d=32, kv_dtype="int2", group=32), "auto"),
     # more pieces than the merge loads at once (MAX_COMBINE_PIECES): two rounds, the last piece 17 keys
     (case(l=4497, hq=4, hkv=1, d=16), "71"),  # 71 tiles of 64 keys: a piece each
+    # ragged batches: a sequence of one token beside a long one (its later pieces read nothing), several new
+    # queries at each sequence's own end, a quantized cache whose groups of tokens cross a sequence's end
+    (case(l="1+300", batch=2, hq=4, hkv=2, d=32), "auto"),
+    (case(l="200+17+90", q=3, batch=3, hq=8, hkv=2, d=16), "4"),
+    (case(l="100+37", q=2, batch=2, hq=4, hkv=1, d=32, kv_dtype="int4", group=32), "3"),
 ]
 
 

@@ -403,6 +403,7 @@ def test_groups_and_row_blocks(bd):
     ({"d": 96}, "head dim 96"),
     ({"d": 128, "group": 7}, "group 7 is shorter than d/8 = 16"),
     ({"kv_dtype": "int2"}, "int2 cache: cupy-bitdecode is built for int4, int8, fp16, bf16 caches"),
+    ({"l": "17+40", "batch": 2}, "a ragged batch (one length a sequence): cupy-bitdecode takes one length"),
 ])
 def test_cases_it_cannot_run_are_skips_with_the_reason(impl, values, message):
     assert message in impl.needs.supports(case(**values))

@@ -203,6 +203,8 @@ def test_absent_package_is_a_skip_naming_it(impl, monkeypatch):
 @pytest.mark.parametrize("c, words", [
     (case(kv_dtype="int8"), "int8 cache: FlashInfer's quantized KV caches are fp8"),
     (case(kv_dtype="int4"), "int4 cache: FlashInfer's quantized KV caches are fp8"),
+    (case(kv_dtype="int2"), "int2 cache: FlashInfer's quantized KV caches are fp8"),
+    (case(l="17+40", batch=2), "a ragged batch (one length a sequence): this wrapper pages one length"),
     (case(d=96), "d=96: FlashInfer's attention kernels are built for head dims 64, 128, 256"),
     (case(l=2**21, batch=128, hkv=8, hq=8), "the cache is too large for FlashInfer's page table"),
 ])
