@@ -27,7 +27,7 @@ def list_command(
         registry = loader.load(kernels or [])
     device = "cuda" if host_has_gpu() else "cpu"
     for suite in registry.suites.values():
-        default_case = Case({axis.name: axis.default[0] for axis in suite.axes})
+        default_case = suite.canonical(Case({axis.name: axis.default[0] for axis in suite.axes}))
         table = Table(title=f"{suite.name}: {suite.description}", title_justify="left", header_style="bold")
         for column in ("implementation", "backend", "needs", f"runs here ({device})", "description"):
             table.add_column(column)

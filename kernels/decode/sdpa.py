@@ -27,7 +27,7 @@ def sdpa(case, inputs, out):
         positions = torch.arange(n - case.q, n, device=q.device).unsqueeze(-1)
         return torch.arange(n, device=q.device).unsqueeze(0) <= positions
 
-    masks = {n: causal(n) for n in (lengths or [case.l])}
+    masks = {n: causal(n) for n in (lengths or [int(case.l)])}
 
     if "k_codes" in inputs:
         bits = 8 * inputs["k_codes"].shape[-1] // case.d  # int4's codes are two a byte, int2's four
@@ -44,7 +44,7 @@ def sdpa(case, inputs, out):
     def run():
         k, v = cache()
         if lengths is None:
-            return attend(q, k, v, case.l)
+            return attend(q, k, v, int(case.l))
         return torch.cat([attend(q[b:b + 1], k[b:b + 1, :, :n], v[b:b + 1, :, :n], n) for b, n in enumerate(lengths)])
 
     return run

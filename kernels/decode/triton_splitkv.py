@@ -327,7 +327,7 @@ def partial_constants(case, plan: dict, bits: int, block_n: int = BLOCK_N, preci
     """_partial's constexprs for a call on this case (``precision``: how tl.dot multiplies, "native" on a GPU)."""
     return {"BLOCK_M": plan["block_m"], "BLOCK_N": block_n, "HEAD_D": case.d, "MASKED": case.q > 1,
             "PRECISION": precision, "BITS": bits, "WHOLE_GROUPS": plan["whole_groups"], "TMA": loads == "tma",
-            "RAGGED": not isinstance(case.l, int)}
+            "RAGGED": "+" in str(case.l)}
 
 
 def cache_length(case) -> int:
