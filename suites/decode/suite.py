@@ -100,7 +100,9 @@ class Decode(Suite):
             raise UserError(f"--hq {case.hq} is not a multiple of --hkv {case.hkv}: each key/value head "
                             "serves the same number of query heads")
         if case.q > min(lengths):
-            raise UserError(f"--q {case.q} is more than --l {min(lengths)}: the new queries are the cache's last tokens")
+            shortest = f" (the shortest sequence of {case.l})" if len(lengths) > 1 else ""
+            raise UserError(f"--q {case.q} is more than --l {min(lengths)}{shortest}: the new queries are the "
+                            "cache's last tokens")
         if not (8 <= case.d <= 256 and case.d % 8 == 0):
             raise UserError(f"--d {case.d} is not supported: head dim must be a multiple of 8 up to 256")
         if case.group <= 0:

@@ -86,7 +86,7 @@ def test_ragged_lengths_on_the_command_line(decode):
     for l, batch, message in (("7+5", "3", "leave --batch at 1 or give 2"), ("7+x", "1", "is not a length"),
                               ("7+0", "1", "--l must be positive"), ("7+2", "1", None)):
         if message is None:
-            with pytest.raises(UserError, match="--q 3 is more than --l 2"):
+            with pytest.raises(UserError, match=r"--q 3 is more than --l 2 \(the shortest sequence of 7\+2\)"):
                 make_cases(decode, {**raw, "l": l, "q": "3"})
             continue
         with pytest.raises(UserError, match=message):
