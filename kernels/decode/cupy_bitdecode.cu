@@ -387,6 +387,21 @@ __device__ __forceinline__ void write_block(const float* sm_m, const float* sm_l
 
 // ---- the kernels ------------------------------------------------------------------------------------
 
+// The partial kernels' arguments (both forms take the same; the host passes them in this order).
+#define BITDECODE_PARTIAL_PARAMS                                                                              \
+    const unsigned short* __restrict__ Q, const unsigned char* __restrict__ K, const unsigned char* __restrict__ V,  \
+        const unsigned short* __restrict__ KS, const unsigned short* __restrict__ KM,                             \
+        const unsigned short* __restrict__ VS, const unsigned short* __restrict__ VM, unsigned short* __restrict__ O, \
+        float* __restrict__ part_o, float* __restrict__ part_m, float* __restrict__ part_l,                       \
+        int hkv, int gqa, int nq, int L, int keys_per_split, int splits, int row_blocks, int group,                \
+        int edge_masks, unsigned group_magic, unsigned group_shift,                                              \
+        long long q_sb, long long q_sh, long long q_sq,                                                          \
+        long long k_sb, long long k_sh, long long k_sl,                                                          \
+        long long v_sb, long long v_sh, long long v_sl,                                                          \
+        long long ks_sb, long long ks_sh, long long ks_sg,                                                       \
+        long long vs_sb, long long vs_sh, long long vs_sl,                                                       \
+        long long o_sb, long long o_sh, long long o_sq, float scale_log2
+
 // Bytes of dynamic shared memory of bitdecode_partial: the Q fragments during the loop, then the
 // warps' states for the merge (the same bytes, reused after a barrier).
 // During the loop (STAGES > 0) the ring of code tiles follows the Q fragments: STAGES slots of
@@ -419,19 +434,7 @@ struct PartialSmem {
 // loads in flight, and fewer warps leave the memory system short of requests.
 template <int BITS, bool BF16, int D, int TN, int WARPS, int VSPAN, bool KG1, int STAGES>
 __global__ void __launch_bounds__(WARPS * 32, WARPS <= 12 ? 12 / WARPS : 1)
-bitdecode_partial(const unsigned short* __restrict__ Q, const unsigned char* __restrict__ K,
-                  const unsigned char* __restrict__ V, const unsigned short* __restrict__ KS,
-                  const unsigned short* __restrict__ KM, const unsigned short* __restrict__ VS,
-                  const unsigned short* __restrict__ VM, unsigned short* __restrict__ O,
-                  float* __restrict__ part_o, float* __restrict__ part_m, float* __restrict__ part_l,
-                  int hkv, int gqa, int nq, int L, int keys_per_split, int splits, int row_blocks, int group,
-                  int edge_masks, unsigned group_magic, unsigned group_shift,
-                  long long q_sb, long long q_sh, long long q_sq,
-                  long long k_sb, long long k_sh, long long k_sl,
-                  long long v_sb, long long v_sh, long long v_sl,
-                  long long ks_sb, long long ks_sh, long long ks_sg,
-                  long long vs_sb, long long vs_sh, long long vs_sl,
-                  long long o_sb, long long o_sh, long long o_sq, float scale_log2) {
+bitdecode_partial(BITDECODE_PARTIAL_PARAMS) {
     using LN = Lanes<BITS, D>;
     using SM = PartialSmem<BITS, D, TN, WARPS, STAGES>;
     constexpr bool QUANT = BITS < 16;
@@ -736,19 +739,7 @@ constexpr int KEY_FORM_WARPS_PER_SM = BITS == 4 && VSPAN == 1 ? 16 : 12;
 
 template <int BITS, bool BF16, int D, int TN, int WARPS, int VSPAN, bool KG1>
 __global__ void __launch_bounds__(WARPS * 32, WARPS <= KEY_FORM_WARPS_PER_SM<BITS, VSPAN> ? KEY_FORM_WARPS_PER_SM<BITS, VSPAN> / WARPS : 1)
-bitdecode_partial_keys(const unsigned short* __restrict__ Q, const unsigned char* __restrict__ K,
-                       const unsigned char* __restrict__ V, const unsigned short* __restrict__ KS,
-                       const unsigned short* __restrict__ KM, const unsigned short* __restrict__ VS,
-                       const unsigned short* __restrict__ VM, unsigned short* __restrict__ O,
-                       float* __restrict__ part_o, float* __restrict__ part_m, float* __restrict__ part_l,
-                       int hkv, int gqa, int nq, int L, int keys_per_split, int splits, int row_blocks, int group,
-                       int edge_masks, unsigned group_magic, unsigned group_shift,
-                       long long q_sb, long long q_sh, long long q_sq,
-                       long long k_sb, long long k_sh, long long k_sl,
-                       long long v_sb, long long v_sh, long long v_sl,
-                       long long ks_sb, long long ks_sh, long long ks_sg,
-                       long long vs_sb, long long vs_sh, long long vs_sl,
-                       long long o_sb, long long o_sh, long long o_sq, float scale_log2) {
+bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
     using LN = Lanes<BITS, D>;
     constexpr bool QUANT = BITS < 16;
     constexpr int MT = TN / 16;  // m16 tiles of keys a tile (and k16 steps of O^T += V^T P^T)
@@ -1053,17 +1044,10 @@ bitdecode_combine(const float* __restrict__ part_o, const float* __restrict__ pa
 
 #ifdef KBENCH_INSTANTIATE
 // nvcc build check (tests/): the instances kbench launches (cupy_bitdecode.py's INSTANCES).
-// The partial kernels' parameter types (both forms take the same arguments).
-#define KBENCH_BD_PARTIAL_PARAMS                                                                                \
-    const unsigned short*, const unsigned char*, const unsigned char*, const unsigned short*,                    \
-        const unsigned short*, const unsigned short*, const unsigned short*, unsigned short*, float*, float*,    \
-        float*, int, int, int, int, int, int, int, int, int, unsigned, unsigned, long long, long long, long long, \
-        long long, long long, long long, long long, long long, long long, long long, long long, long long,       \
-        long long, long long, long long, long long, long long, long long, float
 #define KBENCH_BD_PARTIAL(BITS, BF16, D, TN, W, VSPAN, KG1, STAGES) \
-    template __global__ void bitdecode_partial<BITS, BF16, D, TN, W, VSPAN, KG1, STAGES>(KBENCH_BD_PARTIAL_PARAMS);
+    template __global__ void bitdecode_partial<BITS, BF16, D, TN, W, VSPAN, KG1, STAGES>(BITDECODE_PARTIAL_PARAMS);
 #define KBENCH_BD_KEYS(BITS, BF16, D, TN, W, VSPAN, KG1) \
-    template __global__ void bitdecode_partial_keys<BITS, BF16, D, TN, W, VSPAN, KG1>(KBENCH_BD_PARTIAL_PARAMS);
+    template __global__ void bitdecode_partial_keys<BITS, BF16, D, TN, W, VSPAN, KG1>(BITDECODE_PARTIAL_PARAMS);
 #define KBENCH_BD_COMBINE(D, BF16)                                                                             \
     template __global__ void bitdecode_combine<D, BF16>(const float*, const float*, const float*,    \
                                                                    unsigned short*, int, int, int, int, int, int, \
