@@ -69,12 +69,12 @@ class SuiteGroup(TyperGroup):
     def get_command(self, ctx, cmd_name):
         command = super().get_command(ctx, cmd_name)
         if command is None and not cmd_name.startswith("-"):
+            from kbench import loader
             from kbench.registry import _did_you_mean
 
-            from kbench import loader
-
             known = self.list_commands(ctx)
-            suites = [name for name in known if name in loader.builtin_suites()]
+            builtin = loader.builtin_suites()
+            suites = [name for name in known if name in builtin]
             others = [name for name in known if name not in suites]  # what a suite adds: `kbench explain mma`
             ctx.fail(f"unknown {'suite or command' if others else 'suite'} {cmd_name!r}{_did_you_mean(cmd_name, known)} "
                      f"(suites: {', '.join(suites)}" + (f"; commands: {', '.join(others)})" if others else ")"))

@@ -9,7 +9,11 @@ minimum, each group's pair repeated over its elements) in every call, then atten
 is timed with it: it is the cost of keeping the cache small with this peer.
 """
 
+from kbench.loader import BUILTIN_SUITES, load_helper
 from kbench.registry import implementation
+
+# The cache's format, shared with the suite: how int4 and int2 codes sit in their bytes.
+kv = load_helper(BUILTIN_SUITES / "_common" / "kv_quantization.py")
 
 
 @implementation("decode", "sdpa", backend="torch", description="torch SDPA with GQA (its own backend choice)")
@@ -19,7 +23,7 @@ def sdpa(case, inputs, out):
 
     q = inputs["q"]
     # A ragged batch (--l 1000+130000): each sequence attends to its own tokens, one call each
-    lengths = [int(n) for n in str(case.l).split("+")] if "lengths" in inputs else None
+    lengths = inputs["lengths"].tolist() if "lengths" in inputs else None
 
     def causal(n):  # query i of the last Q sees the keys up to n - Q + i
         if case.q == 1:
@@ -57,10 +61,7 @@ def dequantized(inputs: dict, name: str, group: int, along: int, bits: int):
     4j + 3 in bits 0-1 .. 6-7)."""
     import torch
 
-    codes = inputs[f"{name}_codes"]
-    if bits < 8:
-        mask = (1 << bits) - 1
-        codes = torch.stack([(codes >> (bits * i)) & mask for i in range(8 // bits)], dim=-1).flatten(-2)
+    codes = kv.unpacked(inputs[f"{name}_codes"], bits)
     size = codes.shape[along]
     scale, minimum = (inputs[f"{name}_{part}"].repeat_interleave(group, dim=along).narrow(along, 0, size)
                       for part in ("scale", "min"))

@@ -82,8 +82,8 @@ if triton is not None:
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_D: tl.constexpr, MASKED: tl.constexpr,
                  PRECISION: tl.constexpr, BITS: tl.constexpr, WHOLE_GROUPS: tl.constexpr, TMA: tl.constexpr,
                  RAGGED: tl.constexpr):
-        """K and V are the cache's values (BITS 0), or its 8- or 4-bit codes (int4: two a byte along the
-        channels), dequantized in registers as code · scale + minimum: K's scale and minimum (KS, KM) one
+        """K and V are the cache's values (BITS 0), or its 8-, 4- or 2-bit codes (int4, int2: two, four a
+        byte along the channels), dequantized in registers as code · scale + minimum: K's scale and minimum (KS, KM) one
         per channel for every QGROUP tokens, V's (VS, VM) one per token for every QGROUP channels.
         WHOLE_GROUPS (QGROUP, when it divides both BLOCK_N and HEAD_D; else 0): each group's scale and
         minimum are read once and spread over its elements, rather than read once per element.
@@ -110,7 +110,7 @@ if triton is not None:
         m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
         l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
         acc = tl.zeros([BLOCK_M, HEAD_D], dtype=tl.float32)
-        ROW: tl.constexpr = HEAD_D * BITS // 8 if BITS == 4 or BITS == 2 else HEAD_D  # a token's elements (int4, int2: bytes)
+        ROW: tl.constexpr = HEAD_D * BITS // 8 if BITS else HEAD_D  # a token's elements (codes: its bytes)
         offs_r = tl.arange(0, ROW)
         for n0 in range(start, end, BLOCK_N):
             offs_n = n0 + tl.arange(0, BLOCK_N)

@@ -83,8 +83,9 @@ def unpacked(codes, bits: int):
 
     if bits == 8:
         return codes
-    mask = (1 << bits) - 1
-    return torch.stack([(codes >> (bits * i)) & mask for i in range(8 // bits)], dim=-1).flatten(-2)
+    mask, last = (1 << bits) - 1, 8 - bits  # the lowest code needs no shift, the highest no mask
+    middle = [(codes >> shift) & mask for shift in range(bits, last, bits)]
+    return torch.stack([codes & mask, *middle, codes >> last], dim=-1).flatten(-2)
 
 
 def spread(per_group, group: int, along: int, size: int):

@@ -251,7 +251,7 @@ class Decode(Suite):
             figures["cached tokens of each sequence"] = (", ".join(map(str, sequence_lengths(case)))
                                                          + " (a ragged batch, the cache as long as the longest)")
         if case.kv_dtype in QUANTIZED:
-            fp16 = 4.0 * case.hkv * sum(sequence_lengths(case)) * case.d
+            fp16 = self.cache_bytes(Case({**case.values, "kv_dtype": "fp16"}))
             figures["against an fp16 cache"] = f"{fp16 / cache:.2f}x fewer bytes"
         return figures
 
@@ -310,7 +310,7 @@ def parse_lengths(l) -> list[int]:
 
 
 def is_ragged(case) -> bool:
-    return not isinstance(case.l, int) and "+" in str(case.l)
+    return "+" in str(case.l)
 
 
 def sequence_lengths(case) -> list[int]:
