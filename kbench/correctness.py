@@ -371,7 +371,11 @@ class Trials:
         if self.plan.index(distribution) == number:  # once a distribution, of the inputs its first trial gets
             self.verdict.note_input_error(distribution, suite.input_error(case, seed, device, distribution))
         originals = {name: t.clone() for name, t in inputs.items()}
-        return Trial(number, seed, distribution, inputs, originals, suite.make_output(case, inputs))
+        # Poisoned now, not only before its call: a buffer from torch.empty may hold what the harness just
+        # computed (a trial's plain computation), and a trial drawn ahead waits while others are called.
+        out = suite.make_output(case, inputs)
+        poison(out)
+        return Trial(number, seed, distribution, inputs, originals, out)
 
     def prepare(self) -> None:
         """Draw every trial and work out its expected result now. Each trial's list of the harness's

@@ -725,6 +725,18 @@ def test_no_tensor_of_the_process_holds_the_answer_while_a_closure_runs(attentio
     assert found == []
 
 
+def test_trials_drawn_ahead_hold_no_stale_memory_in_their_output_buffers(attention, monkeypatch):
+    """An output buffer comes from torch.empty: memory the allocator hands back, which may still hold what
+    the harness computed just before (a trial's plain computation, the answer a closure could copy).
+    A trial drawn ahead is called later than its buffer is made, so the buffer is poisoned when it is
+    made, not only before its own call."""
+    stale = lambda case, inputs: torch.ones_like(inputs["q"])  # noqa: E731 - memory that held an answer
+    monkeypatch.setattr(type(attention), "make_output", lambda self, case, inputs: stale(case, inputs))
+    trials = correctness.Trials(attention, CASE, "cpu", seed=0, trials=3)
+    trials.prepare()
+    assert len(trials.ready) > 1 and all(torch.isnan(t.out).all() for t in trials.ready)
+
+
 def test_a_sealed_reference_opens_to_the_same_tensor_and_reads_as_noise():
     ref = torch.randn(4, 5, dtype=torch.float64)
     sealed = correctness.Sealed(ref)
