@@ -19,7 +19,7 @@ split into their channels in registers), and each tile is dequantized in registe
 rounded to fp16 for the product) with its groups' scales and minimums. ``--param splits=N`` fixes the
 number of pieces; ``auto`` takes as many as keep the programs within four an SM, or two where four would
 cut a piece under 64 tiles (fewer where the cache is short), one piece on the CPU interpreter's small
-cases. ``--param loads=tma`` reads each K/V tile with one TMA copy from a tensor descriptor, ``pointers``
+cases; a ragged batch counts as its tokens in sequences of the longest length. ``--param loads=tma`` reads each K/V tile with one TMA copy from a tensor descriptor, ``pointers``
 with every thread loading its part; ``auto`` (the default) takes TMA on sm_90 and later except for an
 int4 or int2 cache. ``--param block_n`` (keys a K/V tile), ``stages``
 (Triton's software pipeline depth for the K/V loads; 0 leaves Triton's default, 3 on sm_90) and ``warps``
@@ -289,7 +289,8 @@ def launch_plan(case, sms: int, bits: int, splits="auto", block_n: int = BLOCK_N
     tile holds whole groups of a ``bits``-bit cache's scales (each group's scale and minimum then read
     once, not once per element)."""
     bh = case.batch * case.hkv
-    n_splits, keys_per_split = split_plan(cache_length(case), bh, sms, splits, block_n)
+    n_splits, keys_per_split = split_plan(cache_length(case), sequences_x_heads_as_cut(case), sms, splits,
+                                          block_n)
     rows = case.hq // case.hkv * case.q
     block_m, row_blocks = row_tiling(rows)
     whole_groups = case.group if bits and block_n % case.group == 0 and case.d % case.group == 0 else 0
@@ -333,6 +334,28 @@ def partial_constants(case, plan: dict, bits: int, block_n: int = BLOCK_N, preci
 def cache_length(case) -> int:
     """The cache's tokens a sequence: L, or a ragged batch's (--l 1000+130000) longest."""
     return max(int(n) for n in str(case.l).split("+"))
+
+
+def ragged_pieces(case, plan: dict) -> str:
+    """A ragged batch's pieces, a sequence at a time, and the programs past the sequences' ends."""
+    lengths = [int(n) for n in str(case.l).split("+")]
+    pieces = [-(-n // plan["keys_per_split"]) for n in lengths]
+    idle = sum(plan["splits"] - p for p in pieces) * case.hkv * plan["row_blocks"]
+    return (", ".join(f"{n:,} tokens: {p}" for n, p in zip(lengths, pieces))
+            + f"; {idle} programs past a sequence's end only write an empty state")
+
+
+def sequences_x_heads_as_cut(case) -> int:
+    """Sequences x K/V heads as splits=auto counts them: the batch's tokens in sequences of its longest
+    length, rounded up. A uniform batch is what it is. Pieces are of one length for every sequence, and a
+    piece past a sequence's end is a program that only writes an empty state; counting a ragged batch by its tokens
+    gives each sequence programs in proportion to its own. (Counted by its sequences, 1000+130000 would
+    be cut as two sequences of 130,000 tokens: 16 pieces a head on an H200, 128 programs for the long
+    sequence, under one an SM, where a single sequence of that length gets 33 pieces.)"""
+    lengths = [int(n) for n in str(case.l).split("+")]
+    if len(lengths) == 1:
+        return case.batch * case.hkv
+    return -(-sum(lengths) * case.hkv // max(lengths))
 
 
 def _steps(t) -> list[int]:
@@ -392,9 +415,10 @@ def explain(case, params) -> dict:
                           f"tile(s) of {plan['block_m']} rows ({plan['block_m'] * plan['row_blocks'] - rows} zero "
                           "rows: tl.dot's M is at least 16)",
         "pieces of the cache": f"{plan['splits']} of {plan['keys_per_split']:,} keys a sequence x K/V head ("
-                               + (f"automatic: at most {auto_programs_per_sm(-(-cache_length(case) // block_n), plan['bh'], h200.sms)}"
+                               + (f"automatic: at most {auto_programs_per_sm(-(-cache_length(case) // block_n), sequences_x_heads_as_cut(case), h200.sms)}"
                                   " programs an SM on an H200"
                                   if params["splits"] == "auto" else "fixed") + ")",
+        **({"pieces a sequence": ragged_pieces(case, plan)} if "+" in str(case.l) else {}),
         "grid": f"{plan['bh']} (sequences x K/V heads) x {plan['splits']} (pieces) x {plan['row_blocks']} (row "
                 f"blocks) = {programs} programs, then the merge: {plan['bh'] * rows * (case.d // channels)} "
                 f"programs of one row and {channels} channels, each loading {plan['merge_pieces']} pieces' states at once"

@@ -265,6 +265,22 @@ def test_split_plan_covers_the_cache_in_whole_tiles(splitkv):
     assert splitkv.row_tiling(4) == (16, 1) and splitkv.row_tiling(96) == (64, 2)
 
 
+def test_a_ragged_batch_is_cut_by_its_tokens(splitkv):
+    """Pieces are of one length for every sequence: a ragged batch counted as its number of sequences
+    would give 1000+130000 the pieces of two long sequences (16 a head on 132 SMs: 128 programs for the
+    long one); counted by its tokens, about as many as one sequence of 130,000 gets."""
+    ragged = case(l="1000+130000", batch=2, hq=32, hkv=8, d=128)
+    assert splitkv.sequences_x_heads_as_cut(ragged) == 9  # 131,000 tokens x 8 heads in 130,000-token rows
+    plan = splitkv.launch_plan(ragged, 132, 0)
+    pieces, keys = plan["splits"], plan["keys_per_split"]
+    alone = splitkv.launch_plan(case(l=130000, hq=32, hkv=8, d=128), 132, 0)["splits"]
+    assert (pieces, keys) == (29, 4544) and alone == 33
+    assert math.ceil(1000 / keys) == 1  # the short sequence: one piece, its other 28 write an empty state
+    for l, batch in ((130000, 2), (32768, 8), ("4096+4096", 2)):  # a uniform batch: its sequences
+        c = case(l=l, batch=batch, hq=32, hkv=8, d=128)
+        assert splitkv.sequences_x_heads_as_cut(c) == batch * 8
+
+
 def test_the_pipeline_deepens_where_a_head_is_cut_into_many_pieces(splitkv):
     one_sequence, _ = splitkv.split_plan(32768, sequences_x_heads=8, sms=132)  # 33 pieces a head
     eight, _ = splitkv.split_plan(32768, sequences_x_heads=64, sms=132)  # 8
@@ -306,6 +322,8 @@ def test_kbench_explain_shows_the_pieces_programs_and_depth_of_triton_splitkv(cl
     assert "= 512 programs" in text and "pipelined 2 deep" in text
     assert "int4 codes two a byte" in text and "read once a tile (whole groups)" in text
     assert "loaded through pointers (loads=auto)" in text
+    text = explained("--l", "1000+130000")  # a ragged batch: its pieces a sequence
+    assert "1,000 tokens: 1, 130,000 tokens: 29; 224 programs past a sequence's end only write an empty state" in text
 
 
 def test_the_suite_is_a_folder_with_its_kernels_beside_it():
