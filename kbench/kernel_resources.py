@@ -76,7 +76,7 @@ def _ptxas_figures(text: str) -> dict:
 
 def from_triton(kernel, args: dict, constexprs: dict, options: dict, capability: int = 90) -> dict | None:
     """The same figures for a @triton.jit kernel compiled by Triton for sm_<capability> (no GPU needed),
-    plus ``dynamic_smem_bytes`` (all of a Triton kernel's shared memory); None under Triton's
+    plus ``dynamic_smem_bytes`` (all of a Triton kernel's shared memory) and its ``ptx``; None under Triton's
     interpreter (TRITON_INTERPRET=1), which compiles nothing.
 
     ``args``: every other argument by name as the launch passes it, a tensor as its pointer type
@@ -128,7 +128,7 @@ def from_triton(kernel, args: dict, constexprs: dict, options: dict, capability:
             else:
                 os.environ[name] = value
     return dict(_ptxas_figures(log.getvalue()), dynamic_smem_bytes=compiled.metadata.shared,
-                source=f"ptxas (sm_{capability}, Triton {triton.__version__})")
+                source=f"ptxas (sm_{capability}, Triton {triton.__version__})", ptx=compiled.asm.get("ptx", ""))
 
 
 def launch_figures(res: dict, blocks: int, threads: int, smem: int, shared: str | None = None) -> dict:

@@ -21,7 +21,9 @@ number of pieces; ``auto`` takes as many as keep the programs within four an SM,
 cut a piece under 64 tiles (fewer where the cache is short), one piece on the CPU interpreter's small
 cases; a ragged batch counts as its tokens in sequences of the longest length. ``--param loads=tma`` reads each K/V tile with one TMA copy from a tensor descriptor, ``pointers``
 with every thread loading its part; ``auto`` (the default) takes TMA on sm_90 and later except for an
-int4 or int2 cache. ``--param block_n`` (keys a K/V tile), ``stages``
+int4 or int2 cache. ``--param pdl=1`` launches the merge as a programmatic dependent of the partial
+kernel (sm_90 and later): it starts while the partial programs end and waits on the GPU for them, rather
+than being launched after them. ``--param block_n`` (keys a K/V tile), ``stages``
 (Triton's software pipeline depth for the K/V loads; 0 leaves Triton's default, 3 on sm_90) and ``warps``
 shape a program. ``stages=auto`` (the default) takes three where each sequence x K/V head is cut into
 many pieces (a few sequences: short programs that wait on memory more than they fill it) and two
@@ -81,7 +83,7 @@ if triton is not None:
                  HKV, GROUP, NQ, L, keys_per_split, splits, row_blocks, scale_log2, QGROUP,
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_D: tl.constexpr, MASKED: tl.constexpr,
                  PRECISION: tl.constexpr, BITS: tl.constexpr, WHOLE_GROUPS: tl.constexpr, TMA: tl.constexpr,
-                 RAGGED: tl.constexpr):
+                 RAGGED: tl.constexpr, LAUNCH_MERGE: tl.constexpr):
         """K and V are the cache's values (BITS 0), or its 8-, 4- or 2-bit codes (int4, int2: two, four a
         byte along the channels), dequantized in registers as code · scale + minimum: K's scale and minimum (KS, KM) one
         per channel for every QGROUP tokens, V's (VS, VM) one per token for every QGROUP channels.
@@ -90,7 +92,9 @@ if triton is not None:
         TMA: K and V are tensor descriptors of [B, Hkv, L, row] with [1, 1, BLOCK_N, row] boxes (row: d
         values, or d · BITS / 8 bytes of codes), each tile one bulk copy by the Tensor Memory Accelerator
         (zeros past L); else pointers, each thread loading its part of the tile. RAGGED: sequence b holds
-        Lengths[b] of the cache's L tokens (a piece past them reads nothing, its state weighing 0)."""
+        Lengths[b] of the cache's L tokens (a piece past them reads nothing, its state weighing 0).
+        LAUNCH_MERGE (pdl=1): once its loop is done, a program lets the merge, launched as its programmatic
+        dependent, start (it then waits for this kernel to finish before reading the states)."""
         bh = tl.program_id(0)  # sequence x K/V head
         split = tl.program_id(1)
         row_block = tl.program_id(2)
@@ -171,6 +175,8 @@ if triton is not None:
                 v = (v.to(tl.float32) * vs + vm).to(Q.dtype.element_ty)
             acc = utils.dot(p.to(v.dtype), v, acc * alpha[:, None], PRECISION)
             m_i = m_new
+        if LAUNCH_MERGE:
+            tl.extra.cuda.gdc_launch_dependents()
         # The workspace: [sequence x K/V head, split, row] (x d for the accumulator), rows padded to whole
         # tiles; the padding rows are not written (nor read by the merge).
         slot = (bh * splits + split) * row_blocks * BLOCK_M + rows
@@ -203,12 +209,15 @@ if triton is not None:
     @triton.jit
     def _combine(PartO, PartM, PartL, Out, so_b, so_h, so_q,
                  HKV, GROUP, NQ, splits, row_blocks,
-                 BLOCK_M: tl.constexpr, HEAD_D: tl.constexpr, CHANNELS: tl.constexpr, PIECES: tl.constexpr):
+                 BLOCK_M: tl.constexpr, HEAD_D: tl.constexpr, CHANNELS: tl.constexpr, PIECES: tl.constexpr,
+                 AFTER_PARTIAL: tl.constexpr):
         # One program per (sequence x K/V head, row of the group, CHANNELS channels): the rows past the
         # group, padding of the partial's tile, are neither read nor written. PIECES (a power of two, at
         # least `splits` up to MAX_COMBINE_PIECES) pieces' maxima, sums and O are loaded at once, none
         # waiting on another, so that a merge of one round costs one trip to memory; more pieces than
-        # PIECES are folded in rounds, each rescaling the running sum to the new maximum.
+        # PIECES are folded in rounds, each rescaling the running sum to the new maximum. AFTER_PARTIAL
+        # (pdl=1): launched while the partial kernel still runs, the program waits for that kernel to finish,
+        # its states then visible, before it reads them.
         bh = tl.program_id(0)
         row = tl.program_id(1)
         b = bh // HKV
@@ -219,6 +228,8 @@ if triton is not None:
         m = float("-inf")
         total = 0.0
         acc = tl.zeros([CHANNELS], dtype=tl.float32)
+        if AFTER_PARTIAL:
+            tl.extra.cuda.gdc_wait()
         for s0 in range(0, splits, PIECES):
             pieces = s0 + tl.arange(0, PIECES)
             inside = pieces < splits
@@ -324,11 +335,12 @@ def sm90_arguments(case, plan: dict, bits: int, block_n: int = BLOCK_N, loads: s
 
 
 def partial_constants(case, plan: dict, bits: int, block_n: int = BLOCK_N, precision: str = "native",
-                      loads: str = "pointers") -> dict:
-    """_partial's constexprs for a call on this case (``precision``: how tl.dot multiplies, "native" on a GPU)."""
+                      loads: str = "pointers", pdl: bool = False) -> dict:
+    """_partial's constexprs for a call on this case (``precision``: how tl.dot multiplies, "native" on a GPU;
+    ``pdl``: the merge launched as its programmatic dependent)."""
     return {"BLOCK_M": plan["block_m"], "BLOCK_N": block_n, "HEAD_D": case.d, "MASKED": case.q > 1,
             "PRECISION": precision, "BITS": bits, "WHOLE_GROUPS": plan["whole_groups"], "TMA": loads == "tma",
-            "RAGGED": "+" in str(case.l)}
+            "RAGGED": "+" in str(case.l), "LAUNCH_MERGE": pdl}
 
 
 def cache_length(case) -> int:
@@ -422,7 +434,9 @@ def explain(case, params) -> dict:
         "grid": f"{plan['bh']} (sequences x K/V heads) x {plan['splits']} (pieces) x {plan['row_blocks']} (row "
                 f"blocks) = {programs} programs, then the merge: {plan['bh'] * rows * (case.d // channels)} "
                 f"programs of one row and {channels} channels, each loading {plan['merge_pieces']} pieces' states at once"
-                + ("" if plan["merge_pieces"] >= plan["splits"] else " a round"),
+                + ("" if plan["merge_pieces"] >= plan["splits"] else " a round")
+                + (", launched while the partial kernel runs (pdl=1: programmatic dependent launch), waiting on "
+                   "the GPU for it to finish" if str(params["pdl"]) == "1" else ""),
         "program": f"{warps} warps; K/V tiles of {block_n} keys, "
                    + ("each one TMA copy from a tensor descriptor" if loads == "tma" else "loaded through pointers")
                    + (" (loads=auto)" if params["loads"] == "auto" else "") + f", pipelined {depth} deep"
@@ -451,15 +465,15 @@ def explain(case, params) -> dict:
 
 @implementation("decode", "triton-splitkv", backend="triton", modules=("torch", "triton"), supports=_supports,
                 explain=explain,
-                params={"splits": "auto", "block_n": BLOCK_N, "stages": "auto", "warps": 4, "loads": "auto"},
+                params={"splits": "auto", "block_n": BLOCK_N, "stages": "auto", "warps": 4, "loads": "auto", "pdl": 0},
                 allowed={"splits": lambda value: None if value == "auto" or value.isdigit() and int(value) > 0
                          else "splits takes auto or a positive number",
                          "block_n": BLOCK_NS, "stages": ("auto", "0", "2", "3", "4"), "warps": (4, 8),
-                         "loads": LOADS},
+                         "loads": LOADS, "pdl": (0, 1)},
                 description="flash-decoding in Triton: the cache split across programs, each head's GQA "
                             "group as the rows of one tile, partial softmax states combined by log-sum-exp; "
                             "int8, int4 and int2 caches dequantized in registers")
-def triton_splitkv(case, inputs, out, splits="auto", block_n=BLOCK_N, stages="auto", warps=4, loads="auto"):
+def triton_splitkv(case, inputs, out, splits="auto", block_n=BLOCK_N, stages="auto", warps=4, loads="auto", pdl=0):
     if triton is None:
         raise Unsupported("triton is not installed")
     import torch
@@ -497,8 +511,12 @@ def triton_splitkv(case, inputs, out, splits="auto", block_n=BLOCK_N, stages="au
         raise Unsupported(refusal)
     if loads == "tma" and capability is not None and capability < (9, 0):
         raise Unsupported("loads=tma needs the Tensor Memory Accelerator of sm_90 and later")
+    pdl = str(pdl) == "1"
+    if pdl and (capability is None or capability < (9, 0)):
+        raise Unsupported("pdl=1: programmatic dependent launch needs sm_90 or later (and a GPU: Triton's "
+                          "interpreter runs no griddepcontrol)")
     constants = partial_constants(case, plan, bits, block_n, utils.dot_precision("fp16" if bits else case.kv_dtype),
-                                  loads)
+                                  loads, pdl)
     cache_strides = (*k.stride()[:3], *v.stride()[:3])
     if loads == "tma":  # K and V then reach the kernel as descriptors (the strides passed are not read)
         k, v = tensor_descriptor(k, block_n), tensor_descriptor(v, block_n)
@@ -519,10 +537,11 @@ def triton_splitkv(case, inputs, out, splits="auto", block_n=BLOCK_N, stages="au
         _combine[(bh, plan["rows"], case.d // channels)](
             part_o, part_m, part_l, out, out.stride(0), out.stride(1), out.stride(2),
             case.hkv, group, case.q, n_splits, row_blocks, BLOCK_M=block_m, HEAD_D=case.d, CHANNELS=channels,
-            PIECES=plan["merge_pieces"], num_warps=warps)
+            PIECES=plan["merge_pieces"], AFTER_PARTIAL=pdl, num_warps=warps, **({"launch_pdl": True} if pdl else {}))
 
     run.config = {"splits": n_splits, "keys_per_split": keys_per_split, "block_m": block_m,
                   "row_blocks": row_blocks, "block_n": block_n, "num_warps": warps, "num_stages": stages or "default",
                   "programs": bh * n_splits * row_blocks, "whole_groups": bool(plan["whole_groups"]), "loads": loads,
+                  "pdl": int(pdl),
                   "triton": triton.__version__}
     return run

@@ -129,6 +129,14 @@ def test_triton_splitkv_params_are_right(cli, tmp_path, compiled_triton):
     assert len(rows) == 16
 
 
+def test_triton_splitkv_pdl_is_right(cli, tmp_path, compiled_triton):
+    """The merge launched as the partial kernel's programmatic dependent (pdl=1), waiting on the GPU for
+    the pieces' states, against the plain launch: automatic pieces, and 65 (two rounds of the merge)."""
+    rows = _rows_of_params(cli, tmp_path, "triton-splitkv", "fp16,int4", "--param", "pdl=0,1",
+                           "--param", "splits=auto,65")
+    assert len(rows) == 8
+
+
 @pytest.mark.usefixtures("needs_cupy")
 def test_cupy_bitdecode_keys_form_is_right(cli, tmp_path):
     """form=keys (Sᵀ = K Qᵀ, Pᵀ by movmatrix) at 4099 keys and 4 new queries (16 rows: two row blocks of 8)

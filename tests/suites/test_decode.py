@@ -202,6 +202,18 @@ def test_tensor_descriptors_refuse_rows_of_less_than_16_bytes(registry, decode, 
         registry.implementations("decode")["triton-splitkv"].make(c, inputs, torch.empty_like(inputs["q"]), loads="tma")
 
 
+def test_pdl_is_a_skip_that_says_why_without_a_hopper_gpu(registry, decode):
+    """pdl=1 launches the merge through griddepcontrol, which Triton's CPU interpreter cannot run."""
+    import torch
+
+    from kbench.registry import Unsupported
+
+    c = case(l=100)
+    inputs = decode.make_inputs(c, seed=1, device="cpu")
+    with pytest.raises(Unsupported, match="pdl=1: programmatic dependent launch needs sm_90"):
+        registry.implementations("decode")["triton-splitkv"].make(c, inputs, torch.empty_like(inputs["q"]), pdl=1)
+
+
 def test_loads_auto_takes_tma_on_hopper_but_for_int4_and_pointers_elsewhere(splitkv):
     assert splitkv.resolve_loads("auto", 0, (9, 0)) == "tma" and splitkv.resolve_loads("auto", 8, (10, 0)) == "tma"
     assert splitkv.resolve_loads("auto", 4, (9, 0)) == "pointers"

@@ -33,8 +33,12 @@ def test_every_triton_build_compiles_for_sm90_without_spilling():
     assert sum(name.startswith(("triton matmul aligned", "triton matmul 4096", "triton matmul unaligned"))
                for name in names) == 3
     assert sum(name.startswith("triton matmul persistent=1") for name in names) == 6
-    assert sum(name.startswith("triton-splitkv") for name in names) == 12
+    assert sum(name.startswith("triton-splitkv") for name in names) == 14
     assert sum(name.startswith("triton-fa2") for name in names) == 2
+    # pdl=1: the partial kernel lets its dependent launch, the merge waits for it; nothing else uses either
+    assert {b["build"]: b["griddepcontrol"] for b in builds if b.get("griddepcontrol")} == {
+        "triton-splitkv bits=0 batch=1 pdl=1": ["griddepcontrol.launch_dependents"],
+        "triton-splitkv merge pdl=1": ["griddepcontrol.wait"]}
     problems = [b for b in builds if "error" in b or b["shared"] > H200_SHARED
                 or (b["spill_stores"] and b["build"] not in ONLY_COMPILES)]
     assert not problems, "\n".join(json.dumps(b) for b in problems)

@@ -11,6 +11,7 @@ its persistent TMA form, or triton-splitkv's whole-group scales.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -63,11 +64,15 @@ def splitkv_builds():
             yield (f"triton-splitkv bits={bits} batch={batch} loads=tma", m._partial,
                    m.sm90_arguments(case, plan, bits, loads="tma"), m.partial_constants(case, plan, bits, loads="tma"),
                    {"num_warps": 4, "num_stages": plan["stages"]})
+        if batch == 1:  # the merge launched as the partial kernel's programmatic dependent (pdl=1)
+            yield (f"triton-splitkv bits={bits} batch={batch} pdl=1", m._partial, m.sm90_arguments(case, plan, bits),
+                   m.partial_constants(case, plan, bits, pdl=True), {"num_warps": 4, "num_stages": plan["stages"]})
     args = {"PartO": "*fp32", "PartM": "*fp32", "PartL": "*fp32", "Out": "*fp16", "so_b": 4096, "so_h": 128,
             "so_q": 128, "HKV": 8, "GROUP": 4, "NQ": 1, "splits": 33, "row_blocks": 1}
-    yield ("triton-splitkv merge", m._combine, args,
-           {"BLOCK_M": 16, "HEAD_D": 128, "CHANNELS": m.COMBINE_CHANNELS, "PIECES": m.MAX_COMBINE_PIECES},
-           {"num_warps": 4})
+    for pdl in (False, True):
+        yield (f"triton-splitkv merge{' pdl=1' if pdl else ''}", m._combine, args,
+               {"BLOCK_M": 16, "HEAD_D": 128, "CHANNELS": m.COMBINE_CHANNELS, "PIECES": m.MAX_COMBINE_PIECES,
+                "AFTER_PARTIAL": pdl}, {"num_warps": 4, **({"launch_pdl": True} if pdl else {})})
 
 
 def attention_builds():
@@ -92,7 +97,8 @@ def main() -> int:
             print(json.dumps({"build": name, "error": str(exc)}), flush=True)
             continue
         print(json.dumps({"build": name, "registers": res["registers"], "spill_stores": res["spill_stores"],
-                          "shared": res["dynamic_smem_bytes"]}), flush=True)
+                          "shared": res["dynamic_smem_bytes"],
+                          "griddepcontrol": sorted(set(re.findall(r"griddepcontrol\.\w+", res["ptx"])))}), flush=True)
     return 0
 
 
