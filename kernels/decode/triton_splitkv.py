@@ -44,6 +44,7 @@ except ImportError:  # pragma: no cover - exercised only where triton is absent
     triton = None
 
 utils = load_helper(Path(__file__).parent.parent / "_triton_utils.py")
+seq_lengths = load_helper(Path(__file__).parent / "_lengths.py")
 
 LOG2_E = 1.4426950408889634
 HEAD_DIMS = (16, 32, 64, 128, 256)  # tl.arange needs a power of two
@@ -300,7 +301,7 @@ def launch_plan(case, sms: int, bits: int, splits="auto", block_n: int = BLOCK_N
     tile holds whole groups of a ``bits``-bit cache's scales (each group's scale and minimum then read
     once, not once per element)."""
     bh = case.batch * case.hkv
-    n_splits, keys_per_split = split_plan(cache_length(case), sequences_x_heads_as_cut(case), sms, splits,
+    n_splits, keys_per_split = split_plan(seq_lengths.cache_length(case), sequences_x_heads_as_cut(case), sms, splits,
                                           block_n)
     rows = case.hq // case.hkv * case.q
     block_m, row_blocks = row_tiling(rows)
@@ -320,7 +321,7 @@ def sm90_arguments(case, plan: dict, bits: int, block_n: int = BLOCK_N, loads: s
     codes = "*u8" if bits else values
     if loads == "tma":
         codes = f"tensordesc<{codes[1:]}[1,1,{block_n},{row}]>"
-    length = cache_length(case)
+    length = seq_lengths.cache_length(case)
     k_groups, v_groups = math.ceil(length / case.group), math.ceil(case.d / case.group)
     return {"Q": values, "K": codes, "V": codes, "KS": "*fp16", "KM": "*fp16", "VS": "*fp16", "VM": "*fp16",
             "PartO": "*fp32", "PartM": "*fp32", "PartL": "*fp32", "Lengths": "*i32",
@@ -340,34 +341,20 @@ def partial_constants(case, plan: dict, bits: int, block_n: int = BLOCK_N, preci
     ``pdl``: the merge launched as its programmatic dependent)."""
     return {"BLOCK_M": plan["block_m"], "BLOCK_N": block_n, "HEAD_D": case.d, "MASKED": case.q > 1,
             "PRECISION": precision, "BITS": bits, "WHOLE_GROUPS": plan["whole_groups"], "TMA": loads == "tma",
-            "RAGGED": "+" in str(case.l), "LAUNCH_MERGE": pdl}
-
-
-def cache_length(case) -> int:
-    """The cache's tokens a sequence: L, or a ragged batch's (--l 1000+130000) longest."""
-    return max(int(n) for n in str(case.l).split("+"))
+            "RAGGED": seq_lengths.is_ragged(case), "LAUNCH_MERGE": pdl}
 
 
 def ragged_pieces(case, plan: dict) -> str:
     """A ragged batch's pieces, a sequence at a time, and the programs past the sequences' ends."""
-    lengths = [int(n) for n in str(case.l).split("+")]
-    pieces = [-(-n // plan["keys_per_split"]) for n in lengths]
+    pieces = seq_lengths.pieces_each(case, plan["keys_per_split"])
     idle = sum(plan["splits"] - p for p in pieces) * case.hkv * plan["row_blocks"]
-    return (", ".join(f"{n:,} tokens: {p}" for n, p in zip(lengths, pieces))
+    return (", ".join(f"{n:,} tokens: {p}" for n, p in zip(seq_lengths.lengths(case), pieces))
             + f"; {idle} programs past a sequence's end only write an empty state")
 
 
 def sequences_x_heads_as_cut(case) -> int:
-    """Sequences x K/V heads as splits=auto counts them: the batch's tokens in sequences of its longest
-    length, rounded up. A uniform batch is what it is. Pieces are of one length for every sequence, and a
-    piece past a sequence's end is a program that only writes an empty state; counting a ragged batch by its tokens
-    gives each sequence programs in proportion to its own. (Counted by its sequences, 1000+130000 would
-    be cut as two sequences of 130,000 tokens: 16 pieces a head on an H200, 128 programs for the long
-    sequence, under one an SM, where a single sequence of that length gets 33 pieces.)"""
-    lengths = [int(n) for n in str(case.l).split("+")]
-    if len(lengths) == 1:
-        return case.batch * case.hkv
-    return -(-sum(lengths) * case.hkv // max(lengths))
+    """Sequences x K/V heads as splits=auto counts them: a ragged batch by its tokens (_lengths.py)."""
+    return math.ceil(seq_lengths.batch_by_tokens(case) * case.hkv)
 
 
 def _steps(t) -> list[int]:
@@ -427,10 +414,10 @@ def explain(case, params) -> dict:
                           f"tile(s) of {plan['block_m']} rows ({plan['block_m'] * plan['row_blocks'] - rows} zero "
                           "rows: tl.dot's M is at least 16)",
         "pieces of the cache": f"{plan['splits']} of {plan['keys_per_split']:,} keys a sequence x K/V head ("
-                               + (f"automatic: at most {auto_programs_per_sm(-(-cache_length(case) // block_n), sequences_x_heads_as_cut(case), h200.sms)}"
+                               + (f"automatic: at most {auto_programs_per_sm(-(-seq_lengths.cache_length(case) // block_n), sequences_x_heads_as_cut(case), h200.sms)}"
                                   " programs an SM on an H200"
                                   if params["splits"] == "auto" else "fixed") + ")",
-        **({"pieces a sequence": ragged_pieces(case, plan)} if "+" in str(case.l) else {}),
+        **({"pieces a sequence": ragged_pieces(case, plan)} if seq_lengths.is_ragged(case) else {}),
         "grid": f"{plan['bh']} (sequences x K/V heads) x {plan['splits']} (pieces) x {plan['row_blocks']} (row "
                 f"blocks) = {programs} programs, then the merge: {plan['bh'] * rows * (case.d // channels)} "
                 f"programs of one row and {channels} channels, each loading {plan['merge_pieces']} pieces' states at once"
@@ -530,7 +517,7 @@ def triton_splitkv(case, inputs, out, splits="auto", block_n=BLOCK_N, stages="au
             _partial[(bh, n_splits, row_blocks)](
                 q, k, v, ks, km, vs, vm, part_o, part_m, part_l, lengths,
                 q.stride(0), q.stride(1), q.stride(2), *cache_strides, *group_strides,
-                case.hkv, group, case.q, cache_length(case), keys_per_split, n_splits, row_blocks, scale_log2, case.group,
+                case.hkv, group, case.q, seq_lengths.cache_length(case), keys_per_split, n_splits, row_blocks, scale_log2, case.group,
                 **constants, num_warps=warps, **pipeline)
         except utils.OUT_OF_RESOURCES as exc:  # raised at the first launch, where Triton compiles
             raise Unsupported(f"block_n={block_n}, stages={stages or 'default'}, warps={warps}: {exc}") from None

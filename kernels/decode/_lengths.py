@@ -1,0 +1,43 @@
+"""A decode case's sequence lengths as the split-KV kernels cut their caches.
+
+A private helper (the loader skips `_` files): kernel files load it with
+``kbench.loader.load_helper(Path(__file__).parent / "_lengths.py")``.
+
+``--l 1000+130000`` is a ragged batch: one length a sequence, the cache as long as the longest. The
+kernels cut every sequence into pieces of one length; a piece past a sequence's end does no work but
+write an empty state. So that each sequence gets programs in proportion to its tokens, a ragged batch
+is counted as its tokens in sequences of the longest length (``batch_by_tokens``) when a kernel
+chooses how many pieces fill the GPU: counted by its sequences, 1000+130000 would be cut as two
+sequences of 130,000 tokens, leaving the long one half the programs it would get alone.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+
+def lengths(case) -> list[int]:
+    """Each sequence's cached tokens: a ragged batch's own, or L for each of the batch."""
+    given = [int(n) for n in str(case.l).split("+")]
+    return given if len(given) > 1 else given * case.batch
+
+
+def is_ragged(case) -> bool:
+    return "+" in str(case.l)
+
+
+def cache_length(case) -> int:
+    """The cache's tokens a sequence: L, or a ragged batch's longest."""
+    return max(lengths(case))
+
+
+def batch_by_tokens(case) -> Fraction:
+    """The batch in sequences of the longest length: the batch itself, or fewer for a ragged one
+    (1000+130000: 131/130)."""
+    each = lengths(case)
+    return Fraction(sum(each), max(each))
+
+
+def pieces_each(case, keys_per_piece: int) -> list[int]:
+    """The pieces of ``keys_per_piece`` keys each sequence's tokens take."""
+    return [-(-n // keys_per_piece) for n in lengths(case)]
