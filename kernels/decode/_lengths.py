@@ -41,3 +41,13 @@ def batch_by_tokens(case) -> Fraction:
 def pieces_each(case, keys_per_piece: int) -> list[int]:
     """The pieces of ``keys_per_piece`` keys each sequence's tokens take."""
     return [-(-n // keys_per_piece) for n in lengths(case)]
+
+
+def pieces_a_sequence(case, splits: int, keys_per_piece: int, launched_a_piece: int, what: str = "programs") -> str:
+    """`kbench explain`'s line for a ragged batch: each sequence's pieces, and how many of the ``splits``
+    pieces a sequence launched (``launched_a_piece`` ``what`` each: K/V heads x row blocks) start past
+    their sequence's end."""
+    pieces = pieces_each(case, keys_per_piece)
+    idle = sum(splits - p for p in pieces) * launched_a_piece
+    return (", ".join(f"{n:,} tokens: {p}" for n, p in zip(lengths(case), pieces))
+            + f"; {idle} {what} past a sequence's end only write an empty state")

@@ -344,14 +344,6 @@ def partial_constants(case, plan: dict, bits: int, block_n: int = BLOCK_N, preci
             "RAGGED": seq_lengths.is_ragged(case), "LAUNCH_MERGE": pdl}
 
 
-def ragged_pieces(case, plan: dict) -> str:
-    """A ragged batch's pieces, a sequence at a time, and the programs past the sequences' ends."""
-    pieces = seq_lengths.pieces_each(case, plan["keys_per_split"])
-    idle = sum(plan["splits"] - p for p in pieces) * case.hkv * plan["row_blocks"]
-    return (", ".join(f"{n:,} tokens: {p}" for n, p in zip(seq_lengths.lengths(case), pieces))
-            + f"; {idle} programs past a sequence's end only write an empty state")
-
-
 def sequences_x_heads_as_cut(case) -> int:
     """Sequences x K/V heads as splits=auto counts them: a ragged batch by its tokens (_lengths.py)."""
     return math.ceil(seq_lengths.batch_by_tokens(case) * case.hkv)
@@ -417,7 +409,9 @@ def explain(case, params) -> dict:
                                + (f"automatic: at most {auto_programs_per_sm(-(-seq_lengths.cache_length(case) // block_n), sequences_x_heads_as_cut(case), h200.sms)}"
                                   " programs an SM on an H200"
                                   if params["splits"] == "auto" else "fixed") + ")",
-        **({"pieces a sequence": ragged_pieces(case, plan)} if seq_lengths.is_ragged(case) else {}),
+        **({"pieces a sequence": seq_lengths.pieces_a_sequence(case, plan["splits"], plan["keys_per_split"],
+                                                               case.hkv * plan["row_blocks"])}
+           if seq_lengths.is_ragged(case) else {}),
         "grid": f"{plan['bh']} (sequences x K/V heads) x {plan['splits']} (pieces) x {plan['row_blocks']} (row "
                 f"blocks) = {programs} programs, then the merge: {plan['bh'] * rows * (case.d // channels)} "
                 f"programs of one row and {channels} channels, each loading {plan['merge_pieces']} pieces' states at once"
