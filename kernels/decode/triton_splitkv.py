@@ -15,8 +15,9 @@ one program per query tile would leave most SMs idle. Flash-decoding splits the 
 
 New queries beyond the first are the cache's last positions: query i sees the keys up to L - Q + i,
 masked per row. An int8, int4 or int2 cache is read as its codes (int4 and int2: two and four a byte,
-split into their channels in registers), and each tile is dequantized in registers (code · scale + minimum in fp32,
-rounded to fp16 for the product) with its groups' scales and minimums. ``--param splits=N`` fixes the
+split into their channels in registers), and each tile is dequantized in registers with its groups' scales
+and minimums: each code becomes fp16 under the exponent bits of 1024 (no conversion instruction), then
+code · scale + minimum is one fp16 fma, rounded once as the product's operand is. ``--param splits=N`` fixes the
 number of pieces; ``auto`` takes as many as keep the programs within four an SM, or two where four would
 cut a piece under 64 tiles (fewer where the cache is short), one piece on the CPU interpreter's small
 cases; a ragged batch counts as its tokens in sequences of the longest length. ``--param loads=tma`` reads each K/V tile with one TMA copy from a tensor descriptor, ``pointers``
@@ -83,13 +84,16 @@ if triton is not None:
                  sq_b, sq_h, sq_q, sk_b, sk_h, sk_l, sv_b, sv_h, sv_l, sks_b, sks_h, sks_g, svs_b, svs_h, svs_l,
                  HKV, GROUP, NQ, L, keys_per_split, splits, row_blocks, scale_log2, QGROUP,
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_D: tl.constexpr, MASKED: tl.constexpr,
-                 PRECISION: tl.constexpr, BITS: tl.constexpr, WHOLE_GROUPS: tl.constexpr, TMA: tl.constexpr,
+                 PRECISION: tl.constexpr, BITS: tl.constexpr, K_SPREAD: tl.constexpr, V_SPREAD: tl.constexpr,
+                 TMA: tl.constexpr,
                  RAGGED: tl.constexpr, LAUNCH_MERGE: tl.constexpr):
         """K and V are the cache's values (BITS 0), or its 8-, 4- or 2-bit codes (int4, int2: two, four a
         byte along the channels), dequantized in registers as code · scale + minimum: K's scale and minimum (KS, KM) one
         per channel for every QGROUP tokens, V's (VS, VM) one per token for every QGROUP channels.
-        WHOLE_GROUPS (QGROUP, when it divides both BLOCK_N and HEAD_D; else 0): each group's scale and
-        minimum are read once and spread over its elements, rather than read once per element.
+        K_SPREAD (a tile's keys a K scale serves: QGROUP where it divides BLOCK_N, BLOCK_N where QGROUP is
+        a multiple of it; else 0) and V_SPREAD (QGROUP where it divides HEAD_D, else 0): each group's scale
+        and minimum are read once a tile and spread over its elements, rather than read once per element.
+        The codes become fp16 by the exponent of 1024 (_codes_to_fp16) and are scaled in fp16.
         TMA: K and V are tensor descriptors of [B, Hkv, L, row] with [1, 1, BLOCK_N, row] boxes (row: d
         values, or d · BITS / 8 bytes of codes), each tile one bulk copy by the Tensor Memory Accelerator
         (zeros past L); else pointers, each thread loading its part of the tile. RAGGED: sequence b holds
@@ -129,19 +133,18 @@ if triton is not None:
                 k = _unpack_rows(k, HEAD_D, BLOCK_N)
             elif BITS == 2:  # [d / 4, keys] bytes: channels 4j .. 4j + 3 in bits 0-1 .. 6-7
                 k = _unpack_rows_2bit(k, HEAD_D, BLOCK_N)
-            if BITS and WHOLE_GROUPS:  # [d, tile's groups], spread over each group's tokens
-                G: tl.constexpr = BLOCK_N // WHOLE_GROUPS
-                first = n0 // WHOLE_GROUPS + tl.arange(0, G)
+            if BITS and K_SPREAD:  # [d, tile's groups], spread over each group's tokens in the tile
+                G: tl.constexpr = BLOCK_N // K_SPREAD
+                first = n0 // QGROUP + tl.arange(0, G)
                 groups = b * sks_b + kvh * sks_h + first[None, :] * sks_g + offs_d[:, None]
-                group_ok = (first * WHOLE_GROUPS < end)[None, :]
-                ks = _spread(tl.load(KS + groups, mask=group_ok, other=0.0).to(tl.float32), HEAD_D, G, WHOLE_GROUPS)
-                km = _spread(tl.load(KM + groups, mask=group_ok, other=0.0).to(tl.float32), HEAD_D, G, WHOLE_GROUPS)
-                k = (k.to(tl.float32) * ks + km).to(Q.dtype.element_ty)
+                group_ok = (first * QGROUP < end)[None, :]
+                ks = _spread(tl.load(KS + groups, mask=group_ok, other=0.0), HEAD_D, G, K_SPREAD)
+                km = _spread(tl.load(KM + groups, mask=group_ok, other=0.0), HEAD_D, G, K_SPREAD)
+                k = _codes_to_fp16(k) * ks + km
             elif BITS:  # [d, keys]: a scale and a minimum per channel and group of tokens
                 groups = b * sks_b + kvh * sks_h + (offs_n // QGROUP)[None, :] * sks_g + offs_d[:, None]
-                ks = tl.load(KS + groups, mask=key_ok[None, :], other=0.0).to(tl.float32)
-                km = tl.load(KM + groups, mask=key_ok[None, :], other=0.0).to(tl.float32)
-                k = (k.to(tl.float32) * ks + km).to(Q.dtype.element_ty)
+                k = (_codes_to_fp16(k) * tl.load(KS + groups, mask=key_ok[None, :], other=0.0)
+                     + tl.load(KM + groups, mask=key_ok[None, :], other=0.0))
             s = utils.dot(q, k, tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32), PRECISION) * scale_log2
             visible = key_ok[None, :]
             if MASKED:
@@ -161,19 +164,16 @@ if triton is not None:
                 v = tl.reshape(tl.join(v & 0xF, v >> 4), (BLOCK_N, HEAD_D))
             elif BITS == 2:
                 v = tl.reshape(_quads(v), (BLOCK_N, HEAD_D))
-            if BITS and WHOLE_GROUPS:  # [keys, the channels' groups], spread over each group's channels
-                C: tl.constexpr = HEAD_D // WHOLE_GROUPS
+            if BITS and V_SPREAD:  # [keys, the channels' groups], spread over each group's channels
+                C: tl.constexpr = HEAD_D // V_SPREAD
                 groups = b * svs_b + kvh * svs_h + offs_n[:, None] * svs_l + tl.arange(0, C)[None, :]
-                vs = _spread(tl.load(VS + groups, mask=key_ok[:, None], other=0.0).to(tl.float32), BLOCK_N, C,
-                             WHOLE_GROUPS)
-                vm = _spread(tl.load(VM + groups, mask=key_ok[:, None], other=0.0).to(tl.float32), BLOCK_N, C,
-                             WHOLE_GROUPS)
-                v = (v.to(tl.float32) * vs + vm).to(Q.dtype.element_ty)
+                vs = _spread(tl.load(VS + groups, mask=key_ok[:, None], other=0.0), BLOCK_N, C, V_SPREAD)
+                vm = _spread(tl.load(VM + groups, mask=key_ok[:, None], other=0.0), BLOCK_N, C, V_SPREAD)
+                v = _codes_to_fp16(v) * vs + vm
             elif BITS:  # [keys, d]: a scale and a minimum per token and group of channels
                 groups = b * svs_b + kvh * svs_h + offs_n[:, None] * svs_l + (offs_d // QGROUP)[None, :]
-                vs = tl.load(VS + groups, mask=key_ok[:, None], other=0.0).to(tl.float32)
-                vm = tl.load(VM + groups, mask=key_ok[:, None], other=0.0).to(tl.float32)
-                v = (v.to(tl.float32) * vs + vm).to(Q.dtype.element_ty)
+                v = (_codes_to_fp16(v) * tl.load(VS + groups, mask=key_ok[:, None], other=0.0)
+                     + tl.load(VM + groups, mask=key_ok[:, None], other=0.0))
             acc = utils.dot(p.to(v.dtype), v, acc * alpha[:, None], PRECISION)
             m_i = m_new
         if LAUNCH_MERGE:
@@ -184,6 +184,12 @@ if triton is not None:
         tl.store(PartM + slot, m_i, mask=row_ok)
         tl.store(PartL + slot, l_i, mask=row_ok)
         tl.store(PartO + slot[:, None] * HEAD_D + offs_d[None, :], acc, mask=row_ok[:, None])
+
+    @triton.jit
+    def _codes_to_fp16(codes):
+        """Codes (0-255) as fp16 without a conversion instruction: under the exponent bits of 1024 (0x6400)
+        a code is 1024 + code exactly, and subtracting 1024 leaves it."""
+        return (codes.to(tl.uint16) | 0x6400).to(tl.float16, bitcast=True) - 1024.0
 
     @triton.jit
     def _spread(x, ROWS: tl.constexpr, GROUPS: tl.constexpr, SIZE: tl.constexpr):
@@ -297,17 +303,19 @@ def row_tiling(rows: int) -> tuple[int, int]:
 
 def launch_plan(case, sms: int, bits: int, splits="auto", block_n: int = BLOCK_N, stages="auto") -> dict:
     """What a call launches for a case on a GPU of ``sms`` SMs (the wrapper and `kbench explain` alike):
-    sequences x K/V heads, pieces and their keys, the row tiling, the pipeline depth, and whether a
-    tile holds whole groups of a ``bits``-bit cache's scales (each group's scale and minimum then read
-    once, not once per element)."""
+    sequences x K/V heads, pieces and their keys, the row tiling, the pipeline depth, and how many of a
+    tile's keys (k_spread) and channels (v_spread) share each scale of a ``bits``-bit cache that a tile
+    reads once (0: read once per element)."""
     bh = case.batch * case.hkv
     n_splits, keys_per_split = split_plan(seq_lengths.cache_length(case), sequences_x_heads_as_cut(case), sms, splits,
                                           block_n)
     rows = case.hq // case.hkv * case.q
     block_m, row_blocks = row_tiling(rows)
-    whole_groups = case.group if bits and block_n % case.group == 0 and case.d % case.group == 0 else 0
+    k_spread = min(case.group, block_n) if bits and (block_n % case.group == 0 or case.group % block_n == 0) else 0
+    v_spread = case.group if bits and case.d % case.group == 0 else 0
     return {"bh": bh, "splits": n_splits, "keys_per_split": keys_per_split, "rows": rows, "block_m": block_m,
-            "row_blocks": row_blocks, "stages": resolve_stages(stages, n_splits), "whole_groups": whole_groups,
+            "row_blocks": row_blocks, "stages": resolve_stages(stages, n_splits), "k_spread": k_spread,
+            "v_spread": v_spread, "whole_groups": case.group if k_spread and v_spread else 0,
             "merge_channels": min(case.d, COMBINE_CHANNELS),
             "merge_pieces": min(MAX_COMBINE_PIECES, 1 << (n_splits - 1).bit_length())}
 
@@ -340,7 +348,8 @@ def partial_constants(case, plan: dict, bits: int, block_n: int = BLOCK_N, preci
     """_partial's constexprs for a call on this case (``precision``: how tl.dot multiplies, "native" on a GPU;
     ``pdl``: the merge launched as its programmatic dependent)."""
     return {"BLOCK_M": plan["block_m"], "BLOCK_N": block_n, "HEAD_D": case.d, "MASKED": case.q > 1,
-            "PRECISION": precision, "BITS": bits, "WHOLE_GROUPS": plan["whole_groups"], "TMA": loads == "tma",
+            "PRECISION": precision, "BITS": bits, "K_SPREAD": plan["k_spread"], "V_SPREAD": plan["v_spread"],
+            "TMA": loads == "tma",
             "RAGGED": seq_lengths.is_ragged(case), "LAUNCH_MERGE": pdl}
 
 
@@ -428,8 +437,9 @@ def explain(case, params) -> dict:
         "dequantization": "none: the 16-bit values feed tl.dot" if not bits else
                           ({4: "int4 codes two a byte, split by mask and shift; ",
                             2: "int2 codes four a byte, split by mask and shift; "}.get(bits, "int8 codes; "))
-                          + "code · scale + minimum in fp32, rounded to fp16, on CUDA cores; each group's scale "
-                          + ("read once a tile (whole groups)" if plan["whole_groups"] else "read once an element"),
+                          + "each code fp16 under the exponent of 1024, code · scale + minimum one fp16 fma, on "
+                          + "CUDA cores; K's scales " + ("read once a tile" if plan["k_spread"] else "read once an element")
+                          + ", V's " + ("read once a tile" if plan["v_spread"] else "read once an element"),
     }
     try:
         resources = from_triton(_partial, sm90_arguments(case, plan, bits, block_n, loads),

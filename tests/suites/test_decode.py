@@ -149,6 +149,11 @@ CHECKS = [
     # int2 caches (four codes a byte): a group that ends inside a byte's codes, several pieces, two row blocks
     (case(l=100, q=3, d=64, kv_dtype="int2", group=7), "2"),
     (case(l=300, q=2, hq=32, hkv=1, d=32, kv_dtype="int2", group=32), "auto"),
+    # groups of tokens longer than a K/V tile (64 keys): one K scale a tile, the last group partial, pieces
+    # that start inside a group; V's groups a token's whole row of channels
+    (case(l=300, q=2, hq=8, hkv=2, d=128, kv_dtype="int4", group=128), "2"),
+    (case(l=200, hq=4, hkv=1, d=64, kv_dtype="int8", group=64), "auto"),
+    (case(l=150, hq=4, hkv=2, d=128, kv_dtype="int2", group=128), "3"),
     # more pieces than the merge loads at once (MAX_COMBINE_PIECES): two rounds, the last piece 17 keys
     (case(l=4497, hq=4, hkv=1, d=16), "71"),  # 71 tiles of 64 keys: a piece each
     # ragged batches: a sequence of one token beside a long one (its later pieces read nothing), several new
@@ -332,7 +337,7 @@ def test_kbench_explain_shows_the_pieces_programs_and_depth_of_triton_splitkv(cl
     text = explained("--l", "131072", "--batch", "8", "--kv-dtype", "int4")
     assert "8 of 16,384 keys a sequence x K/V head (automatic: at most 4 programs an SM" in text
     assert "= 512 programs" in text and "pipelined 2 deep" in text
-    assert "int4 codes two a byte" in text and "read once a tile (whole groups)" in text
+    assert "int4 codes two a byte" in text and "K's scales read once a tile, V's read once a tile" in text
     assert "loaded through pointers (loads=auto)" in text
     text = explained("--l", "1000+130000")  # a ragged batch: its pieces a sequence
     assert "1,000 tokens: 1, 130,000 tokens: 29; 224 programs past a sequence's end only write an empty state" in text
