@@ -1,8 +1,9 @@
 """Registers, spills and shared memory of one kernel as the GPU would run it, read from ptxas when
 no GPU is at hand: a templated CUDA kernel through `nvcc -Xptxas -v`, a @triton.jit kernel through
 Triton's own compile for sm_90 (its bundled ptxas); a CUDA kernel's main loop's instructions where
-cuobjdump is installed (kbench.sass; not a Triton kernel's, whose software pipelining gives its loop
-several versions); and the launch figures `kbench explain` shows.
+cuobjdump is installed (kbench.sass; `kbench explain` shows no Triton kernel's, whose software
+pipelining gives its loop several versions, though from_triton returns the cubin to read them); and the
+launch figures `kbench explain` shows.
 
 Taking the kernel's address in host code makes nvcc instantiate exactly the
 template that kbench would launch (the same name expression NVRTC compiles).
@@ -76,7 +77,8 @@ def _ptxas_figures(text: str) -> dict:
 
 def from_triton(kernel, args: dict, constexprs: dict, options: dict, capability: int = 90) -> dict | None:
     """The same figures for a @triton.jit kernel compiled by Triton for sm_<capability> (no GPU needed),
-    plus ``dynamic_smem_bytes`` (all of a Triton kernel's shared memory) and its ``ptx``; None under Triton's
+    plus ``dynamic_smem_bytes`` (all of a Triton kernel's shared memory), its ``ptx`` and its ``cubin``;
+    None under Triton's
     interpreter (TRITON_INTERPRET=1), which compiles nothing.
 
     ``args``: every other argument by name as the launch passes it, a tensor as its pointer type
@@ -128,7 +130,8 @@ def from_triton(kernel, args: dict, constexprs: dict, options: dict, capability:
             else:
                 os.environ[name] = value
     return dict(_ptxas_figures(log.getvalue()), dynamic_smem_bytes=compiled.metadata.shared,
-                source=f"ptxas (sm_{capability}, Triton {triton.__version__})", ptx=compiled.asm.get("ptx", ""))
+                source=f"ptxas (sm_{capability}, Triton {triton.__version__})", ptx=compiled.asm.get("ptx", ""),
+                cubin=compiled.asm.get("cubin", b""))
 
 
 def launch_figures(res: dict, blocks: int, threads: int, smem: int, shared: str | None = None) -> dict:

@@ -1,6 +1,6 @@
 """A compiled kernel's loops in its SASS, for `kbench explain`: how many instructions one pass of the
 kernel's main loop (its largest innermost loop) issues and which ones, read from `cuobjdump -sass` of
-the cubin nvcc built (no GPU needed). For a kernel that issues more instructions than its data needs (an
+the cubin nvcc or Triton built (no GPU needed). For a kernel that issues more instructions than its data needs (an
 attention kernel's softmax, a dequantizing decode kernel), this count per tile is the cost that
 parameters and code changes move, and it is known before anything runs.
 
@@ -10,6 +10,8 @@ that a pass skips at run time (a branch around a rare rescale, say).
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import re
 import shutil
 import subprocess
@@ -59,13 +61,34 @@ def innermost(found: list[Loop], at_least: int = 32) -> list[Loop]:
             if not any(holds(loop, other) and other.instructions >= at_least for other in found)]
 
 
+def cuda_tool(name: str) -> str | None:
+    """A CUDA command-line tool: on PATH (a CUDA toolkit), else where pip's NVIDIA wheels put it
+    (nvidia/cu13/bin or cu12/bin of the nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm wheels, which
+    kbench's extras install); None where neither has it."""
+    found = shutil.which(name)
+    if found:
+        return found
+    spec = importlib.util.find_spec("nvidia")
+    for root in (spec.submodule_search_locations or []) if spec else []:
+        for cuda in ("cu13", "cu12"):
+            tool = Path(root) / cuda / "bin" / name
+            if tool.is_file() and os.access(tool, os.X_OK):
+                return str(tool)
+    return None
+
+
 def disassemble(cubin: Path) -> str | None:
     """`cuobjdump -sass` of a cubin, or None where the tool is not installed (it comes with the CUDA
-    toolkit, or the nvidia-cuda-cuobjdump wheel) or cannot read it."""
-    tool = shutil.which("cuobjdump")
+    toolkit, or the nvidia-cuda-cuobjdump wheel, which runs nvdisasm: the nvidia-cuda-nvdisasm wheel)
+    or cannot read it."""
+    tool = cuda_tool("cuobjdump")
     if tool is None:
         return None
-    done = subprocess.run([tool, "-sass", str(cubin)], capture_output=True, text=True, timeout=120)
+    env = dict(os.environ)
+    nvdisasm = cuda_tool("nvdisasm")
+    if nvdisasm:  # where cuobjdump looks for it when it is not on PATH
+        env["NVDISASM_PATH"] = str(Path(nvdisasm).parent)
+    done = subprocess.run([tool, "-sass", str(cubin)], capture_output=True, text=True, timeout=120, env=env)
     return done.stdout if done.returncode == 0 else None
 
 

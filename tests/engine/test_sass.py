@@ -84,11 +84,31 @@ def test_main_loop_names_the_next_loop_only_when_it_is_half_as_large(monkeypatch
 
 
 def test_without_cuobjdump_there_is_no_disassembly(monkeypatch, tmp_path):
-    monkeypatch.setattr(shutil, "which", lambda name: None)
+    monkeypatch.setattr(sass, "cuda_tool", lambda name: None)
     assert sass.disassemble(tmp_path / "k.cubin") is None
 
 
-@pytest.mark.skipif(shutil.which("cuobjdump") is None or shutil.which("nvcc") is None,
+def test_cuda_tools_are_found_on_path_or_in_the_nvidia_wheels(monkeypatch, tmp_path):
+    """PATH first (a CUDA toolkit), else nvidia/cu13/bin or cu12/bin of pip's NVIDIA wheels; a file that
+    is not executable is not a tool."""
+    import types
+
+    wheels = tmp_path / "nvidia"
+    (wheels / "cu13" / "bin").mkdir(parents=True)
+    tool = wheels / "cu13" / "bin" / "cuobjdump"
+    tool.write_text("#!/bin/sh\n")
+    (wheels / "cu13" / "bin" / "nvdisasm").write_text("not executable")
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    monkeypatch.setattr(sass.importlib.util, "find_spec",
+                        lambda name: types.SimpleNamespace(submodule_search_locations=[str(wheels)]))
+    assert sass.cuda_tool("cuobjdump") is None  # not executable yet
+    tool.chmod(0o755)
+    assert sass.cuda_tool("cuobjdump") == str(tool) and sass.cuda_tool("nvdisasm") is None
+    monkeypatch.setattr(shutil, "which", lambda name: f"/usr/local/cuda/bin/{name}")
+    assert sass.cuda_tool("cuobjdump") == "/usr/local/cuda/bin/cuobjdump"
+
+
+@pytest.mark.skipif(sass.cuda_tool("cuobjdump") is None or shutil.which("nvcc") is None,
                     reason="needs nvcc and cuobjdump (the CUDA toolkit, or the nvidia-cuda-cuobjdump wheel)")
 def test_a_built_kernels_main_loop_is_found():
     from kbench.kernel_resources import from_nvcc

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from kbench.sass import cuda_tool
+
 pytest.importorskip("triton")
 
 BUILDS = Path(__file__).with_name("triton_sm90_builds.py")
@@ -40,6 +42,15 @@ def test_every_triton_build_compiles_for_sm90_without_spilling():
     assert {b["build"]: b["griddepcontrol"] for b in builds if b.get("griddepcontrol")} == {
         "triton-splitkv bits=0 batch=1 pdl=1": ["griddepcontrol.launch_dependents"],
         "triton-splitkv merge pdl=1": ["griddepcontrol.wait"]}
+    # triton-splitkv dequantizes without conversion instructions (codes under the exponent of 1024, one fp16
+    # fma a pair): a thread's 128 codes a tile take 64 HFMA2, no I2F, and F2FP only for P's 8 values (in
+    # fp32, with a conversion a code, the int4 loop had 128 I2F and 68 F2FP), where cuobjdump is found
+    if cuda_tool("cuobjdump"):
+        for name in ("triton-splitkv bits=4 whole_groups=32 stages=2", "triton-splitkv bits=8 whole_groups=32 stages=2",
+                     "triton-splitkv bits=2 whole_groups=32 stages=2", "triton-splitkv bits=4 whole_groups=128 stages=2"):
+            loop = next(b["loop"] for b in builds if b["build"] == name)
+            assert (loop.get("HFMA2", 0) >= 64 and loop.get("I2F", 0) + loop.get("I2FP", 0) <= 1
+                    and loop.get("F2FP", 0) <= 4), (name, loop)
     problems = [b for b in builds if "error" in b or b["shared"] > H200_SHARED
                 or (b["spill_stores"] and b["build"] not in ONLY_COMPILES)]
     assert not problems, "\n".join(json.dumps(b) for b in problems)

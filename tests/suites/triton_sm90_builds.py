@@ -13,12 +13,14 @@ from __future__ import annotations
 import json
 import re
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(Path(__file__).resolve().parents[1])]
 
 from kbench.kernel_resources import from_triton  # noqa: E402
+from kbench.sass import disassemble, innermost, loops  # noqa: E402
 from kbench.loader import BUILTIN_KERNELS  # noqa: E402
 from kernel_modules import load_kernel_module  # noqa: E402
 
@@ -89,6 +91,16 @@ def attention_builds():
                 "BLOCK_M": config["BLOCK_M"], "BLOCK_N": config["BLOCK_N"], "EVEN_N": True}, m._launch_options(config))
 
 
+def largest_loop(cubin: bytes) -> dict | None:
+    """The opcodes of the cubin's largest innermost loop (kbench.sass), or None without cuobjdump."""
+    with tempfile.TemporaryDirectory(prefix="kbench-sm90-") as tmp:
+        path = Path(tmp) / "kernel.cubin"
+        path.write_bytes(cubin)
+        listing = disassemble(path)
+    found = innermost(loops(listing)) if listing else []
+    return dict(found[0].opcodes) if found else None
+
+
 def main() -> int:
     for name, kernel, args, constexprs, options in (*matmul_builds(), *splitkv_builds(), *attention_builds()):
         try:
@@ -98,7 +110,8 @@ def main() -> int:
             continue
         print(json.dumps({"build": name, "registers": res["registers"], "spill_stores": res["spill_stores"],
                           "shared": res["dynamic_smem_bytes"],
-                          "griddepcontrol": sorted(set(re.findall(r"griddepcontrol\.\w+", res["ptx"])))}), flush=True)
+                          "griddepcontrol": sorted(set(re.findall(r"griddepcontrol\.\w+", res["ptx"]))),
+                          "loop": largest_loop(res["cubin"])}), flush=True)
     return 0
 
 
