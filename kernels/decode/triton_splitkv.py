@@ -67,6 +67,11 @@ DEEP_PIPELINE_SPLITS = 16
 # piece's state at once up to MAX_COMBINE_PIECES (in rounds of that many beyond it).
 COMBINE_CHANNELS = 32
 MAX_COMBINE_PIECES = 64
+# splits=auto plans four programs of 4 warps an SM, which 128 registers a thread allow: int4 and int2
+# tiles fit them without spilling (Triton 3.6, sm_90: 127-128 registers, none spilled, where Triton takes
+# 140-152 left to itself, three programs an SM), so their programs are capped there. int8's would spill
+# (112 bytes at 128), and 16-bit caches take 72-83.
+MAX_REGISTERS = {4: 128, 2: 128}
 # _partial's BITS for a cache type: 8, 4 or 2 bits a code (int4's two a byte, int2's four), 0 for the values
 CACHE_BITS = {"fp16": 0, "bf16": 0, "int8": 8, "int4": 4, "int2": 2}
 # How a program reads its K/V tiles: each thread its part through pointers (cp.async when pipelined), or
@@ -287,6 +292,15 @@ def resolve_loads(loads: str, bits: int, capability: tuple[int, int] | None, rea
     return "tma" if readable and capability is not None and capability >= (9, 0) and bits not in (2, 4) else "pointers"
 
 
+def partial_options(plan: dict, bits: int, warps: int, loads: str = "pointers") -> dict:
+    """_partial's compile options: its warps, its pipeline depth (0: Triton's own default) and, for int4
+    and int2 caches in their default form (tiles read through pointers, scales spread), the register cap
+    of MAX_REGISTERS; their other forms need more (a scale gathered per element: 412 bytes spilled at 128)."""
+    capped = bits in MAX_REGISTERS and loads == "pointers" and plan["whole_groups"]
+    return {"num_warps": warps, **({"num_stages": plan["stages"]} if plan["stages"] else {}),
+            **({"maxnreg": MAX_REGISTERS[bits]} if capped else {})}
+
+
 def resolve_stages(stages, splits: int) -> int:
     """stages=auto as the pipeline depth it takes for a cache cut into ``splits`` pieces a sequence x head
     (DEEP_PIPELINE_SPLITS); a number as given (0: Triton's default)."""
@@ -444,7 +458,7 @@ def explain(case, params) -> dict:
     try:
         resources = from_triton(_partial, sm90_arguments(case, plan, bits, block_n, loads),
                                 partial_constants(case, plan, bits, block_n, loads=loads),
-                                {"num_warps": warps, **({"num_stages": plan["stages"]} if plan["stages"] else {})})
+                                partial_options(plan, bits, warps, loads))
     except RuntimeError as exc:
         return {**figures, "registers": f"could not compile: {exc}"}
     if resources is None:
@@ -514,7 +528,6 @@ def triton_splitkv(case, inputs, out, splits="auto", block_n=BLOCK_N, stages="au
     channels = plan["merge_channels"]
     scale_log2 = case.d**-0.5 * LOG2_E
     lengths = inputs.get("lengths", part_l)  # a ragged batch's lengths (else not read)
-    pipeline = {"num_stages": stages} if stages else {}  # 0: Triton's own default depth
 
     def run():
         try:
@@ -522,7 +535,7 @@ def triton_splitkv(case, inputs, out, splits="auto", block_n=BLOCK_N, stages="au
                 q, k, v, ks, km, vs, vm, part_o, part_m, part_l, lengths,
                 q.stride(0), q.stride(1), q.stride(2), *cache_strides, *group_strides,
                 case.hkv, group, case.q, seq_lengths.cache_length(case), keys_per_split, n_splits, row_blocks, scale_log2, case.group,
-                **constants, num_warps=warps, **pipeline)
+                **constants, **partial_options(plan, bits, warps, loads))
         except utils.OUT_OF_RESOURCES as exc:  # raised at the first launch, where Triton compiles
             raise Unsupported(f"block_n={block_n}, stages={stages or 'default'}, warps={warps}: {exc}") from None
         _combine[(bh, plan["rows"], case.d // channels)](

@@ -298,6 +298,20 @@ def test_a_ragged_batch_is_cut_by_its_tokens(splitkv):
         assert splitkv.sequences_x_heads_as_cut(c) == batch * 8
 
 
+def test_int4_and_int2_programs_are_held_to_128_registers_in_their_default_form(splitkv):
+    """splits=auto plans four programs of 4 warps an SM: int4 and int2 read through pointers with their
+    scales spread are capped at 128 registers a thread; int8, 16-bit caches, TMA loads and scales gathered
+    per element are not (they would spill)."""
+    def options(kv_dtype, group=32, loads="pointers"):
+        c = case(l=131072, batch=8, hq=32, hkv=8, d=128, kv_dtype=kv_dtype, group=group)
+        bits = splitkv.CACHE_BITS[kv_dtype]
+        return splitkv.partial_options(splitkv.launch_plan(c, 132, bits), bits, 4, loads)
+    assert options("int4") == {"num_warps": 4, "num_stages": 2, "maxnreg": 128} == options("int2")
+    assert options("int4", group=128)["maxnreg"] == 128
+    for unbounded in (options("int8"), options("fp16"), options("int4", loads="tma"), options("int4", group=48)):
+        assert "maxnreg" not in unbounded
+
+
 def test_the_pipeline_deepens_where_a_head_is_cut_into_many_pieces(splitkv):
     one_sequence, _ = splitkv.split_plan(32768, sequences_x_heads=8, sms=132)  # 33 pieces a head
     eight, _ = splitkv.split_plan(32768, sequences_x_heads=64, sms=132)  # 8

@@ -61,14 +61,14 @@ def splitkv_builds():
         plan = m.launch_plan(case, 132, bits)
         yield (f"triton-splitkv bits={bits} whole_groups={plan['whole_groups']} stages={plan['stages']}", m._partial,
                m.sm90_arguments(case, plan, bits), m.partial_constants(case, plan, bits),
-               {"num_warps": 4, "num_stages": plan["stages"]})
+               m.partial_options(plan, bits, 4))
         if group == 32:  # and K/V read through tensor descriptors (loads=tma; loads=auto's form but for int4)
             yield (f"triton-splitkv bits={bits} batch={batch} loads=tma", m._partial,
                    m.sm90_arguments(case, plan, bits, loads="tma"), m.partial_constants(case, plan, bits, loads="tma"),
-                   {"num_warps": 4, "num_stages": plan["stages"]})
+                   m.partial_options(plan, bits, 4, loads="tma"))
         if batch == 1:  # the merge launched as the partial kernel's programmatic dependent (pdl=1)
             yield (f"triton-splitkv bits={bits} batch={batch} pdl=1", m._partial, m.sm90_arguments(case, plan, bits),
-                   m.partial_constants(case, plan, bits, pdl=True), {"num_warps": 4, "num_stages": plan["stages"]})
+                   m.partial_constants(case, plan, bits, pdl=True), m.partial_options(plan, bits, 4))
     args = {"PartO": "*fp32", "PartM": "*fp32", "PartL": "*fp32", "Out": "*fp16", "so_b": 4096, "so_h": 128,
             "so_q": 128, "HKV": 8, "GROUP": 4, "NQ": 1, "splits": 33, "row_blocks": 1}
     for pdl in (False, True):
