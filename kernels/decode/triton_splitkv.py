@@ -145,11 +145,11 @@ if triton is not None:
                 group_ok = (first * QGROUP < end)[None, :]
                 ks = _spread(tl.load(KS + groups, mask=group_ok, other=0.0), HEAD_D, G, K_SPREAD)
                 km = _spread(tl.load(KM + groups, mask=group_ok, other=0.0), HEAD_D, G, K_SPREAD)
-                k = _codes_to_fp16(k) * ks + km
+                k = tl.fma(_codes_to_fp16(k), ks, km)
             elif BITS:  # [d, keys]: a scale and a minimum per channel and group of tokens
                 groups = b * sks_b + kvh * sks_h + (offs_n // QGROUP)[None, :] * sks_g + offs_d[:, None]
-                k = (_codes_to_fp16(k) * tl.load(KS + groups, mask=key_ok[None, :], other=0.0)
-                     + tl.load(KM + groups, mask=key_ok[None, :], other=0.0))
+                k = tl.fma(_codes_to_fp16(k), tl.load(KS + groups, mask=key_ok[None, :], other=0.0),
+                           tl.load(KM + groups, mask=key_ok[None, :], other=0.0))
             s = utils.dot(q, k, tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32), PRECISION) * scale_log2
             visible = key_ok[None, :]
             if MASKED:
@@ -174,11 +174,11 @@ if triton is not None:
                 groups = b * svs_b + kvh * svs_h + offs_n[:, None] * svs_l + tl.arange(0, C)[None, :]
                 vs = _spread(tl.load(VS + groups, mask=key_ok[:, None], other=0.0), BLOCK_N, C, V_SPREAD)
                 vm = _spread(tl.load(VM + groups, mask=key_ok[:, None], other=0.0), BLOCK_N, C, V_SPREAD)
-                v = _codes_to_fp16(v) * vs + vm
+                v = tl.fma(_codes_to_fp16(v), vs, vm)
             elif BITS:  # [keys, d]: a scale and a minimum per token and group of channels
                 groups = b * svs_b + kvh * svs_h + offs_n[:, None] * svs_l + (offs_d // QGROUP)[None, :]
-                v = (_codes_to_fp16(v) * tl.load(VS + groups, mask=key_ok[:, None], other=0.0)
-                     + tl.load(VM + groups, mask=key_ok[:, None], other=0.0))
+                v = tl.fma(_codes_to_fp16(v), tl.load(VS + groups, mask=key_ok[:, None], other=0.0),
+                           tl.load(VM + groups, mask=key_ok[:, None], other=0.0))
             acc = utils.dot(p.to(v.dtype), v, acc * alpha[:, None], PRECISION)
             m_i = m_new
         if LAUNCH_MERGE:
