@@ -529,13 +529,15 @@ def triton_splitkv(case, inputs, out, splits="auto", block_n=BLOCK_N, stages="au
     scale_log2 = case.d**-0.5 * LOG2_E
     lengths = inputs.get("lengths", part_l)  # a ragged batch's lengths (else not read)
 
+    options = partial_options(plan, bits, warps, loads)
+
     def run():
         try:
             _partial[(bh, n_splits, row_blocks)](
                 q, k, v, ks, km, vs, vm, part_o, part_m, part_l, lengths,
                 q.stride(0), q.stride(1), q.stride(2), *cache_strides, *group_strides,
                 case.hkv, group, case.q, seq_lengths.cache_length(case), keys_per_split, n_splits, row_blocks, scale_log2, case.group,
-                **constants, **partial_options(plan, bits, warps, loads))
+                **constants, **options)
         except utils.OUT_OF_RESOURCES as exc:  # raised at the first launch, where Triton compiles
             raise Unsupported(f"block_n={block_n}, stages={stages or 'default'}, warps={warps}: {exc}") from None
         _combine[(bh, plan["rows"], case.d // channels)](
@@ -546,6 +548,6 @@ def triton_splitkv(case, inputs, out, splits="auto", block_n=BLOCK_N, stages="au
     run.config = {"splits": n_splits, "keys_per_split": keys_per_split, "block_m": block_m,
                   "row_blocks": row_blocks, "block_n": block_n, "num_warps": warps, "num_stages": stages or "default",
                   "programs": bh * n_splits * row_blocks, "whole_groups": bool(plan["whole_groups"]), "loads": loads,
-                  "pdl": int(pdl),
+                  "pdl": int(pdl), "max_registers": options.get("maxnreg", "unlimited"),
                   "triton": triton.__version__}
     return run
