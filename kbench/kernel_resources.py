@@ -78,8 +78,7 @@ def _ptxas_figures(text: str) -> dict:
 def from_triton(kernel, args: dict, constexprs: dict, options: dict, capability: int = 90) -> dict | None:
     """The same figures for a @triton.jit kernel compiled by Triton for sm_<capability> (no GPU needed),
     plus ``dynamic_smem_bytes`` (all of a Triton kernel's shared memory), its ``ptx`` and its ``cubin``;
-    None under Triton's
-    interpreter (TRITON_INTERPRET=1), which compiles nothing.
+    None under Triton's interpreter (TRITON_INTERPRET=1), which compiles nothing.
 
     ``args``: every other argument by name as the launch passes it, a tensor as its pointer type
     ("*fp16"). They get the specialization a launch gives them: pointers and ints divisible by 16

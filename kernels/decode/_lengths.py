@@ -1,4 +1,4 @@
-"""A decode case's sequence lengths as the split-KV kernels cut their caches.
+"""How the split-KV decode kernels cut a batch's sequences into pieces.
 
 A private helper (the loader skips `_` files): kernel files load it with
 ``kbench.loader.load_helper(Path(__file__).parent / "_lengths.py")``.
@@ -15,15 +15,11 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from kbench.loader import BUILTIN_SUITES, load_helper
 
-def lengths(case) -> list[int]:
-    """Each sequence's cached tokens: a ragged batch's own, or L for each of the batch."""
-    given = [int(n) for n in str(case.l).split("+")]
-    return given if len(given) > 1 else given * case.batch
-
-
-def is_ragged(case) -> bool:
-    return "+" in str(case.l)
+# The lengths themselves, as the suite defines them (suites/_common/sequence_lengths.py)
+_sequences = load_helper(BUILTIN_SUITES / "_common" / "sequence_lengths.py")
+lengths, is_ragged = _sequences.sequence_lengths, _sequences.is_ragged
 
 
 def cache_length(case) -> int:

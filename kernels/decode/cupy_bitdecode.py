@@ -51,6 +51,7 @@ from kbench.loader import load_helper
 from kbench.registry import Unsupported, implementation
 
 _cupy = load_helper(Path(__file__).parent.parent / "_cupy_common.py")
+seq_lengths = load_helper(Path(__file__).parent / "_lengths.py")
 
 SOURCE = Path(__file__).with_suffix(".cu")
 LOG2_E = 1.4426950408889634
@@ -182,7 +183,7 @@ def split_plan(length: int, programs: int, sms: int, resident: int, tile: int, w
 
 def check_config(case, tile: int, warps: int, form: str = "auto", stages: int = 0) -> str | None:
     """Why this case, block shape and form cannot run, or None."""
-    if "+" in str(case.l):  # --l 1000+130000
+    if seq_lengths.is_ragged(case):  # --l 1000+130000
         return "a ragged batch (one length a sequence): cupy-bitdecode takes one length for every sequence"
     if case.kv_dtype not in CODE_BITS:
         return f"{case.kv_dtype} cache: cupy-bitdecode is built for {', '.join(CODE_BITS)} caches"

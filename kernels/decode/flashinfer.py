@@ -45,6 +45,7 @@ from kbench.loader import load_helper
 from kbench.registry import Unsupported, implementation
 
 _flashinfer = load_helper(Path(__file__).parent.parent / "_flashinfer.py")
+seq_lengths = load_helper(Path(__file__).parent / "_lengths.py")
 
 HEAD_DIMS = (64, 128, 256)
 QUANTIZED = ("int8", "int4", "int2")
@@ -101,7 +102,7 @@ def page_table(case, page: int, device):
 
 
 def _supports(case):
-    if "+" in str(case.l):  # --l 1000+130000
+    if seq_lengths.is_ragged(case):  # --l 1000+130000
         return "a ragged batch (one length a sequence): this wrapper pages one length for every sequence"
     if case.kv_dtype in QUANTIZED:
         return (f"{case.kv_dtype} cache: FlashInfer's quantized KV caches are fp8 (one scale a tensor) and NVFP4; "

@@ -12,8 +12,10 @@ is timed with it: it is the cost of keeping the cache small with this peer.
 from kbench.loader import BUILTIN_SUITES, load_helper
 from kbench.registry import implementation
 
-# The cache's format, shared with the suite: how int4 and int2 codes sit in their bytes.
+# The cache's format, shared with the suite: how int4 and int2 codes sit in their bytes; and a batch's
+# sequences, one call each for a ragged batch.
 kv = load_helper(BUILTIN_SUITES / "_common" / "kv_quantization.py")
+sequences = load_helper(BUILTIN_SUITES / "_common" / "sequence_lengths.py")
 
 
 @implementation("decode", "sdpa", backend="torch", description="torch SDPA with GQA (its own backend choice)")
@@ -42,14 +44,12 @@ def sdpa(case, inputs, out):
         def cache():
             return inputs["k"], inputs["v"]
 
-    def attend(q, k, v, n):
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=masks[n], enable_gqa=case.hq != case.hkv)
+    def attend(q, k, v):  # over k's tokens, with their mask
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=masks[k.shape[2]], enable_gqa=case.hq != case.hkv)
 
     def run():
         k, v = cache()
-        if lengths is None:
-            return attend(q, k, v, int(case.l))
-        return torch.cat([attend(q[b:b + 1], k[b:b + 1, :, :n], v[b:b + 1, :, :n], n) for b, n in enumerate(lengths)])
+        return sequences.by_sequence(attend, q, k, v, lengths)
 
     return run
 

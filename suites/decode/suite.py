@@ -59,6 +59,8 @@ shape_inputs = load_helper(COMMON / "score_distributions.py").shape_inputs
 kv_quantization = load_helper(COMMON / "kv_quantization.py")
 quantize, unpacked, dequantize = kv_quantization.quantize, kv_quantization.unpacked, kv_quantization.dequantize
 QUANTIZED = kv_quantization.QUANTIZED  # cache type -> bits a code
+sequences = load_helper(COMMON / "sequence_lengths.py")
+parse_lengths, is_ragged, sequence_lengths = sequences.parse_lengths, sequences.is_ragged, sequences.sequence_lengths
 
 KV_DTYPES = ("fp16", "bf16", "int8", "int4", "int2")
 DISTRIBUTIONS = ("normal", "large-scores", "outliers", "growing")
@@ -174,8 +176,8 @@ class Decode(Suite):
         inputs = self._inputs(case, q, k, v, device)  # the very cache the check's trial of this seed gets
         queries = inputs["q"].to(torch.float64)
         # One float64 copy of the cache at a time: the exact answer first, then the dequantized one's.
-        exact = by_sequence(case, decode_attention, queries, k.to(device).double(), v.to(device).double(),
-                            softmax_dtype=torch.float64)
+        exact = sequences.by_sequence(decode_attention, queries, k.to(device).double(), v.to(device).double(),
+                                      sequences.ragged_lengths(case), softmax_dtype=torch.float64)
         del k, v
         err = float((self.reference(case, inputs) - exact).abs().max())
         scale = float(exact.abs().max())
@@ -198,7 +200,8 @@ class Decode(Suite):
         import torch
 
         k, v = self.cache(case, inputs, torch.float64)
-        return by_sequence(case, decode_attention, inputs["q"].to(torch.float64), k, v, softmax_dtype=torch.float64)
+        return sequences.by_sequence(decode_attention, inputs["q"].to(torch.float64), k, v,
+                                     sequences.ragged_lengths(case), softmax_dtype=torch.float64)
 
     def plain(self, case, inputs):
         """The plain fp16 (bf16) computation; over a quantized cache also the same cache rounded to fp16
@@ -212,11 +215,12 @@ class Decode(Suite):
         q = inputs["q"]
         k, v = self.cache(case, inputs, q.dtype)
         with strict_matmul():
-            plain = by_sequence(case, decode_attention, q, k, v, softmax_dtype=torch.float32)
+            lengths = sequences.ragged_lengths(case)
+            plain = sequences.by_sequence(decode_attention, q, k, v, lengths, softmax_dtype=torch.float32)
             if case.kv_dtype not in QUANTIZED:
                 return plain
-            return plain, by_sequence(case, decode_attention, q, k, v, softmax_dtype=torch.float32,
-                                      compute_dtype=torch.float32)
+            return plain, sequences.by_sequence(decode_attention, q, k, v, lengths, softmax_dtype=torch.float32,
+                                                compute_dtype=torch.float32)
 
     def flops(self, case):
         return 4.0 * case.hq * case.q * sum(sequence_lengths(case)) * case.d
@@ -296,37 +300,6 @@ class Decode(Suite):
                 lines.append(f"  {r.case['kv_dtype']} in groups of {r.case['group']}, {r.name}: "
                              f"{format_time(r.median)}, {base.median / r.median:.2f}x ({limit:.2f}x fewer bytes)")
         return lines
-
-
-def parse_lengths(l) -> list[int]:
-    """--l's value as lengths: a number, or a ragged batch's lengths joined by + (UserError otherwise)."""
-    try:
-        lengths = [int(part) for part in str(l).split("+")]
-    except ValueError:
-        raise UserError(f"--l: {l!r} is not a length (a number, or lengths joined by +: 1000+130000)") from None
-    if min(lengths) <= 0:
-        raise UserError(f"--l must be positive (got {l})")
-    return lengths
-
-
-def is_ragged(case) -> bool:
-    return "+" in str(case.l)
-
-
-def sequence_lengths(case) -> list[int]:
-    """Each sequence's cached tokens: L for every one, or a ragged batch's own."""
-    lengths = parse_lengths(case.l)
-    return lengths if len(lengths) > 1 else lengths * case.batch
-
-
-def by_sequence(case, attend, q, k, v, **options):
-    """``attend`` over the whole batch, or, for a ragged batch, over each sequence's own tokens."""
-    import torch
-
-    if not is_ragged(case):
-        return attend(q, k, v, **options)
-    return torch.cat([attend(q[b:b + 1], k[b:b + 1, :, :n], v[b:b + 1, :, :n], **options)
-                      for b, n in enumerate(sequence_lengths(case))])
 
 
 SHAPE = ("l", "q", "batch", "hq", "hkv", "d")  # what a quantized case shares with the fp16 case it is compared to
