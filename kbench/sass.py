@@ -92,12 +92,17 @@ def disassemble(cubin: Path) -> str | None:
     return done.stdout if done.returncode == 0 else None
 
 
+def innermost_loops(cubin: Path) -> list[Loop]:
+    """The cubin's innermost loops, largest first; none without cuobjdump."""
+    sass = disassemble(cubin)
+    return innermost(loops(sass)) if sass else []
+
+
 def main_loop(cubin: Path) -> str | None:
     """The summary of the cubin's largest innermost loop (the kernel's loop over tiles or k-steps), and
     of the next one where it is at least half as large (a kernel that runs its loop in two versions,
     with and without its edge cases); None without cuobjdump or a loop."""
-    sass = disassemble(cubin)
-    found = innermost(loops(sass)) if sass else []
+    found = innermost_loops(cubin)
     if not found:
         return None
     text = found[0].summary()

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(Path(__file__).resolve().parents[1])]
 
 from kbench.kernel_resources import from_triton  # noqa: E402
-from kbench.sass import disassemble, innermost, loops  # noqa: E402
+from kbench.sass import innermost_loops  # noqa: E402
 from kbench.loader import BUILTIN_KERNELS  # noqa: E402
 from kernel_modules import load_kernel_module  # noqa: E402
 
@@ -96,8 +96,7 @@ def largest_loop(cubin: bytes) -> dict | None:
     with tempfile.TemporaryDirectory(prefix="kbench-sm90-") as tmp:
         path = Path(tmp) / "kernel.cubin"
         path.write_bytes(cubin)
-        listing = disassemble(path)
-    found = innermost(loops(listing)) if listing else []
+        found = innermost_loops(path)
     return dict(found[0].opcodes) if found else None
 
 
