@@ -81,8 +81,9 @@ def from_triton(kernel, args: dict, constexprs: dict, options: dict, capability:
     None under Triton's interpreter (TRITON_INTERPRET=1), which compiles nothing.
 
     ``args``: every other argument by name as the launch passes it, a tensor as its pointer type
-    ("*fp16"). They get the specialization a launch gives them: pointers and ints divisible by 16
-    are marked so, an int equal to 1 becomes a constant. Without it the registers differ from the
+    ("*fp16"), a Gluon tensor descriptor as its type ("tensordesc<fp16[128, 64],NVMMASharedLayout(...)>").
+    They get the specialization a launch gives them: pointers and ints divisible by 16
+    are marked so, an int equal to 1 becomes a constant. A @gluon.jit kernel is compiled as Gluon. Without it the registers differ from the
     GPU's (triton-fa2's config 1: 187 unspecialized, 191 specialized, 191 as ncu read on the H200)."""
     try:
         import triton
@@ -99,7 +100,8 @@ def from_triton(kernel, args: dict, constexprs: dict, options: dict, capability:
             signature[name] = "constexpr"
         elif isinstance(value, str):
             signature[name] = value
-            attrs[(index,)] = [["tt.divisibility", 16]]
+            if value.startswith("*"):
+                attrs[(index,)] = [["tt.divisibility", 16]]
         elif isinstance(value, float):
             signature[name] = "fp32"
         elif value == 1:
@@ -116,8 +118,7 @@ def from_triton(kernel, args: dict, constexprs: dict, options: dict, capability:
     os.environ.update(knobs)
     try:
         with contextlib.redirect_stdout(log):
-            compiled = triton.compile(triton.compiler.ASTSource(fn=kernel, signature=signature, constexprs=constants,
-                                                                attrs=attrs),
+            compiled = triton.compile(_source(kernel)(fn=kernel, signature=signature, constexprs=constants, attrs=attrs),
                                       target=GPUTarget("cuda", capability, 32), options=options)
     except Exception as exc:  # a compile error is the answer here, not a crash of `kbench explain`
         last = str(exc).strip().splitlines()[-1:] or [type(exc).__name__]
@@ -131,6 +132,17 @@ def from_triton(kernel, args: dict, constexprs: dict, options: dict, capability:
     return dict(_ptxas_figures(log.getvalue()), dynamic_smem_bytes=compiled.metadata.shared,
                 source=f"ptxas (sm_{capability}, Triton {triton.__version__})", ptx=compiled.asm.get("ptx", ""),
                 cubin=compiled.asm.get("cubin", b""))
+
+
+def _source(kernel):
+    """The compiler front end of a kernel: Gluon's for a @gluon.jit one, else Triton's."""
+    import triton
+
+    if getattr(kernel, "is_gluon", lambda: False)():
+        from triton.experimental.gluon._runtime import GluonASTSource
+
+        return GluonASTSource
+    return triton.compiler.ASTSource
 
 
 def launch_figures(res: dict, blocks: int, threads: int, smem: int, shared: str | None = None) -> dict:

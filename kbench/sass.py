@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,13 +78,18 @@ def cuda_tool(name: str) -> str | None:
     return None
 
 
-def disassemble(cubin: Path) -> str | None:
-    """`cuobjdump -sass` of a cubin, or None where the tool is not installed (it comes with the CUDA
-    toolkit, or the nvidia-cuda-cuobjdump wheel, which runs nvdisasm: the nvidia-cuda-nvdisasm wheel)
-    or cannot read it."""
+def disassemble(cubin: Path | bytes) -> str | None:
+    """`cuobjdump -sass` of a cubin (a file, or its bytes as Triton returns them), or None where the tool
+    is not installed (it comes with the CUDA toolkit, or the nvidia-cuda-cuobjdump wheel, which runs
+    nvdisasm: the nvidia-cuda-nvdisasm wheel) or cannot read it."""
     tool = cuda_tool("cuobjdump")
     if tool is None:
         return None
+    if isinstance(cubin, bytes):
+        with tempfile.TemporaryDirectory(prefix="kbench-sass-") as tmp:
+            path = Path(tmp) / "kernel.cubin"
+            path.write_bytes(cubin)
+            return disassemble(path)
     env = dict(os.environ)
     nvdisasm = cuda_tool("nvdisasm")
     if nvdisasm:  # where cuobjdump looks for it when it is not on PATH
@@ -92,13 +98,13 @@ def disassemble(cubin: Path) -> str | None:
     return done.stdout if done.returncode == 0 else None
 
 
-def innermost_loops(cubin: Path) -> list[Loop]:
+def innermost_loops(cubin: Path | bytes) -> list[Loop]:
     """The cubin's innermost loops, largest first; none without cuobjdump."""
     sass = disassemble(cubin)
     return innermost(loops(sass)) if sass else []
 
 
-def main_loop(cubin: Path) -> str | None:
+def main_loop(cubin: Path | bytes) -> str | None:
     """The summary of the cubin's largest innermost loop (the kernel's loop over tiles or k-steps), and
     of the next one where it is at least half as large (a kernel that runs its loop in two versions,
     with and without its edge cases); None without cuobjdump or a loop."""
