@@ -38,6 +38,15 @@ def needs_cupy(needs_cuda):
 
 
 @pytest.fixture
+def needs_hopper(needs_cuda):
+    """sm_90 exactly: wgmma and setmaxnreg (cuda-fa3, gluon-fa3) exist on no other GPU."""
+    import torch
+
+    if tuple(torch.cuda.get_device_capability()) != (9, 0):
+        pytest.skip("runs on sm_90 (Hopper) only")
+
+
+@pytest.fixture
 def needs_two_gpus(needs_cuda):
     found = _cuda_devices()
     if found < 2:

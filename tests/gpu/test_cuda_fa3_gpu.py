@@ -6,10 +6,14 @@ many units of work one after another (the persistent grid), with each schedule."
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from kbench import correctness
+from kbench.loader import load_helper
 from kbench.suite import Case
+
+checks = load_helper(Path(__file__).with_name("attention_checks.py"))
 
 pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("needs_cuda", "needs_cupy")]
 
@@ -21,36 +25,13 @@ CONFIGS = ({}, {"block_n": 64}, {"block_n": 128}, {"block_n": 192}, {"stages": 1
            {"narrow_tail": 0}, {"chains": 2}, {"chains": 4}, {"block_n": 64, "chains": 4})
 
 
-@pytest.fixture
-def needs_hopper(needs_cuda):
-    import torch
-
-    if tuple(torch.cuda.get_device_capability()) != (9, 0):
-        pytest.skip("cuda-fa3 runs on sm_90 (Hopper) only")
-
-
-def failures(registry, cases, params) -> list[str]:
-    suite, impl = registry.suite("attention"), registry.implementations("attention")["cuda-fa3"]
-    problems = []
-    for case in cases:
-        label = ",".join(f"{k}={v}" for k, v in case.values.items())
-        try:
-            verdict = correctness.check(suite, impl, case, "cuda", seed=case.n, trials=2, params=params)
-        except Exception as exc:  # noqa: BLE001 - every case is tried, the failures listed together
-            problems.append(f"{label}: {type(exc).__name__}: {str(exc)[:300]}")
-            continue
-        if not verdict.ok:
-            problems.append(f"{label}: {verdict.reason[:300]}")
-    return problems
-
-
 @pytest.mark.usefixtures("needs_hopper")
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
 @pytest.mark.parametrize("d", [64, 128])
 def test_default_configuration_matches_float64(registry, d, dtype):
     impl = registry.implementations("attention")["cuda-fa3"]
     cases = [Case({"n": n, "d": d, "batch": 2, "heads": 3, "dtype": dtype, "causal": causal}) for n, causal in SIZES]
-    problems = failures(registry, cases, impl.params)
+    problems = checks.failures(registry, "cuda-fa3", cases, impl.params)
     assert not problems, f"cuda-fa3 {dtype} d={d} is wrong at:\n" + "\n".join(problems)
 
 
@@ -61,7 +42,7 @@ def test_each_configuration_matches_float64(registry, config, d):
     impl = registry.implementations("attention")["cuda-fa3"]
     cases = [Case({"n": n, "d": d, "batch": 1, "heads": 2, "dtype": "fp16", "causal": causal})
              for n, causal in ((1000, False), (1000, True), (4099, True), (300, False))]
-    problems = failures(registry, cases, {**impl.params, **config})
+    problems = checks.failures(registry, "cuda-fa3", cases, {**impl.params, **config})
     assert not problems, f"cuda-fa3 {config} d={d} is wrong at:\n" + "\n".join(problems)
 
 
@@ -81,7 +62,7 @@ def test_persistent_blocks_walk_many_units(registry, config):
     cases = [Case({"n": n, "d": d, "batch": 2, "heads": heads, "dtype": "fp16", "causal": causal})
              for n, d, heads, causal in ((1000, 128, 40, False), (1000, 64, 40, True), (300, 128, 150, True))]
     assert all(-(-c.n // 128) * c.batch * c.heads > 2 * sms for c in cases)
-    problems = failures(registry, cases, {**impl.params, **config, "persistent": 1})
+    problems = checks.failures(registry, "cuda-fa3", cases, {**impl.params, **config, "persistent": 1})
     assert not problems, f"cuda-fa3 persistent {config} is wrong at:\n" + "\n".join(problems)
 
 
@@ -98,5 +79,5 @@ def test_three_consumers_match_float64(registry, config):
              for n, causal in SIZES for dtype in ("fp16", "bf16")]
     cases += [Case({"n": 2000, "d": 64, "batch": 2, "heads": 40, "dtype": "fp16", "causal": causal})
               for causal in (False, True)]  # 11 Q tiles x 80 = 880 units
-    problems = failures(registry, cases, {**impl.params, "block_n": 128, "consumers": 3, **config})
+    problems = checks.failures(registry, "cuda-fa3", cases, {**impl.params, "block_n": 128, "consumers": 3, **config})
     assert not problems, f"cuda-fa3 consumers=3 {config} is wrong at:\n" + "\n".join(problems)
