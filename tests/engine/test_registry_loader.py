@@ -17,7 +17,7 @@ from kbench.registry import (Implementation, Needs, Registry, Unsupported, colle
 from kbench.suite import Case, Suite
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-BUILTIN_ATTENTION = {"naive", "sdpa", "sdpa-cudnn", "sdpa-efficient", "sdpa-math", "triton-fa2", "cupy-fa2", "cuda-fa3",
+BUILTIN_ATTENTION = {"naive", "sdpa", "sdpa-cudnn", "sdpa-efficient", "sdpa-math", "triton-fa2", "cupy-fa2", "cuda-fa3", "gluon-fa3",
                      "fa4", "flashinfer"}
 
 

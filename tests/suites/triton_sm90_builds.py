@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import re
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -91,17 +90,31 @@ def attention_builds():
                 "BLOCK_M": config["BLOCK_M"], "BLOCK_N": config["BLOCK_N"], "EVEN_N": True}, m._launch_options(config))
 
 
+def gluon_attention_builds():
+    m = load_kernel_module(BUILTIN_KERNELS / "attention" / "gluon_fa3.py")
+    if m.gl is None:  # a Triton without Gluon: nothing to build
+        return
+    from kbench.suite import Case
+
+    # The default (warp-specialized, ping-pong) and each other form, at d 128 and 64, fp16 and bf16, causal and
+    # not, with the deepest ring each tile allows.
+    for dtype, d, causal, block_n, stages, ws, pingpong in (
+            ("fp16", 128, False, 128, 2, 1, 1), ("fp16", 128, False, 128, 2, 1, 0), ("fp16", 128, True, 128, 2, 0, 0),
+            ("bf16", 64, True, 128, 2, 1, 1), ("fp16", 128, False, 64, 3, 1, 1), ("bf16", 128, False, 128, 3, 0, 0)):
+        case = Case({"n": 4096, "d": d, "batch": 2, "heads": 16, "dtype": dtype, "causal": causal})
+        yield (f"gluon-fa3 {dtype} d={d} causal={int(causal)} block_n={block_n} stages={stages} ws={ws} "
+               f"pingpong={pingpong}", *m.sm90_build(case, block_n, stages, bool(ws), bool(pingpong)))
+
+
 def largest_loop(cubin: bytes) -> dict | None:
     """The opcodes of the cubin's largest innermost loop (kbench.sass), or None without cuobjdump."""
-    with tempfile.TemporaryDirectory(prefix="kbench-sm90-") as tmp:
-        path = Path(tmp) / "kernel.cubin"
-        path.write_bytes(cubin)
-        found = innermost_loops(path)
+    found = innermost_loops(cubin)
     return dict(found[0].opcodes) if found else None
 
 
 def main() -> int:
-    for name, kernel, args, constexprs, options in (*matmul_builds(), *splitkv_builds(), *attention_builds()):
+    for name, kernel, args, constexprs, options in (*matmul_builds(), *splitkv_builds(), *attention_builds(),
+                                                    *gluon_attention_builds()):
         try:
             res = from_triton(kernel, args, constexprs, options)
         except RuntimeError as exc:
@@ -110,6 +123,11 @@ def main() -> int:
         print(json.dumps({"build": name, "registers": res["registers"], "spill_stores": res["spill_stores"],
                           "shared": res["dynamic_smem_bytes"],
                           "griddepcontrol": sorted(set(re.findall(r"griddepcontrol\.\w+", res["ptx"]))),
+                          # how many wgmma groups a wait leaves in flight, and the register counts setmaxnreg sets
+                          "wgmma_waits": sorted(set(map(int, re.findall(r"wgmma\.wait_group\.sync\.aligned\s+(\d+)",
+                                                                         res["ptx"])))),
+                          "setmaxnreg": sorted(set(map(int, re.findall(r"setmaxnreg\.\w+\.sync\.aligned\.u32\s+(\d+)",
+                                                                        res["ptx"])))),
                           "loop": largest_loop(res["cubin"])}), flush=True)
     return 0
 

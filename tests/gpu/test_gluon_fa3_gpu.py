@@ -1,0 +1,69 @@
+"""gluon-fa3 right on a Hopper GPU, through kbench's own check (every input distribution, poisoned outputs,
+the timed calls verified) against the float64 reference: every dtype and head dim at the sizes that catch
+tile tails (one query, fewer than a K/V tile, exactly one Q tile, one past it, a partial last tile, many
+tiles), causal and not, several heads (a head's last tile reads on into the next head's rows, which must be
+masked); each form and tile parameter on its own; and many more programs than SMs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kbench.loader import load_helper
+from kbench.suite import Case
+
+checks = load_helper(Path(__file__).with_name("attention_checks.py"))
+
+pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("needs_hopper")]
+
+SIZES = ((1, False), (17, True), (128, False), (129, True), (1000, False), (4099, True))
+# Each parameter's other values, one at a time from the defaults, and the one-partition form.
+FORMS = ({"pingpong": 0}, {"ws": 0, "pingpong": 0}, {"stages": 3}, {"block_n": 64}, {"block_n": 64, "stages": 3},
+         {"ws": 0, "pingpong": 0, "stages": 3}, {"ws": 0, "pingpong": 0, "block_n": 64})
+
+
+def label(config: dict) -> str:
+    return ",".join(f"{k}={v}" for k, v in config.items()) or "default"
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+@pytest.mark.parametrize("d", [64, 128])
+def test_default_form_matches_float64(registry, d, dtype):
+    impl = registry.implementations("attention")["gluon-fa3"]
+    cases = [Case({"n": n, "d": d, "batch": 2, "heads": 3, "dtype": dtype, "causal": causal}) for n, causal in SIZES]
+    problems = checks.failures(registry, "gluon-fa3", cases, impl.params)
+    assert not problems, f"gluon-fa3 {dtype} d={d} is wrong at:\n" + "\n".join(problems)
+
+
+@pytest.mark.parametrize("config", FORMS, ids=label)
+@pytest.mark.parametrize("d", [64, 128])
+def test_each_form_matches_float64(registry, config, d):
+    impl = registry.implementations("attention")["gluon-fa3"]
+    cases = [Case({"n": n, "d": d, "batch": 1, "heads": 2, "dtype": "fp16", "causal": causal})
+             for n, causal in ((1000, False), (1000, True), (4099, True), (300, False))]
+    problems = checks.failures(registry, "gluon-fa3", cases, {**impl.params, **config})
+    assert not problems, f"gluon-fa3 {label(config)} d={d} is wrong at:\n" + "\n".join(problems)
+
+
+@pytest.mark.parametrize("config", ({}, {"ws": 0, "pingpong": 0}), ids=label)
+def test_many_programs_match_float64(registry, config):
+    """More programs than SMs hold at once (8 Q tiles x 80 heads), causal ones of every length."""
+    impl = registry.implementations("attention")["gluon-fa3"]
+    cases = [Case({"n": 1000, "d": 128, "batch": 2, "heads": 40, "dtype": "bf16", "causal": causal})
+             for causal in (False, True)]
+    problems = checks.failures(registry, "gluon-fa3", cases, {**impl.params, **config})
+    assert not problems, f"gluon-fa3 {label(config)} is wrong at:\n" + "\n".join(problems)
+
+
+def test_pingpong_needs_the_warp_specialized_form(registry):
+    import torch
+
+    suite, impl = registry.suite("attention"), registry.implementations("attention")["gluon-fa3"]
+    case = Case({"n": 256, "d": 128, "batch": 1, "heads": 1, "dtype": "fp16", "causal": False})
+    inputs = suite.make_inputs(case, seed=0, device="cuda")
+    from kbench.registry import Unsupported
+
+    with pytest.raises(Unsupported, match="pingpong=1"):
+        impl.make(case, inputs, suite.make_output(case, inputs), **{**impl.params, "ws": 0, "pingpong": 1})
+    torch.cuda.synchronize()

@@ -1,0 +1,89 @@
+"""gluon-fa3 without a GPU: its refusals, what `--param` takes, its registration and the figures `kbench
+explain` gives (compiled here for sm_90 where the installed Triton has Gluon). Whether the kernel is right
+on an H200 is tests/gpu/test_gluon_fa3_gpu.py's job; that each form compiles without spilling, with the
+softmax under one wgmma group in flight and setmaxnreg in the warp-specialized form, is
+tests/suites/test_triton_sm90_builds.py's."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from kbench.loader import BUILTIN_KERNELS
+from kbench.sass import cuda_tool
+from kbench.suite import Case
+from kernel_modules import load_kernel_module
+
+
+@pytest.fixture(scope="module")
+def gfa3():
+    return load_kernel_module(BUILTIN_KERNELS / "attention" / "gluon_fa3.py")
+
+
+def case(n=4096, d=128, batch=2, heads=16, dtype="fp16", causal=False):
+    return Case({"n": n, "d": d, "batch": batch, "heads": heads, "dtype": dtype, "causal": causal})
+
+
+def test_shared_memory_decides_the_deepest_ring(gfa3):
+    assert gfa3.smem_bytes(128, 128, 2) == 163_840  # Q 32 KiB + 2 x (K + V) 64 KiB
+    assert gfa3.check_config(128, 128, 3) is None  # 224 KiB: fits sm_90's 227
+    assert "KiB of shared memory" in gfa3.check_config(128, 128, 4)
+    assert gfa3.check_config(64, 128, 6) is None
+    assert "at least 2" in gfa3.check_config(128, 128, 1)
+    assert "block_n=96" in gfa3.check_config(128, 96, 2)
+
+
+def test_unsupported_cases_say_why(gfa3):
+    assert "head dim 96" in gfa3._supports(case(d=96))
+    assert "32-bit" in gfa3._supports(case(n=2**20, batch=16, heads=16))
+    assert "grid" in gfa3._supports(case(n=1, batch=512, heads=256))
+    assert gfa3._supports(case(n=131072, batch=1, heads=16)) is None
+
+
+def test_registration(registry):
+    impl = registry.implementations("attention")["gluon-fa3"]
+    assert impl.params == {"block_n": 128, "stages": 2, "ws": 1, "pingpong": 1}
+    assert impl.needs.cuda and impl.needs.min_cc == (9, 0) and impl.needs.dtypes == ("fp16", "bf16")
+    assert impl.allowed["ws"] == (0, 1) and impl.allowed["block_n"] == (64, 128)
+    assert impl.allowed["stages"](1) and impl.allowed["stages"](3) is None
+
+
+@pytest.mark.parametrize("ws", [0, 1])
+def test_explain_names_the_partitions(gfa3, ws):
+    figures = gfa3.explain(case(causal=True), {"block_n": 128, "stages": 2, "ws": ws, "pingpong": ws})
+    assert figures["grid"].startswith("32 Q tiles of 128 rows x 32 (batch x heads) = 1,024 programs")
+    assert "8 x m64n128k16.f32.f16" in figures["wgmma per K/V tile and warpgroup"]
+    assert ("loader warp" in figures["partitions"]) == bool(ws)
+    assert ("ping-pong" in figures["schedule"]) == bool(ws)
+    # the CPU tests interpret Triton (TRITON_INTERPRET), under which Gluon compiles nothing
+    assert "TRITON_INTERPRET" in figures["registers per thread"]
+
+
+def test_kbench_explain_compiles_it_for_sm90():
+    """As a user runs it (no TRITON_INTERPRET): ptxas's figures of the warp-specialized form."""
+    if gluon_absent():
+        pytest.skip("the installed Triton has no Gluon")
+    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, "-m", "kbench", "explain", "attention", "--impl", "gluon-fa3", "--n", "4096",
+                           "--d", "128"], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    text = " ".join(done.stdout.split())
+    assert "0 bytes stored, 0 loaded" in text and "setmaxnreg moves them to 240" in text, text[-3000:]
+    if cuda_tool("cuobjdump"):  # the main loop's instruction mix: its exponentials among them
+        assert "largest innermost loop (SASS)" in text and "MUFU" in text, text[-3000:]
+
+
+def gluon_absent() -> bool:
+    try:
+        from triton.experimental.gluon.language.nvidia import hopper  # noqa: F401
+    except ImportError:
+        return True
+    return False
+
+
+def test_explain_refuses_what_does_not_fit(gfa3):
+    figures = gfa3.explain(case(), {"block_n": 128, "stages": 4, "ws": 1, "pingpong": 1})
+    assert figures == {"configuration": f"not runnable: {gfa3.check_config(128, 128, 4)}"}
