@@ -11,12 +11,15 @@ template that kbench would launch (the same name expression NVRTC compiles).
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import io
+import json
 import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -83,8 +86,13 @@ def from_triton(kernel, args: dict, constexprs: dict, options: dict, capability:
     ``args``: every other argument by name as the launch passes it, a tensor as its pointer type
     ("*fp16"), a Gluon tensor descriptor as its type ("tensordesc<fp16[128, 64],NVMMASharedLayout(...)>").
     They get the specialization a launch gives them: pointers and ints divisible by 16
-    are marked so, an int equal to 1 becomes a constant. A @gluon.jit kernel is compiled as Gluon. Without it the registers differ from the
-    GPU's (triton-fa2's config 1: 187 unspecialized, 191 specialized, 191 as ncu read on the H200)."""
+    are marked so, an int equal to 1 becomes a constant. Without it the registers differ from the
+    GPU's (triton-fa2's config 1: 187 unspecialized, 191 specialized, 191 as ncu read on the H200).
+
+    A @gluon.jit kernel is compiled through Gluon's front end, in a child process (_compile_gluon_apart),
+    interpreter or not."""
+    if _is_gluon(kernel) and os.environ.get(_GLUON_CHILD) != "1":
+        return _compile_gluon_apart(kernel, args, constexprs, options, capability)
     try:
         import triton
         from triton.backends.compiler import GPUTarget
@@ -134,15 +142,63 @@ def from_triton(kernel, args: dict, constexprs: dict, options: dict, capability:
                 cubin=compiled.asm.get("cubin", b""))
 
 
+def _is_gluon(kernel) -> bool:
+    return bool(getattr(kernel, "is_gluon", lambda: False)())
+
+
 def _source(kernel):
     """The compiler front end of a kernel: Gluon's for a @gluon.jit one, else Triton's."""
     import triton
 
-    if getattr(kernel, "is_gluon", lambda: False)():
+    if _is_gluon(kernel):
         from triton.experimental.gluon._runtime import GluonASTSource
 
         return GluonASTSource
     return triton.compiler.ASTSource
+
+
+_GLUON_CHILD = "KBENCH_GLUON_COMPILE_CHILD"
+
+
+def _compile_gluon_apart(kernel, args: dict, constexprs: dict, options: dict, capability: int) -> dict:
+    """from_triton of a Gluon kernel in a child process (`python -m kbench.kernel_resources`), which loads the
+    kernel's file, compiles and answers in JSON. Two reasons: Gluon's compiler in Triton 3.9 leaves objects
+    alive at exit (layouts of 2-D tensors in wgmma's register layout), and the process then prints hundreds of
+    lines of nanobind leak warnings, which the child's discarded stderr takes; and a child without
+    TRITON_INTERPRET compiles where this process interprets Triton (Gluon's compiler cannot call the
+    interpreter's stand-ins for Triton's library functions)."""
+    request = {"file": kernel.fn.__code__.co_filename, "name": kernel.fn.__name__, "args": args,
+               "constexprs": constexprs, "options": options, "capability": capability}
+    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
+    env[_GLUON_CHILD] = "1"
+    done = subprocess.run([sys.executable, "-m", "kbench.kernel_resources"], input=json.dumps(request),
+                          capture_output=True, text=True, timeout=600, env=env)
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"Triton could not compile {kernel.fn.__name__} for sm_{capability}: {last}")
+    answer = json.loads(lines[-1])
+    if "error" in answer:
+        raise RuntimeError(answer["error"])
+    return dict(answer, cubin=base64.b64decode(answer["cubin"]))
+
+
+def _compile_requested() -> int:
+    """The child's side of _compile_gluon_apart: the request on stdin, one JSON line on stdout."""
+    from kbench.loader import load_file, module_name
+    from kbench.registry import Registry
+
+    request = json.load(sys.stdin)
+    path = Path(request["file"])
+    load_file(path, Registry())  # what the file registers goes nowhere
+    kernel = getattr(sys.modules[module_name(path)], request["name"])
+    try:
+        res = from_triton(kernel, request["args"], request["constexprs"], request["options"], request["capability"])
+    except RuntimeError as exc:
+        print(json.dumps({"error": str(exc)}))
+        return 0
+    print(json.dumps(dict(res, cubin=base64.b64encode(res["cubin"]).decode())))
+    return 0
 
 
 def launch_figures(res: dict, blocks: int, threads: int, smem: int, shared: str | None = None) -> dict:
@@ -164,3 +220,7 @@ def launch_figures(res: dict, blocks: int, threads: int, smem: int, shared: str 
                             if resident else "does not fit on an SM",
         **({"largest innermost loop (SASS)": res["main_loop"]} if res.get("main_loop") else {}),
     }
+
+
+if __name__ == "__main__":
+    sys.exit(_compile_requested())

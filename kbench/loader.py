@@ -75,7 +75,8 @@ def suite_files(folder: Path) -> list[Path]:
     return files
 
 
-def _module_name(path: Path) -> str:
+def module_name(path: Path) -> str:
+    """The name under which a loaded file's module is kept in sys.modules."""
     digest = hashlib.sha1(str(path).encode()).hexdigest()[:10]
     stem = path.parent.name if path.name == "suite.py" else path.stem  # a suite folder's definition: its name
     return f"kbench_loaded.{stem}_{digest}"
@@ -87,7 +88,7 @@ def load_file(path: Path, registry: Registry) -> None:
     A file that fails to load is recorded in ``registry.load_errors`` instead of
     stopping the others (a user's broken kernel must not hide the rest).
     """
-    name = _module_name(path)
+    name = module_name(path)
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     # Triton reads a kernel's source through its module: keep it findable.
@@ -137,7 +138,7 @@ def load_helper(path: Path):
     `helpers = load_helper(Path(__file__).parent / "_common.py")` does.
     """
     path = Path(path).resolve()
-    name = _module_name(path)
+    name = module_name(path)
     if name not in sys.modules:
         spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)

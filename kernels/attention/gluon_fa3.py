@@ -405,11 +405,10 @@ def sm90_build(case, block_n: int, stages: int, ws: bool, pingpong: bool):
 
 def compiled_resources(case, block_n: int, stages: int, ws: bool, pingpong: bool) -> dict | None:
     """ptxas's registers and spills, Triton's shared memory and the SASS of one form for this case on
-    sm_90, compiled here without a GPU; None without Gluon, or under Triton's interpreter (TRITON_INTERPRET),
-    whose stand-ins for Triton's library functions (gl.cdiv, gl.max) Gluon's compiler cannot call."""
+    sm_90, compiled here without a GPU (in a process of its own: kbench.kernel_resources); None without Gluon."""
     from kbench.kernel_resources import from_triton
 
-    if gl is None or utils.interpreted():
+    if gl is None:
         return None
     return from_triton(*sm90_build(case, block_n, stages, ws, pingpong))
 
@@ -455,8 +454,7 @@ def explain(case, params) -> dict:
     except RuntimeError as exc:
         return {**figures, "registers per thread": f"could not compile: {exc}"}
     if res is None:
-        return {**figures, "registers per thread": "unknown here: no Gluon in this Triton, or its interpreter is on "
-                                                   "(TRITON_INTERPRET)"}
+        return {**figures, "registers per thread": "unknown here: this Triton has no Gluon"}
     res["main_loop"] = main_loop(res["cubin"]) if res.get("cubin") else None
     threads = (12 if ws else 8) * 32
     figures.update(launch_figures(res, programs, threads, res["dynamic_smem_bytes"]))
