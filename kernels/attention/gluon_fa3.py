@@ -79,6 +79,11 @@ if gl is not None:
     _CONSUMER_REGISTERS = gl.constexpr(WS_REGISTERS[0])
     _LOADER_REGISTERS = gl.constexpr(WS_REGISTERS[1])
 
+    @gluon.constexpr_function
+    def _mma_layout(warps, n):
+        """The register layout of a wgmma accumulator m64 x n a warpgroup (k16: 16-bit inputs)."""
+        return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[warps, 1], instr_shape=[16, n, 16])
+
     @gluon.jit
     def _softmax(s, m_i, l_i, rows, cols, n_ctx, qk_scale_log2, p_layout: gl.constexpr,
                  alpha_layout: gl.constexpr, DTYPE: gl.constexpr, MASK: gl.constexpr, CAUSAL: gl.constexpr):
@@ -116,6 +121,19 @@ if gl is not None:
         _tma_load(desc, [row, 0], bar, dst, pred=pred)
 
     @gluon.jit
+    def _finish(acc, p, alpha, l_i, v_bars, v_smem, n_tiles, O, stride_ob, stride_oh, stride_on, heads, bh, first, n_ctx,
+                o_layout: gl.constexpr, alpha_layout: gl.constexpr, DTYPE: gl.constexpr, ROWS: gl.constexpr,
+                HEAD_DIM: gl.constexpr, STAGES: gl.constexpr):
+        """The last K/V tile's O += P V (its scores' softmax done), then O stored."""
+        last = n_tiles - 1
+        acc = acc * gl.expand_dims(alpha, 1)
+        mbarrier.wait(v_bars.index(last % STAGES), (last // STAGES) & 1)
+        acc_tok = warpgroup_mma(p, v_smem.index(last % STAGES), acc, is_async=True)
+        acc, p = warpgroup_mma_wait(0, deps=(acc_tok, p))
+        _store(acc, l_i, O, stride_ob, stride_oh, stride_on, heads, bh, first, n_ctx, o_layout, alpha_layout, DTYPE,
+               ROWS, HEAD_DIM)
+
+    @gluon.jit
     def _store(acc, l_i, O, stride_ob, stride_oh, stride_on, heads, bh, first, n_ctx, o_layout: gl.constexpr,
                alpha_layout: gl.constexpr, DTYPE: gl.constexpr, ROWS: gl.constexpr, HEAD_DIM: gl.constexpr):
         """O = acc / l, stored from the products' register layout (no shared memory), rows past N skipped."""
@@ -147,10 +165,8 @@ if gl is not None:
                            CAUSAL: gl.constexpr, num_warps: gl.constexpr):
         """ws=0: 8 warps (two warpgroups, 128 rows) that load, multiply and take the softmax."""
         DTYPE: gl.constexpr = q_desc.dtype
-        s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
-                                                           instr_shape=[16, BLOCK_N, 16])
-        o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
-                                                           instr_shape=[16, HEAD_DIM, 16])
+        s_layout: gl.constexpr = _mma_layout(num_warps, BLOCK_N)
+        o_layout: gl.constexpr = _mma_layout(num_warps, HEAD_DIM)
         p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
         row_layout: gl.constexpr = gl.SliceLayout(1, s_layout)
         alpha_layout: gl.constexpr = gl.SliceLayout(1, o_layout)
@@ -212,13 +228,8 @@ if gl is not None:
             _load(v_desc, row0 + (j - 1 + STAGES) * BLOCK_N, v_bars.index(prev), v_smem.index(prev),
                   j - 1 + STAGES < n_tiles)
 
-        last = n_tiles - 1
-        acc = acc * gl.expand_dims(alpha, 1)
-        mbarrier.wait(v_bars.index(last % STAGES), (last // STAGES) & 1)
-        acc_tok = warpgroup_mma(p, v_smem.index(last % STAGES), acc, is_async=True)
-        acc, p = warpgroup_mma_wait(0, deps=(acc_tok, p))
-        _store(acc, l_i, O, stride_ob, stride_oh, stride_on, heads, bh, q0, n_ctx, o_layout, alpha_layout, DTYPE,
-               _BLOCK_M, HEAD_DIM)
+        _finish(acc, p, alpha, l_i, v_bars, v_smem, n_tiles, O, stride_ob, stride_oh, stride_on, heads, bh, q0, n_ctx,
+                o_layout, alpha_layout, DTYPE, _BLOCK_M, HEAD_DIM, STAGES)
 
     @gluon.jit
     def _consumer(q_smem, k_smem, v_smem, q_bars, k_ready, v_ready, k_empty, v_empty, turns, O, stride_ob,
@@ -227,10 +238,8 @@ if gl is not None:
                   PINGPONG: gl.constexpr, WHICH: gl.constexpr):
         """ws=1: consumer warpgroup WHICH (0 or 1), query rows q0 + 64·WHICH onwards."""
         DTYPE: gl.constexpr = q_desc.dtype
-        s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                           instr_shape=[16, BLOCK_N, 16])
-        o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                           instr_shape=[16, HEAD_DIM, 16])
+        s_layout: gl.constexpr = _mma_layout(4, BLOCK_N)
+        o_layout: gl.constexpr = _mma_layout(4, HEAD_DIM)
         p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
         row_layout: gl.constexpr = gl.SliceLayout(1, s_layout)
         alpha_layout: gl.constexpr = gl.SliceLayout(1, o_layout)
@@ -283,13 +292,8 @@ if gl is not None:
             mbarrier.arrive(v_empty.index(prev), count=1)
             p = p_next
 
-        last = n_tiles - 1
-        acc = acc * gl.expand_dims(alpha, 1)
-        mbarrier.wait(v_ready.index(last % STAGES), (last // STAGES) & 1)
-        acc_tok = warpgroup_mma(p, v_smem.index(last % STAGES), acc, is_async=True)
-        acc, p = warpgroup_mma_wait(0, deps=(acc_tok, p))
-        _store(acc, l_i, O, stride_ob, stride_oh, stride_on, heads, bh, first, n_ctx, o_layout, alpha_layout, DTYPE,
-               _ROWS, HEAD_DIM)
+        _finish(acc, p, alpha, l_i, v_ready, v_smem, n_tiles, O, stride_ob, stride_oh, stride_on, heads, bh, first,
+                n_ctx, o_layout, alpha_layout, DTYPE, _ROWS, HEAD_DIM, STAGES)
 
     @gluon.jit
     def _loader(q_smem, k_smem, v_smem, q_bars, k_ready, v_ready, k_empty, v_empty, turns, O, stride_ob,

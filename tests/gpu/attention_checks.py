@@ -6,6 +6,10 @@ from __future__ import annotations
 
 from kbench import correctness
 
+# (N, causal) at the sizes that catch tile tails: one query, fewer than a K/V tile, exactly one 128-row Q tile, one
+# past it, a partial last tile, many tiles.
+TAIL_SIZES = ((1, False), (17, True), (128, False), (129, True), (1000, False), (4099, True))
+
 
 def failures(registry, name: str, cases, params) -> list[str]:
     suite, impl = registry.suite("attention"), registry.implementations("attention")[name]

@@ -17,7 +17,6 @@ checks = load_helper(Path(__file__).with_name("attention_checks.py"))
 
 pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("needs_cuda", "needs_cupy")]
 
-SIZES = ((1, False), (17, True), (128, False), (129, True), (1000, False), (4099, True))
 # Each parameter's other values, one at a time from the defaults, and the plain schedule.
 CONFIGS = ({}, {"block_n": 64}, {"block_n": 128}, {"block_n": 192}, {"stages": 1}, {"block_n": 128, "stages": 3},
            {"overlap": 0}, {"pingpong": 0},
@@ -30,7 +29,8 @@ CONFIGS = ({}, {"block_n": 64}, {"block_n": 128}, {"block_n": 192}, {"stages": 1
 @pytest.mark.parametrize("d", [64, 128])
 def test_default_configuration_matches_float64(registry, d, dtype):
     impl = registry.implementations("attention")["cuda-fa3"]
-    cases = [Case({"n": n, "d": d, "batch": 2, "heads": 3, "dtype": dtype, "causal": causal}) for n, causal in SIZES]
+    cases = [Case({"n": n, "d": d, "batch": 2, "heads": 3, "dtype": dtype, "causal": causal})
+             for n, causal in checks.TAIL_SIZES]
     problems = checks.failures(registry, "cuda-fa3", cases, impl.params)
     assert not problems, f"cuda-fa3 {dtype} d={d} is wrong at:\n" + "\n".join(problems)
 
@@ -76,7 +76,7 @@ def test_three_consumers_match_float64(registry, config):
     several: the ring of turns carries over from one unit to the next)."""
     impl = registry.implementations("attention")["cuda-fa3"]
     cases = [Case({"n": n, "d": 64, "batch": 2, "heads": 3, "dtype": dtype, "causal": causal})
-             for n, causal in SIZES for dtype in ("fp16", "bf16")]
+             for n, causal in checks.TAIL_SIZES for dtype in ("fp16", "bf16")]
     cases += [Case({"n": 2000, "d": 64, "batch": 2, "heads": 40, "dtype": "fp16", "causal": causal})
               for causal in (False, True)]  # 11 Q tiles x 80 = 880 units
     problems = checks.failures(registry, "cuda-fa3", cases, {**impl.params, "block_n": 128, "consumers": 3, **config})

@@ -17,7 +17,6 @@ checks = load_helper(Path(__file__).with_name("attention_checks.py"))
 
 pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("needs_hopper")]
 
-SIZES = ((1, False), (17, True), (128, False), (129, True), (1000, False), (4099, True))
 # Each parameter's other values, one at a time from the defaults, and the one-partition form.
 FORMS = ({"pingpong": 0}, {"ws": 0, "pingpong": 0}, {"stages": 3}, {"block_n": 64}, {"block_n": 64, "stages": 3},
          {"ws": 0, "pingpong": 0, "stages": 3}, {"ws": 0, "pingpong": 0, "block_n": 64})
@@ -31,7 +30,8 @@ def label(config: dict) -> str:
 @pytest.mark.parametrize("d", [64, 128])
 def test_default_form_matches_float64(registry, d, dtype):
     impl = registry.implementations("attention")["gluon-fa3"]
-    cases = [Case({"n": n, "d": d, "batch": 2, "heads": 3, "dtype": dtype, "causal": causal}) for n, causal in SIZES]
+    cases = [Case({"n": n, "d": d, "batch": 2, "heads": 3, "dtype": dtype, "causal": causal})
+             for n, causal in checks.TAIL_SIZES]
     problems = checks.failures(registry, "gluon-fa3", cases, impl.params)
     assert not problems, f"gluon-fa3 {dtype} d={d} is wrong at:\n" + "\n".join(problems)
 
