@@ -1,6 +1,6 @@
-"""Small cases of kbench's CUDA C++ kernels, each run once and checked, for compute-sanitizer to watch.
+"""Small cases of kbench's CUDA C++ kernels (and its Gluon one), each run once and checked, for compute-sanitizer to watch.
 
-    compute-sanitizer --tool memcheck --error-exitcode 9 python tests/gpu/sanitized.py matmul fa2 fa3 decode reduce-scan
+    compute-sanitizer --tool memcheck --error-exitcode 9 python tests/gpu/sanitized.py matmul fa2 fa3 gluon-fa3 decode reduce-scan
 
 test_sanitizer_gpu.py runs it so, one process for each tool. Prints one line per failed check and,
 after each NAME, ``NAME: N checked, M failed``; exits 1 when a check failed (a wrong result) or raised,
@@ -105,6 +105,24 @@ def fa3(registry) -> tuple[int, list[str]]:
     return count, problems
 
 
+def gluon_fa3(registry) -> tuple[int, list[str]]:
+    """gluon-fa3 (Hopper only) on 200 queries of 80 heads: a full 128-row Q tile and a partial one, the last
+    tile of each head reading on into the next head's rows (and past the last head's end: zeros); causal and
+    not; warp-specialized with and without ping-pong, and the one-partition form."""
+    import torch
+
+    if tuple(torch.cuda.get_device_capability()) != (9, 0):
+        return 0, ["gluon-fa3 runs on sm_90 only: run this on a Hopper GPU"]
+    suite, impl = registry.suite("attention"), registry.implementations("attention")["gluon-fa3"]
+    problems, count = [], 0
+    for causal in (False, True):
+        for form in ({}, {"pingpong": 0}, {"ws": 0, "pingpong": 0}):
+            case = Case({"n": 200, "d": 128, "batch": 1, "heads": 80, "dtype": "fp16", "causal": causal})
+            checked(suite, impl, case, {**impl.params, **form}, f"gluon-fa3 causal={causal} {form}", problems)
+            count += 1
+    return count, problems
+
+
 def decode(registry) -> tuple[int, list[str]]:
     """cupy-bitdecode (its cp.async pipeline and shared-memory tiles) over int4, int8 and fp16 caches of
     17 and 1000 tokens: a partial tile, a partial group of 32 tokens, GQA 32/8 with one new query and
@@ -138,7 +156,8 @@ def reduce_scan(registry) -> tuple[int, list[str]]:
     return count, problems
 
 
-RUNS = {"matmul": matmul, "fa2": fa2, "fa3": fa3, "decode": decode, "reduce-scan": reduce_scan}
+RUNS = {"matmul": matmul, "fa2": fa2, "fa3": fa3, "gluon-fa3": gluon_fa3, "decode": decode,
+        "reduce-scan": reduce_scan}
 
 
 def main(names: list[str]) -> int:

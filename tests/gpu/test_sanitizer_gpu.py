@@ -1,8 +1,8 @@
-"""kbench's CUDA C++ kernels under compute-sanitizer: small cases of each (tests/gpu/sanitized.py) run
-once and checked, with memcheck (out-of-bounds and misaligned accesses) for every kernel and racecheck
-(shared-memory hazards) for those whose blocks share tiles through shared memory: cupy-fa2, cuda-fa3
-(on Hopper), cupy-bitdecode and the reduction and scan kernels. Each family of kernels runs under each
-tool in a process of its own, so that one's verdict stands whatever another's run does. A run passes
+"""kbench's CUDA C++ kernels (and its Gluon one) under compute-sanitizer: small cases of each
+(tests/gpu/sanitized.py) run once and checked, with memcheck (out-of-bounds and misaligned accesses) for
+every kernel and racecheck (shared-memory hazards) for those whose blocks share tiles through shared
+memory: cupy-fa2, cuda-fa3 and gluon-fa3 (on Hopper), cupy-bitdecode and the reduction and scan kernels.
+Each family of kernels runs under each tool in a process of its own, so that one's verdict stands whatever another's run does. A run passes
 when the tool reports zero errors and every check was right; it is an expected failure (xfail), with
 what the tool said, when the tool itself stops on an internal error: it then has no verdict. compute-sanitizer 2025.3's racecheck does so on the
 H200 for cupy-fa2, cupy-bitdecode and cuda-fa3 ("failed to handle a hardware exception", with the
@@ -60,11 +60,11 @@ def sanitized(compute_sanitizer: str, env: dict, tool: str, runs: list[str]) -> 
         assert counted and int(counted.group(1)) > 0, f"{run} checked nothing under {tool}:\n{tail}"
 
 
-@pytest.mark.parametrize("run", ["matmul", "fa2", "fa3", "decode", "reduce-scan"])
+@pytest.mark.parametrize("run", ["matmul", "fa2", "fa3", "gluon-fa3", "decode", "reduce-scan"])
 def test_no_out_of_bounds_or_misaligned_access_under_memcheck(compute_sanitizer, proc_env, run):
     sanitized(compute_sanitizer, proc_env(), "memcheck", [run])
 
 
-@pytest.mark.parametrize("run", ["fa2", "fa3", "decode", "reduce-scan"])
+@pytest.mark.parametrize("run", ["fa2", "fa3", "gluon-fa3", "decode", "reduce-scan"])
 def test_no_shared_memory_race_under_racecheck(compute_sanitizer, proc_env, run):
     sanitized(compute_sanitizer, proc_env(), "racecheck", [run])
