@@ -14,6 +14,12 @@ except ImportError:  # pragma: no cover - only where triton is absent
     triton = None
 
 
+# kbench's Triton kernels are compiled with floating-point contraction (a*b + c as one FMA), Triton's
+# default up to 3.9 and what the H200 figures in docs/performance.md were measured with. Triton 3.9 warns
+# each process that takes that default without it being set, and 3.10 turns it off: set here unless the
+# user has chosen (TRITON_DEFAULT_FP_FUSION=0 turns it off).
+os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+
 # What Triton raises at a kernel's first launch when a configuration needs more shared memory or
 # registers than the GPU has: an implementation turns it into Unsupported (a SKIP that names the
 # limit), since that configuration cannot run there at all.
