@@ -26,6 +26,14 @@ os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
 OUT_OF_RESOURCES = (triton.runtime.errors.OutOfResources,) if triton is not None else ()
 
 
+def global_memory_from_torch(device) -> None:
+    """Give Triton torch's allocator on ``device`` for the global memory a kernel asks for at each launch:
+    tensor descriptors built inside a kernel, and ConSan's state (TRITON_INSTRUMENTATION_MODE=consan)."""
+    import torch
+
+    triton.set_allocator(lambda size, alignment, stream: torch.empty(size, dtype=torch.int8, device=device))
+
+
 def interpreted() -> bool:
     """True when @triton.jit kernels run through Triton's CPU interpreter."""
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")

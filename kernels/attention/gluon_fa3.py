@@ -516,6 +516,7 @@ def gluon_fa3(case, inputs, out, block_n, stages, ws, pingpong):
         return TensorDescriptor(flat, list(flat.shape), list(flat.stride()), [rows, case.d],
                                 nvmma_layout(rows, case.d, case.dtype))
 
+    utils.global_memory_from_torch(q.device)  # none needed, but ConSan's state (TRITON_INSTRUMENTATION_MODE)
     descs = (descriptor(q, q_rows_a_load(ws)), descriptor(k, block_n), descriptor(v, block_n))
     kernel, constexprs, options = kernel_and_options(ws, pingpong, case, block_n, stages)
     grid = (-(-case.n // BLOCK_M), case.batch * case.heads)

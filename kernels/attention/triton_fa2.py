@@ -422,8 +422,7 @@ def triton_fa2(case, inputs, out, config="auto", tma="auto"):
     if use_tma:
         # Global memory Triton asks for, at every launch, to build the tensor descriptors inside the kernel:
         # on the inputs' device, worked out here rather than in each timed call.
-        device = q.device
-        triton.set_allocator(lambda size, alignment, stream: torch.empty(size, dtype=torch.int8, device=device))
+        utils.global_memory_from_torch(q.device)
     qk_scale_log2 = case.d**-0.5 * LOG2_E
     precision = utils.dot_precision(case.dtype)  # fp32: exact, never silently TF32
     args = (q, k, v, out,

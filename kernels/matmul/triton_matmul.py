@@ -249,8 +249,7 @@ def _persistent(case, a, b, out):
     precision = utils.dot_precision(case.dtype)
     m, n, k = case.m, case.n, case.k
     device = a.device
-    # Global memory Triton asks for at every launch, to build the descriptors inside the kernel.
-    triton.set_allocator(lambda size, alignment, stream: torch.empty(size, dtype=torch.int8, device=device))
+    utils.global_memory_from_torch(device)  # for the descriptors built inside the kernel
     args = (a, b, out, m, n, k, a.stride(0), b.stride(0), out.stride(0))
     base = {"persistent": True, "precision": precision, "triton": triton.__version__}
 

@@ -2,10 +2,15 @@
 the timed calls verified) against the float64 reference: every dtype and head dim at the sizes that catch
 tile tails (one query, fewer than a K/V tile, exactly one Q tile, one past it, a partial last tile, many
 tiles), causal and not, several heads (a head's last tile reads on into the next head's rows, which must be
-masked); each form and tile parameter on its own; and many more programs than SMs."""
+masked); each form and tile parameter on its own; many more programs than SMs; and small cases under
+Triton's concurrency sanitizer (ConSan), which checks every shared-memory access of the kernel against the
+TMA copies and wgmma still pending on it and the mbarriers that order them."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -67,3 +72,22 @@ def test_pingpong_needs_the_warp_specialized_form(registry):
     with pytest.raises(Unsupported, match="pingpong=1"):
         impl.make(case, inputs, suite.make_output(case, inputs), **{**impl.params, "ws": 0, "pingpong": 1})
     torch.cuda.synchronize()
+
+
+def test_no_hazard_under_triton_concurrency_sanitizer(proc_env):
+    """tests/gpu/sanitized.py's gluon-fa3 cases (each form, causal and not, heads whose last tiles read on into
+    the next head) compiled with TRITON_INSTRUMENTATION_MODE=consan: a read of a buffer a TMA copy is still
+    writing, a copy into a buffer a wgmma still reads, or a wait on a barrier in the wrong phase stops the
+    kernel with a device-side assert, and the run fails."""
+    import triton.backends.nvidia.compiler as nvidia_compiler
+
+    if "consan" not in Path(nvidia_compiler.__file__).read_text():
+        pytest.skip("this Triton has no concurrency sanitizer (ConSan)")
+    root = Path(__file__).resolve().parents[2]
+    env = proc_env(TRITON_INSTRUMENTATION_MODE="consan", CUDA_LAUNCH_BLOCKING="1",
+                   PYTHONPATH=os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])))
+    env.pop("TRITON_INTERPRET", None)
+    done = subprocess.run([sys.executable, str(Path(__file__).with_name("sanitized.py")), "gluon-fa3"], cwd=root,
+                          env=env, capture_output=True, text=True, timeout=600)
+    tail = (done.stdout + done.stderr)[-6000:]
+    assert done.returncode == 0 and "gluon-fa3: 6 checked, 0 failed" in done.stdout, tail
