@@ -76,6 +76,10 @@ class Implementation:
     explain: Callable[[Case, dict], dict] | None = None
     # The compute unit the roofline measures it against: "tensor", "cuda-core" or "memory".
     unit: str = "tensor"
+    # Left out of a run, profile or explain that names no implementation: it runs when --impl names it
+    # (one whose correctness is not yet established on the GPUs it is built for, say, which could cost
+    # every default run its --timeout).
+    named_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -199,10 +203,11 @@ class Registry:
         return self.impls.get(suite, {})
 
     def select(self, suite: str, names: list[str] | None) -> list[Implementation]:
-        """The named implementations of a suite, in the order given (all when names is None)."""
+        """The named implementations of a suite, in the order given (when names is None, all but those
+        registered named_only)."""
         table = self.implementations(suite)
         if not names:
-            return list(table.values())
+            return [impl for impl in table.values() if not impl.named_only]
         chosen = []
         for name in names:
             if name not in table:
@@ -266,6 +271,7 @@ def implementation(
     allowed: dict | None = None,
     explain: Callable[[Case, dict], dict] | None = None,
     unit: str = "tensor",
+    named_only: bool = False,
 ) -> Callable[[Factory], Factory]:
     """Function decorator: register ``make(case, inputs, out, **params) -> closure`` as an implementation.
 
@@ -297,6 +303,7 @@ def implementation(
                          for param, values in (allowed or {}).items()},
                 explain=explain,
                 unit=unit,
+                named_only=named_only,
             )
         )
         return make

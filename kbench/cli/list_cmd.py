@@ -35,6 +35,8 @@ def list_command(
             reason = skip_reason(impl, default_case, device)
             here = "[green]yes[/]" if reason is None else f"[yellow]no[/]: {reason}"
             name = f"{impl.name} (baseline)" if impl.name == suite.baseline else impl.name
+            if impl.named_only:
+                name += " (runs when named: --impl)"
             params = ", ".join(f"{k}={v}{_values(impl.allowed.get(k))}" for k, v in impl.params.items())
             about = f"{impl.description} [dim](--param {escape(params)})[/]" if params else impl.description
             table.add_row(name, impl.backend, impl.needs.describe(), here, about)
