@@ -48,6 +48,9 @@ utils = load_helper(Path(__file__).parent.parent / "_triton_utils.py")
 
 LOG2_E = 1.4426950408889634
 HEAD_DIMS = (16, 32, 64, 128, 256)  # tl.arange needs a power of two
+# --param rescale: the largest margin (log2 units) by which a tile's scores may pass a row's maximum without
+# moving it; P is then at most 2^margin, which fp16 holds up to 2^15.
+MAX_RESCALE = 15
 
 # What the autotuner chooses from: each entry was the fastest, or within 3 %, at some H200 case
 # (fp16, d 64 and 128, causal and not; docs/performance.md), where `kbench explain attention
@@ -90,9 +93,12 @@ if triton is not None:
     @triton.jit
     def _attend(acc, l_i, m_i, q, k_src, v_src, stride_kn, stride_vn, lo, hi, offs_m, offs_n, offs_d,
                 n_ctx, qk_scale_log2, BLOCK_N: tl.constexpr, MASK: tl.constexpr, PRECISION: tl.constexpr,
-                TMA: tl.constexpr):
+                TMA: tl.constexpr, RESCALE: tl.constexpr):
         """K/V tiles lo .. hi into the running (acc, l, m). MASK: 0 none, 1 the N tail, 2 causal and tail.
-        TMA: k_src and v_src are tensor descriptors (rows past n_ctx read as zeros), else base pointers."""
+        TMA: k_src and v_src are tensor descriptors (rows past n_ctx read as zeros), else base pointers.
+        RESCALE > 0: the rows' maxima move (and acc and l are rescaled) only in a tile where some row's
+        scores pass its maximum by more than RESCALE (log2 units), as FlashAttention-4 does; otherwise the
+        tile's P is taken against the old maxima, at most 2^RESCALE, and the rescale's multiplies are skipped."""
         for start_n in tl.range(lo, hi, BLOCK_N):
             cols = start_n + offs_n
             col_ok = cols < n_ctx
@@ -107,20 +113,33 @@ if triton is not None:
             if MASK == 0:
                 # The scale applied in the same FMA that subtracts the max (the row max of the
                 # unscaled scores, scaled once: the scale is positive).
-                m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale_log2)
-                s = qk * qk_scale_log2 - m_new[:, None]
+                m_tile = tl.max(qk, 1) * qk_scale_log2
             else:
-                s = qk * qk_scale_log2
+                qk = qk * qk_scale_log2
                 if MASK == 1:
-                    s = tl.where(col_ok[None, :], s, float("-inf"))
+                    qk = tl.where(col_ok[None, :], qk, float("-inf"))
                 else:
-                    s = tl.where(col_ok[None, :] & (cols[None, :] <= offs_m[:, None]), s, float("-inf"))
-                m_new = tl.maximum(m_i, tl.max(s, 1))
-                s = s - m_new[:, None]
-            p = tl.math.exp2(s)
-            alpha = tl.math.exp2(m_i - m_new)
-            l_i = l_i * alpha + tl.sum(p, 1)
-            acc = acc * alpha[:, None]
+                    qk = tl.where(col_ok[None, :] & (cols[None, :] <= offs_m[:, None]), qk, float("-inf"))
+                m_tile = tl.max(qk, 1)
+            if RESCALE > 0:
+                # Comparisons, not differences: a row with no visible key yet (-inf) never makes NaN here.
+                if tl.max((m_tile > m_i + RESCALE).to(tl.int32), 0) > 0:
+                    m_new = tl.maximum(m_i, m_tile)
+                    alpha = tl.math.exp2(m_i - m_new)
+                    l_i = l_i * alpha
+                    acc = acc * alpha[:, None]
+                    m_i = m_new
+                m_new = m_i
+            else:
+                m_new = tl.maximum(m_i, m_tile)
+                alpha = tl.math.exp2(m_i - m_new)
+                l_i = l_i * alpha
+                acc = acc * alpha[:, None]
+            if MASK == 0:
+                p = tl.math.exp2(qk * qk_scale_log2 - m_new[:, None])
+            else:
+                p = tl.math.exp2(qk - m_new[:, None])
+            l_i = l_i + tl.sum(p, 1)
 
             if TMA:
                 v = v_src.load([start_n, 0])
@@ -141,7 +160,7 @@ if triton is not None:
         stride_ob, stride_oh, stride_on,
         heads, n_ctx, qk_scale_log2,
         HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, PRECISION: tl.constexpr, TMA: tl.constexpr,
-        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, EVEN_N: tl.constexpr,
+        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, EVEN_N: tl.constexpr, RESCALE: tl.constexpr,
     ):
         start_m = tl.program_id(0)
         bh = tl.program_id(1)
@@ -183,18 +202,18 @@ if triton is not None:
             # diagonal's BLOCK_M / BLOCK_N tiles; BLOCK_N > BLOCK_M: the one tile holding the diagonal.
             diagonal = (start_m * BLOCK_M // BLOCK_N) * BLOCK_N
             acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_src, v_src, stride_kn, stride_vn, 0, diagonal,
-                                    offs_m, offs_n, offs_d, n_ctx, qk_scale_log2, BLOCK_N, 0, PRECISION, TMA)
+                                    offs_m, offs_n, offs_d, n_ctx, qk_scale_log2, BLOCK_N, 0, PRECISION, TMA, RESCALE)
             acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_src, v_src, stride_kn, stride_vn, diagonal,
                                     tl.minimum(start_m * BLOCK_M + BLOCK_M, n_ctx), offs_m, offs_n, offs_d, n_ctx,
-                                    qk_scale_log2, BLOCK_N, 2, PRECISION, TMA)
+                                    qk_scale_log2, BLOCK_N, 2, PRECISION, TMA, RESCALE)
         else:
             whole = (n_ctx // BLOCK_N) * BLOCK_N
             acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_src, v_src, stride_kn, stride_vn, 0, whole,
-                                    offs_m, offs_n, offs_d, n_ctx, qk_scale_log2, BLOCK_N, 0, PRECISION, TMA)
+                                    offs_m, offs_n, offs_d, n_ctx, qk_scale_log2, BLOCK_N, 0, PRECISION, TMA, RESCALE)
             # EVEN_N (N a multiple of BLOCK_N): no masked tail, and no second loop in the kernel.
             if not EVEN_N:
                 acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_src, v_src, stride_kn, stride_vn, whole, n_ctx,
-                                        offs_m, offs_n, offs_d, n_ctx, qk_scale_log2, BLOCK_N, 1, PRECISION, TMA)
+                                        offs_m, offs_n, offs_d, n_ctx, qk_scale_log2, BLOCK_N, 1, PRECISION, TMA, RESCALE)
 
         acc = acc / l_i[:, None]
         if TMA:
@@ -208,7 +227,7 @@ if triton is not None:
     _fa2_autotuned = triton.autotune(
         configs=[triton.Config({"BLOCK_M": c["BLOCK_M"], "BLOCK_N": c["BLOCK_N"]}, **_launch_options(c))
                  for c in CONFIGS],
-        key=["n_ctx", "HEAD_DIM", "CAUSAL", "PRECISION", "TMA"],  # and the tensors' dtypes, which Triton adds
+        key=["n_ctx", "HEAD_DIM", "CAUSAL", "PRECISION", "TMA", "RESCALE"],  # and the tensors' dtypes, which Triton adds
         **utils.autotune_cache_option(),
     )(triton.heuristics({"EVEN_N": lambda args: even_n(args["n_ctx"], args["BLOCK_N"])})(_fa2_forward))
 
@@ -256,12 +275,13 @@ def explain(case, params) -> dict:
     sm_90, so the autotuner's choices can be read side by side; --param config=N: that one's launch."""
     cfg = pinned_config(params.get("config", "auto"), "cuda")
     tma = case.dtype in ("fp16", "bf16") and str(params.get("tma", "auto")) != "0"  # as on an H200
+    rescale = int(params.get("rescale", 0))
     if cfg is None:
         return {
             "configuration": f"autotuned on first use among {len(CONFIGS)} tile shapes (BLOCK_M x BLOCK_N, warps, "
                              "stages; below, what each costs an SM; --param config=N pins one and shows its launch)",
             "matrix instructions": "tl.dot: wgmma on sm_90 (Triton picks the layout; no mma.sync count)",
-            **_every_configuration(case, tma),
+            **_every_configuration(case, tma, rescale),
         }
     q_tiles = -(-case.n // cfg["BLOCK_M"])
     return {
@@ -274,11 +294,11 @@ def explain(case, params) -> dict:
         "shared memory (estimate)": _smem_estimate(case, cfg, tma),
         "loads": "TMA tensor descriptors on sm_90+ for fp16/bf16 (--param tma=0: masked pointer loads)",
         "matrix instructions": "tl.dot: wgmma on sm_90 (Triton picks the layout; no mma.sync count)",
-        **_compiled_figures(case, cfg, tma, q_tiles * case.batch * case.heads),
+        **_compiled_figures(case, cfg, tma, q_tiles * case.batch * case.heads, rescale),
     }
 
 
-def compiled_resources(case, cfg, tma: bool) -> dict | None:
+def compiled_resources(case, cfg, tma: bool, rescale: int = 0) -> dict | None:
     """ptxas's registers and spills and Triton's shared memory of one configuration for this case on
     sm_90, compiled here without a GPU (kbench.kernel_resources.from_triton); None under Triton's
     interpreter or without Triton. The arguments are those of contiguous [B, H, N, d] tensors."""
@@ -293,19 +313,19 @@ def compiled_resources(case, cfg, tma: bool) -> dict | None:
     args.update(heads=case.heads, n_ctx=case.n, qk_scale_log2=case.d**-0.5 * LOG2_E)
     constexprs = {"HEAD_DIM": case.d, "CAUSAL": case.causal, "PRECISION": utils.dot_precision(case.dtype),
                   "TMA": tma, "BLOCK_M": cfg["BLOCK_M"], "BLOCK_N": cfg["BLOCK_N"],
-                  "EVEN_N": even_n(case.n, cfg["BLOCK_N"])}
+                  "EVEN_N": even_n(case.n, cfg["BLOCK_N"]), "RESCALE": rescale}
     return from_triton(_fa2_forward, args, constexprs, _launch_options(cfg))
 
 
 NOT_COMPILED = "Triton's interpreter is on, TRITON_INTERPRET, or no Triton"
 
 
-def _compiled_figures(case, cfg, tma: bool, programs: int) -> dict:
+def _compiled_figures(case, cfg, tma: bool, programs: int, rescale: int = 0) -> dict:
     from kbench.kernel_resources import launch_figures
     from kbench.occupancy import blocks_per_sm
 
     try:
-        res = compiled_resources(case, cfg, tma)
+        res = compiled_resources(case, cfg, tma, rescale)
     except RuntimeError as exc:
         return {"registers per thread": f"could not compile: {exc}"}
     if res is None:
@@ -318,7 +338,7 @@ def _compiled_figures(case, cfg, tma: bool, programs: int) -> dict:
     return launch_figures(res, programs, cfg["num_warps"] * 32, res["dynamic_smem_bytes"])
 
 
-def _every_configuration(case, tma: bool) -> dict:
+def _every_configuration(case, tma: bool, rescale: int = 0) -> dict:
     """One line per CONFIGS entry: what a program of it costs an SM on sm_90 for this case and how many
     programs an SM holds. With one, the two warpgroups of a 128-row tile meet at a barrier every K/V
     tile and the tensor cores idle during the softmax; with two or more, one program's softmax
@@ -339,7 +359,7 @@ def _every_configuration(case, tma: bool) -> dict:
         res, why = None, "no GPU here"
         if compile_here:
             try:
-                res = compiled_resources(case, cfg, tma)
+                res = compiled_resources(case, cfg, tma, rescale)
             except RuntimeError as exc:
                 figures[name] = f"could not compile: {exc}"
                 continue
@@ -398,12 +418,13 @@ def _supports(case):
 
 
 @implementation("attention", "triton-fa2", backend="triton", modules=("torch", "triton"),
-                supports=_supports, explain=explain, params={"config": "auto", "tma": "auto"},
+                supports=_supports, explain=explain, params={"config": "auto", "tma": "auto", "rescale": 0},
                 # What pinned_config and tma_reason take, checked by --param before anything runs.
-                allowed={"config": ("auto", *map(str, range(len(CONFIGS)))), "tma": ("auto", "0", "1")},
+                allowed={"config": ("auto", *map(str, range(len(CONFIGS)))), "tma": ("auto", "0", "1"),
+                         "rescale": lambda r: None if 0 <= r <= MAX_RESCALE else f"is outside 0-{MAX_RESCALE}"},
                 description="FlashAttention-2 forward in Triton (online softmax, exp2, deferred normalisation, "
                             "masks only where needed, autotuned tiles)")
-def triton_fa2(case, inputs, out, config="auto", tma="auto"):
+def triton_fa2(case, inputs, out, config="auto", tma="auto", rescale=0):
     if triton is None:
         raise Unsupported("triton is not installed")
     import torch
@@ -438,22 +459,23 @@ def triton_fa2(case, inputs, out, config="auto", tma="auto"):
         def run():
             _fa2_forward[grid](*args, HEAD_DIM=case.d, CAUSAL=case.causal, PRECISION=precision, TMA=use_tma,
                                BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"],
-                               EVEN_N=even_n(case.n, cfg["BLOCK_N"]), **_launch_options(cfg))
+                               EVEN_N=even_n(case.n, cfg["BLOCK_N"]), RESCALE=int(rescale), **_launch_options(cfg))
 
-        run.config = dict(cfg, config=config, tma=use_tma, triton=triton.__version__)
+        run.config = dict(cfg, config=config, tma=use_tma, rescale=int(rescale), triton=triton.__version__)
         return run
 
     def tiles(meta):
         return (triton.cdiv(case.n, meta["BLOCK_M"]), case.batch * case.heads)
 
-    launch = {"HEAD_DIM": case.d, "CAUSAL": case.causal, "PRECISION": precision, "TMA": use_tma}
+    launch = {"HEAD_DIM": case.d, "CAUSAL": case.causal, "PRECISION": precision, "TMA": use_tma,
+              "RESCALE": int(rescale)}
 
     def run():
         _fa2_autotuned[tiles](*args, **launch)
 
     # Tune now (set-up, outside every timing): the first call of a new key benchmarks each
     # config, or reads the timings Triton's cache kept from an earlier process.
-    key = (case.n, case.d, case.causal, case.dtype, use_tma)
+    key = (case.n, case.d, case.causal, case.dtype, use_tma, int(rescale))
     _fa2_autotuned.bench_time = None
     started = time.perf_counter()
     run()
@@ -465,7 +487,7 @@ def triton_fa2(case, inputs, out, config="auto", tma="auto"):
                             "candidates": len(CONFIGS)}
     best = _fa2_autotuned.best_config
     chosen = _as_config(best)
-    run.config = dict(chosen, config="auto", tma=use_tma, chosen=CONFIGS.index(chosen) if chosen in CONFIGS else None,
+    run.config = dict(chosen, config="auto", tma=use_tma, rescale=int(rescale), chosen=CONFIGS.index(chosen) if chosen in CONFIGS else None,
                       triton=triton.__version__, candidates_ms=_candidate_medians(_fa2_autotuned), **_tuning_log[key])
     return run
 

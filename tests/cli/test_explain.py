@@ -256,7 +256,7 @@ def test_triton_fa2_every_configuration_compiled_where_a_gpu_is(registry, monkey
     compiled = {3: (253, 68, 132_096), 5: (122, 0, 98_336), 6: (158, 0, 50_176)}
     seen = []
 
-    def fake_compile(case, cfg, tma):
+    def fake_compile(case, cfg, tma, rescale=0):
         index = kernel["CONFIGS"].index(cfg)
         seen.append((index, tma))
         if index not in compiled:

@@ -70,6 +70,26 @@ def test_every_config_the_autotuner_can_pick_is_correct(registry, attention, cas
     assert verdict.last[0].config["BLOCK_M"] == configs[index]["BLOCK_M"]
 
 
+@pytest.mark.parametrize("form", [{"config": "4"}, {"config": "6", "tma": "1"}, {"config": "auto"}],
+                         ids=lambda f: ",".join(f"{k}={v}" for k, v in f.items()))
+@pytest.mark.parametrize("rescale", [1, 8])
+@pytest.mark.parametrize("case", [
+    Case({"n": 300, "d": 64, "batch": 1, "heads": 2, "dtype": "fp16", "causal": True}),
+    Case({"n": 300, "d": 64, "batch": 1, "heads": 1, "dtype": "bf16", "causal": False}),
+], ids=lambda c: c.key)
+def test_triton_fa2_moves_the_maxima_only_past_a_margin(registry, attention, case, rescale, form):
+    """--param rescale: a tile rescales the accumulator only where some row's scores pass its maximum by more
+    than the margin, else P is taken against the old maxima (up to 2^margin). Several K/V tiles a row, so that
+    later tiles take both branches: on most distributions no row passes the margin after the first tile, on
+    the outliers some do."""
+    impl = registry.implementations("attention")["triton-fa2"]
+    verdict = check(attention, impl, case, "cpu", seed=seed_for(case) + rescale, trials=2,
+                    params={**form, "rescale": rescale})
+    assert verdict.ok, verdict.reason
+    assert_within_bound_on_every_distribution(verdict, attention)
+    assert verdict.last[0].config["rescale"] == rescale
+
+
 @pytest.mark.parametrize("config", ["auto", "1", "6"])
 @pytest.mark.parametrize("case", [
     Case({"n": 77, "d": 64, "batch": 2, "heads": 3, "dtype": "fp16", "causal": True}),
