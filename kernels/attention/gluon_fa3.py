@@ -495,12 +495,20 @@ def gluon_fa3(case, inputs, out, block_n, stages, ws, pingpong):
         raise Unsupported("needs Triton's Gluon language (triton.experimental.gluon, Triton 3.5 or later)")
     import torch
 
-    q, k, v = inputs["q"], inputs["k"], inputs["v"]
+    q = inputs["q"]
     if q.device.type != "cuda":
         raise Unsupported("Gluon kernels run on a GPU only (Triton's interpreter does not run them)")
     capability = tuple(torch.cuda.get_device_capability(q.device))
     if capability != (9, 0):
         raise Unsupported(f"wgmma exists only on sm_90 (Hopper); this GPU is sm_{capability[0]}{capability[1]}")
+    utils.global_memory_from_torch(q.device)  # none needed, but ConSan's state (TRITON_INSTRUMENTATION_MODE)
+    return closure(case, inputs, out, block_n, stages, ws, pingpong)
+
+
+def closure(case, inputs, out, block_n, stages, ws, pingpong):
+    """The timed closure on tensors of any device (the GPU checks are gluon_fa3's): the refusals that depend on
+    the case and the tensors, the TMA descriptors, the first launch (the compile, in set-up) and its figures."""
+    q, k, v = inputs["q"], inputs["k"], inputs["v"]
     reason = check_config(case.d, block_n, stages)
     if reason:
         raise Unsupported(reason)
@@ -520,19 +528,22 @@ def gluon_fa3(case, inputs, out, block_n, stages, ws, pingpong):
         return TensorDescriptor(flat, list(flat.shape), list(flat.stride()), [rows, case.d],
                                 nvmma_layout(rows, case.d, case.dtype))
 
-    utils.global_memory_from_torch(q.device)  # none needed, but ConSan's state (TRITON_INSTRUMENTATION_MODE)
     descs = (descriptor(q, q_rows_a_load(ws)), descriptor(k, block_n), descriptor(v, block_n))
     kernel, constexprs, options = kernel_and_options(ws, pingpong, case, block_n, stages)
     grid = (-(-case.n // BLOCK_M), case.batch * case.heads)
     args = (*descs, out, out.stride(0), out.stride(1), out.stride(2), case.heads, case.n, case.d**-0.5 * LOG2_E)
 
-    def run():
+    def launch():
         return kernel[grid](*args, **constexprs, **options)
 
     try:
-        compiled = run()  # compiles now (set-up, outside every timing), and shows what ptxas made of it
+        compiled = launch()  # compiles now (set-up, outside every timing), and shows what ptxas made of it
     except utils.OUT_OF_RESOURCES as exc:
         raise Unsupported(f"does not fit this GPU: {exc}") from None
+
+    def run():  # returns nothing: the answer is in `out` (a returned value would be taken for it)
+        launch()
+
     run.config = {"block_m": BLOCK_M, "block_n": block_n, "stages": stages, "ws": bool(ws),
                   "pingpong": bool(ws and pingpong), "triton": triton.__version__,
                   "registers": getattr(compiled, "n_regs", None), "spills": getattr(compiled, "n_spills", None),
