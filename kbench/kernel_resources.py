@@ -7,6 +7,9 @@ launch figures `kbench explain` shows.
 
 Taking the kernel's address in host code makes nvcc instantiate exactly the
 template that kbench would launch (the same name expression NVRTC compiles).
+
+A @gluon.jit kernel is compiled in a child process, `python -m kbench.kernel_resources`, which reads the
+request (the kernel's file and name, its arguments) on stdin and answers with one JSON line.
 """
 
 from __future__ import annotations

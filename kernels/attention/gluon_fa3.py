@@ -39,7 +39,7 @@ from pathlib import Path
 from kbench.loader import load_helper
 from kbench.registry import Unsupported, implementation
 
-try:  # Gluon came with Triton 3.5; without it this file still registers, and the impl SKIPs.
+try:  # Gluon as this file writes it is Triton 3.6's and later; without it this file still registers, and the impl SKIPs.
     import triton
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
@@ -492,7 +492,7 @@ def _supports(case):
 )
 def gluon_fa3(case, inputs, out, block_n, stages, ws, pingpong):
     if gl is None:
-        raise Unsupported("needs Triton's Gluon language (triton.experimental.gluon, Triton 3.5 or later)")
+        raise Unsupported("needs Triton's Gluon language (triton.experimental.gluon, Triton 3.6 or later)")
     import torch
 
     q = inputs["q"]
