@@ -39,7 +39,8 @@ from pathlib import Path
 from kbench.loader import load_helper
 from kbench.registry import Unsupported, implementation
 
-try:  # Gluon as this file writes it is Triton 3.6's and later; without it this file still registers, and the impl SKIPs.
+# Gluon as this file writes it: Triton 3.6 and later. Without it this file still registers, and the impl SKIPs.
+try:
     import triton
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
