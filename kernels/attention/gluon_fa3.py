@@ -27,7 +27,6 @@ keys are masked and whose queries are never stored. Causal: the programs with th
 first. O is stored from the registers the products left it in, rows past N masked.
 
 Gluon kernels do not run under Triton's interpreter, and wgmma exists only on sm_90: elsewhere a SKIP.
-It runs only when named (``--impl gluon-fa3``): it has not yet been run on a GPU.
 
     kbench run attention --n 4096 --d 128 --impl gluon-fa3,triton-fa2,sdpa-cudnn --baseline sdpa-cudnn
     kbench run attention --impl gluon-fa3 --param ws=0,1 --param pingpong=0,1 --param stages=2,3
@@ -483,9 +482,6 @@ def _supports(case):
     "attention", "gluon-fa3", backend="triton", cuda=True, modules=("torch", "triton"), min_cc=(9, 0),
     dtypes=("fp16", "bf16"), supports=_supports, explain=explain,
     params={"block_n": 128, "stages": 2, "ws": 1, "pingpong": 1},
-    # Not yet run on a GPU: a run that names no implementation leaves it out, so that a fault of its
-    # barriers (a hang) cannot cost every attention run on a Hopper GPU its --timeout.
-    named_only=True,
     allowed={"block_n": BLOCK_NS, "stages": lambda s: None if s >= 2 else "is fewer than 2 stages",
              "ws": (0, 1), "pingpong": (0, 1)},
     description="FlashAttention-3's schedule in Gluon (sm_90): TMA ring, async wgmma with the softmax under the "

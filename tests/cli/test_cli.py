@@ -218,7 +218,6 @@ def test_list_shows_builtin_implementations_and_cpu_availability(cli, wide_conso
     for name in ("sdpa-cudnn", "sdpa-efficient", "cupy-fa2"):
         assert rows[name][3] == "no: needs a CUDA device", rows[name]
     assert rows["triton-fa2"][1] == "triton"
-    assert rows["gluon-fa3"][0] == "gluon-fa3 (runs when named: --impl)"  # registered named_only
     assert "runs here (cpu)" in result.stdout
     assert "warning" not in result.stderr
 

@@ -123,6 +123,18 @@ def test_user_folder_registers_new_implementation(write_kernels):
     assert impls["mine"].description == "user's"
 
 
+def test_a_named_only_implementation_runs_only_when_named(write_kernels):
+    folder = write_kernels({"mine.py": """
+        @implementation("attention", "mine", backend="torch", named_only=True)
+        def mine(case, inputs, out):
+            return _correct(case, inputs, out)
+    """})
+    reg = loader.load([folder])
+    assert reg.load_errors == {} and "mine" in reg.implementations("attention")
+    assert {i.name for i in reg.select("attention", None)} == BUILTIN_ATTENTION
+    assert [i.name for i in reg.select("attention", ["mine", "naive"])] == ["mine", "naive"]
+
+
 def test_user_folder_in_subfolders_and_docstring_description(write_kernels):
     folder = write_kernels({"deep/er/k.py": '''
         @implementation("attention", "deep", backend="torch")
@@ -258,9 +270,7 @@ def test_unknown_suite_lookup_suggests(registry):
 def test_select_order_and_unknown(registry):
     chosen = registry.select("attention", ["triton-fa2", "naive"])
     assert [i.name for i in chosen] == ["triton-fa2", "naive"]
-    # gluon-fa3 is registered named_only: in a run that names no implementation it is left out
-    assert {i.name for i in registry.select("attention", None)} == BUILTIN_ATTENTION - {"gluon-fa3"}
-    assert [i.name for i in registry.select("attention", ["gluon-fa3"])] == ["gluon-fa3"]
+    assert {i.name for i in registry.select("attention", None)} == BUILTIN_ATTENTION
     with pytest.raises(UserError, match=r"unknown implementation 'tritonfa2'.*did you mean 'triton-fa2'\?"):
         registry.select("attention", ["naive", "tritonfa2"])
 

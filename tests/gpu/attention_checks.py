@@ -1,14 +1,25 @@
 """An attention implementation's cases through kbench's own check (every input distribution, poisoned outputs,
 the timed calls verified) against the float64 reference, every case tried and the failures listed together:
-the GPU tests of cuda-fa3 and gluon-fa3."""
+the GPU tests of cuda-fa3 and gluon-fa3.
+
+``failures_apart`` runs them in a child process (this file as a script: the request on stdin, the failures as
+one JSON line on stdout) without TRITON_INTERPRET, which the test session sets for the CPU tests: a Gluon
+kernel cannot be compiled in a process that interprets Triton."""
 
 from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 from kbench import correctness
 
 # (N, causal) at the sizes that catch tile tails: one query, fewer than a K/V tile, exactly one 128-row Q tile, one
 # past it, a partial last tile, many tiles.
 TAIL_SIZES = ((1, False), (17, True), (128, False), (129, True), (1000, False), (4099, True))
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def failures(registry, name: str, cases, params) -> list[str]:
@@ -24,3 +35,31 @@ def failures(registry, name: str, cases, params) -> list[str]:
         if not verdict.ok:
             problems.append(f"{label}: {verdict.reason[:300]}")
     return problems
+
+
+def failures_apart(name: str, cases, params, extra_env: dict | None = None, timeout: float = 900) -> list[str]:
+    """failures() in a child process with Triton compiling (no TRITON_INTERPRET)."""
+    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    env.update(extra_env or {})
+    request = {"name": name, "cases": [case.values for case in cases], "params": params}
+    done = subprocess.run([sys.executable, __file__], input=json.dumps(request), capture_output=True, text=True,
+                          env=env, cwd=ROOT, timeout=timeout)
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        return [f"the checking process ended with exit {done.returncode}: {(done.stdout + done.stderr)[-3000:]}"]
+    return json.loads(lines[-1])
+
+
+def _main() -> int:
+    from kbench import loader
+    from kbench.suite import Case
+
+    request = json.load(sys.stdin)
+    cases = [Case(values) for values in request["cases"]]
+    print(json.dumps(failures(loader.load(), request["name"], cases, request["params"])))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main())

@@ -2,7 +2,8 @@
 the timed calls verified) against the float64 reference: every dtype and head dim at the sizes that catch
 tile tails (one query, fewer than a K/V tile, exactly one Q tile, one past it, a partial last tile, many
 tiles), causal and not, several heads (a head's last tile reads on into the next head's rows, which must be
-masked); each form and tile parameter on its own; many more programs than SMs; and small cases under
+masked); each form and tile parameter on its own (each test's cases in a process of its own that compiles Triton:
+attention_checks.failures_apart); many more programs than SMs; and small cases under
 Triton's concurrency sanitizer (ConSan), which checks every shared-memory access of the kernel against the
 TMA copies and wgmma still pending on it and the mbarriers that order them."""
 
@@ -37,7 +38,7 @@ def test_default_form_matches_float64(registry, d, dtype):
     impl = registry.implementations("attention")["gluon-fa3"]
     cases = [Case({"n": n, "d": d, "batch": 2, "heads": 3, "dtype": dtype, "causal": causal})
              for n, causal in checks.TAIL_SIZES]
-    problems = checks.failures(registry, "gluon-fa3", cases, impl.params)
+    problems = checks.failures_apart("gluon-fa3", cases, impl.params)
     assert not problems, f"gluon-fa3 {dtype} d={d} is wrong at:\n" + "\n".join(problems)
 
 
@@ -47,7 +48,7 @@ def test_each_form_matches_float64(registry, config, d):
     impl = registry.implementations("attention")["gluon-fa3"]
     cases = [Case({"n": n, "d": d, "batch": 1, "heads": 2, "dtype": "fp16", "causal": causal})
              for n, causal in ((1000, False), (1000, True), (4099, True), (300, False))]
-    problems = checks.failures(registry, "gluon-fa3", cases, {**impl.params, **config})
+    problems = checks.failures_apart("gluon-fa3", cases, {**impl.params, **config})
     assert not problems, f"gluon-fa3 {label(config)} d={d} is wrong at:\n" + "\n".join(problems)
 
 
@@ -57,7 +58,7 @@ def test_many_programs_match_float64(registry, config):
     impl = registry.implementations("attention")["gluon-fa3"]
     cases = [Case({"n": 1000, "d": 128, "batch": 2, "heads": 40, "dtype": "bf16", "causal": causal})
              for causal in (False, True)]
-    problems = checks.failures(registry, "gluon-fa3", cases, {**impl.params, **config})
+    problems = checks.failures_apart("gluon-fa3", cases, {**impl.params, **config})
     assert not problems, f"gluon-fa3 {label(config)} is wrong at:\n" + "\n".join(problems)
 
 
