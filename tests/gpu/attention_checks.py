@@ -3,7 +3,7 @@ the timed calls verified) against the float64 reference, every case tried and th
 the GPU tests of cuda-fa3 and gluon-fa3.
 
 ``failures_apart`` runs them in a child process (this file as a script: the request on stdin, the failures as
-one JSON line on stdout) without TRITON_INTERPRET, which the test session sets for the CPU tests: a Gluon
+one JSON line on stdout) without TRITON_INTERPRET, which tests/conftest.py sets for the CPU tests: a Gluon
 kernel cannot be compiled in a process that interprets Triton."""
 
 from __future__ import annotations
