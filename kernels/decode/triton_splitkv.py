@@ -24,7 +24,9 @@ cases; a ragged batch counts as its tokens in sequences of the longest length. `
 with every thread loading its part; ``auto`` (the default) takes TMA on sm_90 and later except for an
 int4 or int2 cache. ``--param pdl=1`` launches the merge as a programmatic dependent of the partial
 kernel (sm_90 and later): it starts while the partial programs end and waits on the GPU for them, rather
-than being launched after them. ``--param block_n`` (keys a K/V tile), ``stages``
+than being launched after them; ``pdl=auto`` (the default) does so on sm_90 and later, where it was
+measured as fast or faster at every size (docs/performance.md), and ``pdl=0`` never. ``--param block_n``
+(keys a K/V tile), ``stages``
 (Triton's software pipeline depth for the K/V loads; 0 leaves Triton's default, 3 on sm_90) and ``warps``
 shape a program. ``stages=auto`` (the default) takes three where each sequence x K/V head is cut into
 many pieces (a few sequences: short programs that wait on memory more than they fill it) and two
@@ -292,6 +294,14 @@ def resolve_loads(loads: str, bits: int, capability: tuple[int, int] | None, rea
     return "tma" if readable and capability is not None and capability >= (9, 0) and bits not in (2, 4) else "pointers"
 
 
+def resolve_pdl(pdl, capability: tuple[int, int] | None) -> bool:
+    """pdl=auto as what it takes on a GPU of compute capability ``capability`` (None: Triton's CPU
+    interpreter, which runs no griddepcontrol): the dependent launch from sm_90 on; 0 and 1 as given."""
+    if str(pdl) == "auto":
+        return capability is not None and capability >= (9, 0)
+    return str(pdl) == "1"
+
+
 def partial_options(plan: dict, bits: int, warps: int, loads: str = "pointers") -> dict:
     """_partial's compile options: its warps, its pipeline depth (0: Triton's own default) and, for int4
     and int2 caches in their default form (tiles read through pointers, scales spread), the register cap
@@ -439,8 +449,8 @@ def explain(case, params) -> dict:
                 f"blocks) = {programs} programs, then the merge: {plan['bh'] * rows * (case.d // channels)} "
                 f"programs of one row and {channels} channels, each loading {plan['merge_pieces']} pieces' states at once"
                 + ("" if plan["merge_pieces"] >= plan["splits"] else " a round")
-                + (", launched while the partial kernel runs (pdl=1: programmatic dependent launch), waiting on "
-                   "the GPU for it to finish" if str(params["pdl"]) == "1" else ""),
+                + (", launched while the partial kernel runs (programmatic dependent launch, pdl="
+                   f"{params['pdl']}), waiting on the GPU for it to finish" if resolve_pdl(params["pdl"], (9, 0)) else ""),
         "program": f"{warps} warps; K/V tiles of {block_n} keys, "
                    + ("each one TMA copy from a tensor descriptor" if loads == "tma" else "loaded through pointers")
                    + (" (loads=auto)" if params["loads"] == "auto" else "") + f", pipelined {depth} deep"
@@ -470,15 +480,15 @@ def explain(case, params) -> dict:
 
 @implementation("decode", "triton-splitkv", backend="triton", modules=("torch", "triton"), supports=_supports,
                 explain=explain,
-                params={"splits": "auto", "block_n": BLOCK_N, "stages": "auto", "warps": 4, "loads": "auto", "pdl": 0},
+                params={"splits": "auto", "block_n": BLOCK_N, "stages": "auto", "warps": 4, "loads": "auto", "pdl": "auto"},
                 allowed={"splits": lambda value: None if value == "auto" or value.isdigit() and int(value) > 0
                          else "splits takes auto or a positive number",
                          "block_n": BLOCK_NS, "stages": ("auto", "0", "2", "3", "4"), "warps": (4, 8),
-                         "loads": LOADS, "pdl": (0, 1)},
+                         "loads": LOADS, "pdl": ("auto", "0", "1")},
                 description="flash-decoding in Triton: the cache split across programs, each head's GQA "
                             "group as the rows of one tile, partial softmax states combined by log-sum-exp; "
                             "int8, int4 and int2 caches dequantized in registers")
-def triton_splitkv(case, inputs, out, splits="auto", block_n=BLOCK_N, stages="auto", warps=4, loads="auto", pdl=0):
+def triton_splitkv(case, inputs, out, splits="auto", block_n=BLOCK_N, stages="auto", warps=4, loads="auto", pdl="auto"):
     if triton is None:
         raise Unsupported("triton is not installed")
     import torch
@@ -516,10 +526,10 @@ def triton_splitkv(case, inputs, out, splits="auto", block_n=BLOCK_N, stages="au
         raise Unsupported(refusal)
     if loads == "tma" and capability is not None and capability < (9, 0):
         raise Unsupported("loads=tma needs the Tensor Memory Accelerator of sm_90 and later")
-    pdl = str(pdl) == "1"
-    if pdl and (capability is None or capability < (9, 0)):
+    if str(pdl) == "1" and (capability is None or capability < (9, 0)):
         raise Unsupported("pdl=1: programmatic dependent launch needs sm_90 or later (and a GPU: Triton's "
                           "interpreter runs no griddepcontrol)")
+    pdl = resolve_pdl(pdl, capability)
     constants = partial_constants(case, plan, bits, block_n, utils.dot_precision("fp16" if bits else case.kv_dtype),
                                   loads, pdl)
     cache_strides = (*k.stride()[:3], *v.stride()[:3])

@@ -219,6 +219,13 @@ def test_pdl_is_a_skip_that_says_why_without_a_hopper_gpu(registry, decode):
         registry.implementations("decode")["triton-splitkv"].make(c, inputs, torch.empty_like(inputs["q"]), pdl=1)
 
 
+def test_pdl_auto_launches_the_merge_as_a_dependent_from_sm90_on(splitkv):
+    assert splitkv.resolve_pdl("auto", (9, 0)) and splitkv.resolve_pdl("auto", (10, 0))
+    assert not splitkv.resolve_pdl("auto", (8, 0)) and not splitkv.resolve_pdl("auto", None)
+    assert splitkv.resolve_pdl("1", (9, 0)) and splitkv.resolve_pdl(1, (9, 0))
+    assert not splitkv.resolve_pdl("0", (9, 0)) and not splitkv.resolve_pdl(0, (10, 0))
+
+
 def test_loads_auto_takes_tma_on_hopper_but_for_int4_and_pointers_elsewhere(splitkv):
     assert splitkv.resolve_loads("auto", 0, (9, 0)) == "tma" and splitkv.resolve_loads("auto", 8, (10, 0)) == "tma"
     assert splitkv.resolve_loads("auto", 4, (9, 0)) == "pointers"
