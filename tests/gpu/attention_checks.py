@@ -37,11 +37,18 @@ def failures(registry, name: str, cases, params) -> list[str]:
     return problems
 
 
+def compiling_env(base: dict | None = None, **extra: str) -> dict:
+    """The environment of a child process that compiles Triton kernels with kbench from this tree: ``base``
+    (os.environ if None) without TRITON_INTERPRET, the tree first on PYTHONPATH, and ``extra``."""
+    env = {key: value for key, value in (os.environ if base is None else base).items() if key != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    env.update(extra)
+    return env
+
+
 def failures_apart(name: str, cases, params, extra_env: dict | None = None, timeout: float = 900) -> list[str]:
     """failures() in a child process with Triton compiling (no TRITON_INTERPRET)."""
-    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    env.update(extra_env or {})
+    env = compiling_env(**(extra_env or {}))
     request = {"name": name, "cases": [case.values for case in cases], "params": params}
     done = subprocess.run([sys.executable, __file__], input=json.dumps(request), capture_output=True, text=True,
                           env=env, cwd=ROOT, timeout=timeout)

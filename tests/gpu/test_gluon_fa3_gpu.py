@@ -9,7 +9,6 @@ TMA copies and wgmma still pending on it and the mbarriers that order them."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -84,11 +83,8 @@ def test_no_hazard_under_triton_concurrency_sanitizer(proc_env):
 
     if "consan" not in Path(nvidia_compiler.__file__).read_text():
         pytest.skip("this Triton has no concurrency sanitizer (ConSan)")
-    root = Path(__file__).resolve().parents[2]
-    env = proc_env(TRITON_INSTRUMENTATION_MODE="consan", CUDA_LAUNCH_BLOCKING="1",
-                   PYTHONPATH=os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])))
-    env.pop("TRITON_INTERPRET", None)
-    done = subprocess.run([sys.executable, str(Path(__file__).with_name("sanitized.py")), "gluon-fa3"], cwd=root,
+    env = checks.compiling_env(proc_env(), TRITON_INSTRUMENTATION_MODE="consan", CUDA_LAUNCH_BLOCKING="1")
+    done = subprocess.run([sys.executable, str(Path(__file__).with_name("sanitized.py")), "gluon-fa3"], cwd=checks.ROOT,
                           env=env, capture_output=True, text=True, timeout=600)
     tail = (done.stdout + done.stderr)[-6000:]
     assert done.returncode == 0 and "gluon-fa3: 6 checked, 0 failed" in done.stdout, tail
