@@ -179,12 +179,20 @@ __device__ __forceinline__ void read_words(unsigned (&w)[WORDS], const unsigned*
 
 // Two 16-bit values at byte offsets a and b from p as {p[a], p[b]} (read-only, cached: scales and
 // minimums). The offsets are unsigned 32-bit, so an address is one 64-bit add.
+__device__ __forceinline__ unsigned short load_half(const unsigned short* p, unsigned a) {
+    unsigned short h;
+    asm("ld.global.nc.u16 %0, [%1];\n" : "=h"(h) : "l"(reinterpret_cast<const unsigned char*>(p) + a));
+    return h;
+}
+
 __device__ __forceinline__ unsigned load_half_pair(const unsigned short* p, unsigned a, unsigned b) {
-    const unsigned char* bytes = reinterpret_cast<const unsigned char*>(p);
-    unsigned short lo, hi;
-    asm("ld.global.nc.u16 %0, [%1];\n" : "=h"(lo) : "l"(bytes + a));
-    asm("ld.global.nc.u16 %0, [%1];\n" : "=h"(hi) : "l"(bytes + b));
-    return unsigned(lo) | (unsigned(hi) << 16);
+    return unsigned(load_half(p, a)) | (unsigned(load_half(p, b)) << 16);
+}
+
+__device__ __forceinline__ float half_to_float(unsigned short h) {
+    float x;
+    asm("cvt.f32.f16 %0, %1;\n" : "=f"(x) : "h"(h));
+    return x;
 }
 
 // floor(x / d) for 0 <= x < 2^31 as (x * magic) >> shift: a 32 x 32-bit multiply and a shift instead of
@@ -737,7 +745,19 @@ __device__ __forceinline__ unsigned transpose_8x8(unsigned x) {
 template <int BITS, int VSPAN>
 constexpr int KEY_FORM_WARPS_PER_SM = BITS == 4 && VSPAN == 1 ? 16 : 12;
 
-template <int BITS, bool BF16, int D, int TN, int WARPS, int VSPAN, bool KG1>
+// VFOLD: V's groups span the head (group >= D: one scale and minimum a token), and they are applied to
+// P instead of to every dequantized V element. A key's row of V is scale · codes + minimum, so
+//     sum_k p_k v_k = sum_k (p_k scale_k) codes_k + (sum_k p_k minimum_k)
+// the first term an mma of the codes (as fp16 integers, exact) against P scaled key by key (a multiply
+// of each fp32 p before it is rounded to fp16, as P is anyway), the second a running sum per row
+// rescaled like the row's sum, added to every channel of O once at the end. That takes the fma of
+// every V pair (64 a tile of 32 keys at d = 128) and the paired loads of V's scales out of the loop, for
+// 8 fp32 multiplies and 8 fmas on the 4 keys' P values a lane holds.
+// DENSE: a token's K and V rows follow one another (the codes' token stride is the row, D BITS / 8
+// bytes; with VFOLD, V's scales and minimums one element a token). The loop's tiles before the
+// piece's edge then address each row as the tile's first row plus a constant, which ptxas folds into
+// the load instruction, instead of a multiply and a 64-bit add of a run-time stride every row.
+template <int BITS, bool BF16, int D, int TN, int WARPS, int VSPAN, bool KG1, bool VFOLD, bool DENSE>
 __global__ void __launch_bounds__(WARPS * 32, WARPS <= KEY_FORM_WARPS_PER_SM<BITS, VSPAN> ? KEY_FORM_WARPS_PER_SM<BITS, VSPAN> / WARPS : 1)
 bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
     using LN = Lanes<BITS, D>;
@@ -750,6 +770,7 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
     static_assert(TN % 16 == 0 && D % 64 == 0, "tiles of 16 keys, d a multiple of 64");
     static_assert(BITS == 4 || BITS == 8 || BITS == 16, "4- or 8-bit codes, or 16-bit values");
     static_assert(!QUANT || !BF16, "a quantized cache's queries and output are fp16");
+    static_assert(!VFOLD || (QUANT && VSPAN == 1), "V's scales fold into P for a quantized cache, one group a token");
 
     extern __shared__ __align__(16) float smem[];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -786,6 +807,7 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
     float o[MI][4];
     float row_max[2] = {neg_inf(), neg_inf()};
     float row_sum[2] = {0.f, 0.f};  // this lane's part of each row's sum; the 8 lanes of a t add them at the end
+    [[maybe_unused]] float row_bias[2] = {0.f, 0.f};  // VFOLD: this lane's part of each row's sum of P x minimum
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
@@ -802,18 +824,41 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
         constexpr bool EDGE = decltype(edge)::value;
         auto in_cache = [&](int key) { return EDGE ? min(key, L - 1) : key; };
         const int key0 = start + tile * TN;
+        // Rows of the tile from its first ones (DENSE interior tiles: constant offsets), or each on its own.
+        constexpr bool FIXED_ROWS = DENSE && !EDGE;
+        constexpr int ROW_BYTES = D * BITS / 8;
+        const unsigned char* k_first = hc.k_lane + static_cast<long long>(key0 + g) * ROW_BYTES;  // key key0 + g
+        const unsigned char* v_first = hc.v_lane + static_cast<long long>(key0 + 2 * t) * ROW_BYTES;  // key0 + 2t
         unsigned kc[MT][2][LN::KWORDS];  // keys 16 mt + g (0) and + 8 (1)
         unsigned vc[MT][4][LN::VWORDS];  // keys 16 j + 2t, 2t+1, 2t+8, 2t+9
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
             for (int h = 0; h < 2; ++h)
-                load_stream<LN::KWORDS>(kc[mt][h], hc.k_lane + in_cache(key0 + 16 * mt + 8 * h + g) * hc.ksl);
+                load_stream<LN::KWORDS>(kc[mt][h], FIXED_ROWS ? k_first + (16 * mt + 8 * h) * ROW_BYTES
+                                                              : hc.k_lane + in_cache(key0 + 16 * mt + 8 * h + g) * hc.ksl);
 #pragma unroll
         for (int j = 0; j < MT; ++j)
 #pragma unroll
-            for (int e = 0; e < 4; ++e)
-                load_stream<LN::VWORDS>(vc[j][e], hc.v_lane + in_cache(key0 + 16 * j + 2 * t + (e & 1) + 8 * (e >> 1)) * hc.vsl);
+            for (int e = 0; e < 4; ++e) {
+                const int key = 16 * j + (e & 1) + 8 * (e >> 1);  // past key0 + 2t
+                load_stream<LN::VWORDS>(vc[j][e], FIXED_ROWS ? v_first + key * ROW_BYTES
+                                                             : hc.v_lane + in_cache(key0 + 2 * t + key) * hc.vsl);
+            }
+        // VFOLD: V's scale and minimum of the keys whose P this lane holds (16 mt + g, + 8), loaded with the codes
+        [[maybe_unused]] unsigned short v_scale[MT][2], v_min[MT][2];
+        if constexpr (VFOLD) {
+            const unsigned first = 2u * (key0 + g);  // bytes to key key0 + g's (DENSE: one element a key)
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const unsigned at = FIXED_ROWS ? first + 2u * (16 * mt + 8 * h)
+                                                   : 2u * in_cache(key0 + 16 * mt + 8 * h + g) * hc.vssl;
+                    v_scale[mt][h] = load_half(hc.vs_row, at);
+                    v_min[mt][h] = load_half(hc.vm_row, at);
+                }
+        }
 
         // ---- S^T = K Q^T ------------------------------------------------------------------------------
         float s[MT][4];
@@ -893,17 +938,27 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
         }
         unsigned pb[MT][2];  // P^T's B registers of k16 step j: keys 16 j + {2t, 2t+1} (0), {2t+8, 2t+9} (1)
         float sum[2] = {0.f, 0.f};
+        [[maybe_unused]] float bias[2] = {0.f, 0.f};
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-                const float p0 = fast_exp2(fmaf(s[mt][2 * h], scale_log2, -shift[0]));
-                const float p1 = fast_exp2(fmaf(s[mt][2 * h + 1], scale_log2, -shift[1]));
+                float p0 = fast_exp2(fmaf(s[mt][2 * h], scale_log2, -shift[0]));
+                float p1 = fast_exp2(fmaf(s[mt][2 * h + 1], scale_log2, -shift[1]));
                 sum[0] += p0, sum[1] += p1;
+                if constexpr (VFOLD) {  // the key's minimum into the rows' sums, its scale into P
+                    const float minimum = half_to_float(v_min[mt][h]), scale = half_to_float(v_scale[mt][h]);
+                    bias[0] = fmaf(p0, minimum, bias[0]), bias[1] = fmaf(p1, minimum, bias[1]);
+                    p0 *= scale, p1 *= scale;
+                }
                 pb[mt][h] = transpose_8x8(pack2<BF16>(p0, p1));  // key 16 mt + 8 h + g x rows 2t, 2t+1 -> keys x row g
             }
 #pragma unroll
         for (int e = 0; e < 2; ++e) row_sum[e] = row_sum[e] * alpha[e] + sum[e];
+        if constexpr (VFOLD) {
+#pragma unroll
+            for (int e = 0; e < 2; ++e) row_bias[e] = row_bias[e] * alpha[e] + bias[e];
+        }
         if (__any_sync(0xffffffffu, grew)) {
 #pragma unroll
             for (int mi = 0; mi < MI; ++mi)
@@ -916,7 +971,7 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
 #pragma unroll
         for (int j = 0; j < MT; ++j) {
             [[maybe_unused]] unsigned vs[2][VSPAN], vm[2][VSPAN];  // [keys 2t, 2t+1 | 2t+8, 2t+9][group]
-            if constexpr (QUANT) load_v_scales<EDGE>(vs, vm, hc, in_cache, key0, j, t, v_row0);
+            if constexpr (QUANT && !VFOLD) load_v_scales<EDGE>(vs, vm, hc, in_cache, key0, j, t, v_row0);
 #pragma unroll
             for (int mi = 0; mi < MI; ++mi) {
                 unsigned a[4];
@@ -926,7 +981,7 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
                     for (int c = 0; c < 2; ++c) {
                         const int jn = 2 * mi + c;  // the channel of the lane's strip
                         unsigned reg = v_operand<BITS>(vc[j][2 * pr], vc[j][2 * pr + 1], jn);
-                        if constexpr (QUANT) {
+                        if constexpr (QUANT && !VFOLD) {
                             const int x = (VSPAN == 2 && jn >= hc.cut) ? VSPAN - 1 : 0;
                             reg = hfma2(reg, vs[pr][x], vm[pr][x]);
                         }
@@ -939,6 +994,20 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
     int tile = warp;
     for (; tile < interior; tile += WARPS) run_tile(Flag<false>(), tile);
     for (; tile < n_tiles; tile += WARPS) run_tile(Flag<true>(), tile);
+
+    // VFOLD: each row's sum of P x minimum over the warp's keys (the 8 lanes of a t), added to every channel
+    if constexpr (VFOLD) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            row_bias[e] += __shfl_xor_sync(0xffffffffu, row_bias[e], 4);
+            row_bias[e] += __shfl_xor_sync(0xffffffffu, row_bias[e], 8);
+            row_bias[e] += __shfl_xor_sync(0xffffffffu, row_bias[e], 16);
+        }
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) o[mi][e] += row_bias[e & 1];
+    }
 
     // ---- the warps' states merged through shared memory: per warp 8 maxima, 8 sums, 8 rows of O ------
     float* sm_m = smem;
@@ -1046,44 +1115,76 @@ bitdecode_combine(const float* __restrict__ part_o, const float* __restrict__ pa
 // nvcc build check (tests/): the instances kbench launches (cupy_bitdecode.py's INSTANCES).
 #define KBENCH_BD_PARTIAL(BITS, BF16, D, TN, W, VSPAN, KG1, STAGES) \
     template __global__ void bitdecode_partial<BITS, BF16, D, TN, W, VSPAN, KG1, STAGES>(BITDECODE_PARTIAL_PARAMS);
-#define KBENCH_BD_KEYS(BITS, BF16, D, TN, W, VSPAN, KG1) \
-    template __global__ void bitdecode_partial_keys<BITS, BF16, D, TN, W, VSPAN, KG1>(BITDECODE_PARTIAL_PARAMS);
+#define KBENCH_BD_KEYS(BITS, BF16, D, TN, W, VSPAN, KG1, VFOLD, DENSE) \
+    template __global__ void bitdecode_partial_keys<BITS, BF16, D, TN, W, VSPAN, KG1, VFOLD, DENSE>(BITDECODE_PARTIAL_PARAMS);
 #define KBENCH_BD_COMBINE(D, BF16)                                                                             \
     template __global__ void bitdecode_combine<D, BF16>(const float*, const float*, const float*,    \
                                                                    unsigned short*, int, int, int, int, int, int, \
                                                                    long long, long long, long long);
 KBENCH_BD_PARTIAL(4, false, 64, 32, 4, 1, true, 0)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, false, true)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, false, false)
 KBENCH_BD_PARTIAL(4, false, 64, 32, 4, 1, false, 0)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, false, true)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, false, false)
 KBENCH_BD_PARTIAL(4, false, 64, 32, 4, 2, false, 0)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 2, false)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 2, false, false, true)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 2, false, false, false)
 KBENCH_BD_PARTIAL(4, false, 128, 32, 4, 1, true, 0)
-KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, true)
+KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, true, false, true)
+KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, true, false, false)
 KBENCH_BD_PARTIAL(4, false, 128, 32, 4, 1, false, 0)
-KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, false)
+KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, false, false, true)
+KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, false, false, false)
 KBENCH_BD_PARTIAL(4, false, 128, 32, 4, 2, false, 0)
-KBENCH_BD_KEYS(4, false, 128, 32, 4, 2, false)
+KBENCH_BD_KEYS(4, false, 128, 32, 4, 2, false, false, true)
+KBENCH_BD_KEYS(4, false, 128, 32, 4, 2, false, false, false)
 KBENCH_BD_PARTIAL(8, false, 64, 32, 4, 1, true, 0)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, false, true)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, false, false)
 KBENCH_BD_PARTIAL(8, false, 64, 32, 4, 1, false, 0)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, false, true)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, false, false)
 KBENCH_BD_PARTIAL(8, false, 64, 32, 4, 2, false, 0)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 2, false)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 2, false, false, true)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 2, false, false, false)
 KBENCH_BD_PARTIAL(8, false, 128, 32, 4, 1, true, 0)
-KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, true)
+KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, true, false, true)
+KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, true, false, false)
 KBENCH_BD_PARTIAL(8, false, 128, 32, 4, 1, false, 0)
-KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, false)
+KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, false, false, true)
+KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, false, false, false)
 KBENCH_BD_PARTIAL(8, false, 128, 32, 4, 2, false, 0)
-KBENCH_BD_KEYS(8, false, 128, 32, 4, 2, false)
+KBENCH_BD_KEYS(8, false, 128, 32, 4, 2, false, false, true)
+KBENCH_BD_KEYS(8, false, 128, 32, 4, 2, false, false, false)
 KBENCH_BD_PARTIAL(16, false, 64, 32, 4, 1, false, 0)
-KBENCH_BD_KEYS(16, false, 64, 32, 4, 1, false)
+KBENCH_BD_KEYS(16, false, 64, 32, 4, 1, false, false, true)
+KBENCH_BD_KEYS(16, false, 64, 32, 4, 1, false, false, false)
 KBENCH_BD_PARTIAL(16, false, 128, 32, 4, 1, false, 0)
-KBENCH_BD_KEYS(16, false, 128, 32, 4, 1, false)
+KBENCH_BD_KEYS(16, false, 128, 32, 4, 1, false, false, true)
+KBENCH_BD_KEYS(16, false, 128, 32, 4, 1, false, false, false)
 KBENCH_BD_PARTIAL(16, true, 64, 32, 4, 1, false, 0)
-KBENCH_BD_KEYS(16, true, 64, 32, 4, 1, false)
+KBENCH_BD_KEYS(16, true, 64, 32, 4, 1, false, false, true)
+KBENCH_BD_KEYS(16, true, 64, 32, 4, 1, false, false, false)
 KBENCH_BD_PARTIAL(16, true, 128, 32, 4, 1, false, 0)
-KBENCH_BD_KEYS(16, true, 128, 32, 4, 1, false)
+KBENCH_BD_KEYS(16, true, 128, 32, 4, 1, false, false, true)
+KBENCH_BD_KEYS(16, true, 128, 32, 4, 1, false, false, false)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, true, true)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, true, false)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, true, true)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, true, false)
+KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, true, true, true)
+KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, true, true, false)
+KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, false, true, true)
+KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, false, true, false)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, true, true)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, true, false)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, true, true)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, true, false)
+KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, true, true, true)
+KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, true, true, false)
+KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, false, true, true)
+KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, false, true, false)
 KBENCH_BD_COMBINE(64, false)
 KBENCH_BD_COMBINE(64, true)
 KBENCH_BD_COMBINE(128, false)

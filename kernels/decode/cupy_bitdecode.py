@@ -38,6 +38,13 @@ against 451 for fp16, in the rows form). ``masks=auto`` (the default) takes the 
 an H200 for the cache's element width in the rows form (AUTO_MASKS; docs/performance.md): edge for fp16,
 bf16 and int4, all for int8; in the keys form the two are within 1 % for fp16 and int8, and edge is 2 %
 faster for int4.
+``--param v_scales=p`` (``auto``, the default, wherever it can run: the keys form over a cache whose V
+groups span the head, ``--group`` >= d) applies V's scales to P instead of to V: a token's row of V is
+scale · codes + minimum, so P V is (P scaled key by key) times the codes, as fp16 integers, plus each
+row's sum of P x minimum, kept beside the row's sum and added to O at the end. That takes the
+``fma.rn.f16x2`` of every V pair and the loads of V's scales in pairs out of the loop (ptxas, sm_90:
+692 instructions a tile of 32 keys at d = 128 for int4 against 780, and 4 bytes spilled instead of 68).
+P x scale is rounded to fp16 once, as P alone is with ``v_scales=values``.
 Where K's groups of tokens are whole tiles (the group a multiple of ``tile``, as the default 32 and
 32), a k16 step's scales are loaded once for the tile's keys instead of once per n8 tile. fp16 and bf16 caches run the
 same kernel with the 16-bit values as the fragments (no conversion). A quantized cache's V groups must
@@ -74,6 +81,10 @@ MASKS = ("auto", "all", "edge")  # which tiles clamp addresses and mask scores: 
 # batch 1 and 8) the edge-free loop of the rows form ran 2-9 % faster for fp16 and int4 caches and 4-7 %
 # slower for int8; in the keys form it is 2 % faster for int4, and within 1 % either way for the others.
 AUTO_MASKS = {4: "edge", 8: "all", 16: "edge"}
+# Where V's scales are applied: to every dequantized V pair (values), or, where a token has one scale
+# and minimum for all its channels (group >= d), to P key by key and to a running sum of P x minimum
+# per row (p; the keys form only).
+V_SCALES = ("auto", "values", "p")
 
 
 def resolve_form(form: str, stages: int = 0) -> str:
@@ -84,12 +95,26 @@ def resolve_form(form: str, stages: int = 0) -> str:
     return "rows" if stages else "keys"
 
 
+def v_whole(d: int, group: int, bits: int) -> bool:
+    """Whether a quantized cache's V has one scale and minimum a token (its groups of channels span the head)."""
+    return bits < 16 and group >= d
+
+
+def resolve_v_scales(v_scales: str, case, form: str) -> str:
+    """v_scales=auto as where V's scales are applied: p where they can fold into P (the keys form, one
+    group a token), values elsewhere; values or p as given."""
+    if v_scales != "auto":
+        return v_scales
+    return "p" if form == "keys" and v_whole(case.d, case.group, CODE_BITS[case.kv_dtype]) else "values"
+
+
 def resolve_masks(masks: str, bits: int) -> str:
     """masks=auto as the loop form it takes for a cache of ``bits``-bit elements; all or edge as given."""
     return AUTO_MASKS[bits] if masks == "auto" else masks
 
 
-DEFAULT_PARAMS = {"splits": 0, "tile": 32, "warps": 4, "stages": 0, "masks": "auto", "form": "auto"}
+DEFAULT_PARAMS = {"splits": 0, "tile": 32, "warps": 4, "stages": 0, "masks": "auto", "form": "auto",
+                  "v_scales": "auto"}
 
 
 def v_span(d: int, group: int, bits: int) -> int | None:
@@ -114,17 +139,32 @@ def name_expression(bits: int, bf16: bool, d: int, tile: int, warps: int, vspan:
     return _cupy.instance_name("bitdecode_partial", bits, bf16, d, tile, warps, vspan, one_group, stages)
 
 
-def keys_form_name(bits: int, bf16: bool, d: int, tile: int, warps: int, vspan: int, one_group: bool = False) -> str:
-    """The template instance of the keys-as-rows partial kernel (form=keys)."""
-    return _cupy.instance_name("bitdecode_partial_keys", bits, bf16, d, tile, warps, vspan, one_group)
+def keys_form_name(bits: int, bf16: bool, d: int, tile: int, warps: int, vspan: int, one_group: bool = False,
+                   v_fold: bool = False, dense: bool = True) -> str:
+    """The template instance of the keys-as-rows partial kernel (form=keys); ``v_fold``: V's scales
+    applied to P (v_scales=p); ``dense``: the cache's tokens one after the other (see :func:`dense_rows`)."""
+    return _cupy.instance_name("bitdecode_partial_keys", bits, bf16, d, tile, warps, vspan, one_group, v_fold, dense)
 
 
-def instance(case, tile: int, warps: int, stages: int, form: str = "rows") -> str:
-    """The partial kernel's instance for a case."""
+def instance(case, tile: int, warps: int, stages: int, form: str = "rows", v_scales: str = "values",
+             dense: bool = True) -> str:
+    """The partial kernel's instance for a case (``v_scales`` resolved: values or p)."""
     bits = CODE_BITS[case.kv_dtype]
-    shape = (bits, case.kv_dtype == "bf16", case.d, tile, warps, v_span(case.d, case.group, bits),
+    fold = v_scales == "p"
+    shape = (bits, case.kv_dtype == "bf16", case.d, tile, warps, 1 if fold else v_span(case.d, case.group, bits),
              one_group_a_tile(case.group, tile, bits))
-    return keys_form_name(*shape) if form == "keys" else name_expression(*shape, stages)
+    return keys_form_name(*shape, fold, dense) if form == "keys" else name_expression(*shape, stages)
+
+
+def dense_rows(k, v, v_scale=None) -> bool:
+    """Whether each token's row of K and of V (codes or 16-bit values) follows the one before it, and,
+    given ``v_scale`` (v_scales=p: one a token), V's scales one element a token: the keys form then
+    addresses a tile's rows from its first one by constants (the .cu's DENSE). A dimension of one token
+    is never stepped along."""
+    rows = [(t.shape[2], t.stride(2), t.shape[-1]) for t in (k, v)]
+    if v_scale is not None:
+        rows.append((v_scale.shape[2], v_scale.stride(2), 1))
+    return all(n == 1 or stride == row for n, stride, row in rows)
 
 
 def combine_name(d: int, bf16: bool) -> str:
@@ -181,7 +221,8 @@ def split_plan(length: int, programs: int, sms: int, resident: int, tile: int, w
     return math.ceil(length / keys), keys
 
 
-def check_config(case, tile: int, warps: int, form: str = "auto", stages: int = 0) -> str | None:
+def check_config(case, tile: int, warps: int, form: str = "auto", stages: int = 0,
+                 v_scales: str = "auto") -> str | None:
     """Why this case, block shape and form cannot run, or None."""
     if seq_lengths.is_ragged(case):  # --l 1000+130000
         return "a ragged batch (one length a sequence): cupy-bitdecode takes one length for every sequence"
@@ -198,6 +239,10 @@ def check_config(case, tile: int, warps: int, form: str = "auto", stages: int = 
                 "channels would span more than two scale groups")
     if form == "keys" and stages:
         return "form=keys loads each tile into registers: stages=0 only"
+    if v_scales == "p" and not (resolve_form(form, stages) == "keys"
+                                and v_whole(case.d, case.group, CODE_BITS[case.kv_dtype])):
+        return ("v_scales=p folds V's scales into P: the keys form over a quantized cache whose V groups "
+                f"span the head (--group >= d = {case.d})")
     return None
 
 
@@ -210,9 +255,12 @@ def default_instances() -> list[str]:
         for d in HEAD_DIMS:
             # groups spanning two V groups a strip are never whole tiles (a strip of d/8 divides the tile)
             shapes = ((1, True), (1, False), (2, False)) if bits < 16 else ((1, False),)
-            for vspan, one_group in shapes:
-                names.append(name_expression(bits, bf16, d, tile, warps, vspan, one_group, stages))
-                names.append(keys_form_name(bits, bf16, d, tile, warps, vspan, one_group))
+            keys = [(vspan, one_group, False) for vspan, one_group in shapes]
+            if bits < 16:  # V's scales folded into P (v_scales=p): one group a token, the keys whole tiles or not
+                keys += [(1, one_group, True) for one_group in (True, False)]
+            names += [name_expression(bits, bf16, d, tile, warps, vspan, one_group, stages) for vspan, one_group in shapes]
+            names += [keys_form_name(bits, bf16, d, tile, warps, vspan, one_group, fold, dense)
+                      for vspan, one_group, fold in keys for dense in (True, False)]
     names += [combine_name(d, bf16) for d in HEAD_DIMS for bf16 in (False, True)]
     return names
 
@@ -274,7 +322,7 @@ def lane_table(bits: int, d: int, form: str) -> list[dict]:
 
 
 def _plan(case, tile: int, warps: int, splits: int, sms: int, resident: int, stages: int = 0,
-          form: str = "rows") -> dict:
+          form: str = "rows", v_scales: str = "values", dense: bool = True) -> dict:
     bits = CODE_BITS[case.kv_dtype]
     rows = case.hq // case.hkv * case.q
     blocks = row_blocks(rows, form)
@@ -282,7 +330,7 @@ def _plan(case, tile: int, warps: int, splits: int, sms: int, resident: int, sta
     n_splits, keys = split_plan(case.l, programs, sms, resident, tile, warps, splits)
     return {"bits": bits, "rows": rows, "row_blocks": blocks, "programs": programs, "splits": n_splits,
             "keys_per_split": keys, "grid": (blocks * n_splits, case.batch * case.hkv), "block": (32 * warps,),
-            "name": instance(case, tile, warps, stages, form),
+            "name": instance(case, tile, warps, stages, form, v_scales, dense),
             "smem": smem_bytes(case.d, warps, bits, tile, stages, form), "block_rows": FORM_ROWS[form]}
 
 
@@ -294,13 +342,14 @@ def explain(case, params) -> dict:
     from kbench.occupancy import blocks_per_sm
 
     tile, warps, stages = params["tile"], params["warps"], params["stages"]
-    reason = check_config(case, tile, warps, params["form"], stages)
+    reason = check_config(case, tile, warps, params["form"], stages, params["v_scales"])
     if reason:
         return {"configuration": f"not runnable: {reason}"}
     bits = CODE_BITS[case.kv_dtype]
     masks = resolve_masks(params["masks"], bits)
     form = resolve_form(params["form"], stages)
-    name = instance(case, tile, warps, stages, form)
+    v_scales = resolve_v_scales(params["v_scales"], case, form)
+    name = instance(case, tile, warps, stages, form, v_scales)
     smem = smem_bytes(case.d, warps, bits, tile, stages, form)
     try:
         resources, failure = from_nvcc(SOURCE, name), None
@@ -308,7 +357,7 @@ def explain(case, params) -> dict:
         resources, failure = None, f"could not compile: {exc}"
     resident = blocks_per_sm(32 * warps, resources["registers"], smem)["blocks_per_sm"] if resources else 1
     h200 = by_key("h200")
-    plan = _plan(case, tile, warps, params["splits"], h200.sms, resident, stages, form)
+    plan = _plan(case, tile, warps, params["splits"], h200.sms, resident, stages, form, v_scales)
     blocks = plan["grid"][0] * plan["grid"][1]
     block_rows, keys_form = plan["block_rows"], form == "keys"
     figures = {
@@ -348,7 +397,11 @@ def explain(case, params) -> dict:
         "lane table": lane_table(bits, case.d, form),
         "dequantization": {4: "lop3 (nibbles under 0x6400), sub / fma to the code, fma.rn.f16x2 with scale and minimum",
                            8: "prmt (bytes under 0x64), sub to the code, fma.rn.f16x2 with scale and minimum",
-                           16: "none: the 16-bit values are the fragments (V's pairs of keys by prmt)"}[bits],
+                           16: "none: the 16-bit values are the fragments (V's pairs of keys by prmt)"}[bits]
+                          + ("; V's codes stay codes: each key's scale multiplies its P (fp32, before the rounding to "
+                             "fp16), its minimum goes into a running sum of P x minimum per row, added to O at the end"
+                             + (" (v_scales=auto: one group a token)" if params["v_scales"] == "auto" else "")
+                             if v_scales == "p" else ""),
     }
     if resources:
         figures.update(launch_figures(dict(resources), blocks, 32 * warps, smem))
@@ -365,18 +418,18 @@ def _supports(case):
     "decode", "cupy-bitdecode", backend="cupy", cuda=True, modules=("torch", "cupy"), min_cc=(8, 0),
     supports=_supports, params=dict(DEFAULT_PARAMS), explain=explain,
     allowed={"splits": lambda value: None if value >= 0 else "splits takes 0 (automatic) or a positive number",
-             "tile": TILES, "warps": WARPS, "stages": STAGES, "masks": MASKS, "form": FORMS},
+             "tile": TILES, "warps": WARPS, "stages": STAGES, "masks": MASKS, "form": FORMS, "v_scales": V_SCALES},
     description="BitDecoding-style decode in CUDA C++: mma.sync m16n8k16 with the keys (or the GQA group) as "
                 "the rows, int4/int8 codes dequantized into the fragments by lop3/prmt, split-KV merged by "
                 "log-sum-exp",
 )
-def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form):
+def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form, v_scales):
     import numpy as np
     import torch
 
     from kbench.occupancy import LIMITS, blocks_per_sm
 
-    reason = check_config(case, tile, warps, form, stages)
+    reason = check_config(case, tile, warps, form, stages, v_scales)
     if reason:
         raise Unsupported(reason)
     q = inputs["q"]
@@ -410,7 +463,9 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form):
     bf16 = q.dtype == torch.bfloat16
     vspan = v_span(case.d, case.group, bits)
     form = resolve_form(form, stages)
-    kernel = _cupy.compiled(str(SOURCE), instance(case, tile, warps, stages, form))
+    v_scales = resolve_v_scales(v_scales, case, form)
+    dense = dense_rows(k, v, scales[2] if v_scales == "p" else None)
+    kernel = _cupy.compiled(str(SOURCE), instance(case, tile, warps, stages, form, v_scales, dense))
     smem = smem_bytes(case.d, warps, bits, tile, stages, form)
     if smem > 48 * 1024:  # above 48 KiB a block must opt in to its dynamic shared memory
         if smem > _cupy.smem_optin_limit(q):
@@ -419,7 +474,7 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form):
     props = torch.cuda.get_device_properties(q.device)
     capability = (props.major, props.minor) if (props.major, props.minor) in LIMITS else (9, 0)
     resident = blocks_per_sm(32 * warps, kernel.num_regs, smem + kernel.shared_size_bytes, capability)["blocks_per_sm"]
-    plan = _plan(case, tile, warps, splits, props.multi_processor_count, resident, stages, form)
+    plan = _plan(case, tile, warps, splits, props.multi_processor_count, resident, stages, form, v_scales, dense)
     n_splits, rbs = plan["splits"], plan["row_blocks"]
     group_heads = case.hq // case.hkv
 
@@ -472,7 +527,7 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form):
     # would go to the next tensors allocated, which the kernel would then overwrite).
     run.workspace = (part_o, part_m, part_l) if n_splits > 1 else ()
     run.config = {"splits": n_splits, "keys_per_split": plan["keys_per_split"], "tile": tile, "warps": warps,
-                  "stages": stages, "masks": masks, "form": form, "one_group_a_tile": one_group_a_tile(case.group, tile, bits),
+                  "stages": stages, "masks": masks, "form": form, "v_scales": v_scales, "dense_rows": dense, "one_group_a_tile": one_group_a_tile(case.group, tile, bits),
                   "row_blocks": rbs, "resident_blocks_per_sm": resident, "v_span": vspan,
                   **_cupy.kernel_config(kernel, grid, block, smem)}
     return run

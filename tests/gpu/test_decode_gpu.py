@@ -4,8 +4,8 @@ GQA 32/8 with one and four new queries, MQA, fp16, bf16, int8, int4 and int2 cac
 (every input distribution, the timed calls checked too). cupy-bitdecode (CUDA C++ through CuPy) over the
 same lengths at d 64 and 128, with groups that leave a partial group of tokens (4099, 1000 and 17 keys in
 groups of 32), V groups that cross a lane's strip of channels, more rows than one m16 tile, both its
-loops (every tile masked, or only a piece's last ones), and its tile, warps and pieces away from their
-defaults."""
+loops (every tile masked, or only a piece's last ones), V's scales applied to the values or to P, caches
+whose tokens are not one after the other, and its tile, warps and pieces away from their defaults."""
 
 from __future__ import annotations
 
@@ -148,3 +148,57 @@ def test_cupy_bitdecode_keys_form_is_right(cli, tmp_path):
                            "--param", "splits=0,1")
     assert {key.split("kv_dtype=")[1].split(",")[0] for _, key in rows} == {"int4", "int8", "fp16", "bf16"}
     assert len(rows) == (2 * 3 + 2) * 8  # quantized caches x groups, 16-bit caches once (no groups), x params
+
+
+@pytest.mark.usefixtures("needs_cupy")
+def test_cupy_bitdecode_v_scales_on_p_are_right(cli, tmp_path):
+    """V's scales applied to P (v_scales=p) against applied to the values, where a token's channels are
+    one group of V: 17, 4099 and 128k keys, one and four new queries, K groups of 128 tokens (whole
+    tiles) and 200 (a tile across two), int4 and int8, d = 128; and d = 64 in groups of 64, under MQA."""
+    out = tmp_path / "decode.jsonl"
+    for sweep in (("--l", "17,4099,131072", "--hq", "32", "--hkv", "8", "--q", "1,4", "--d", "128", "--group", "128,200"),
+                  ("--l", "1000", "--hq", "16", "--hkv", "1", "--q", "1", "--d", "64", "--group", "64")):
+        result = cli("run", "decode", *sweep, "--batch", "2", "--kv-dtype", "int4,int8", "--device", "cuda",
+                     "--impl", "cupy-bitdecode", "--param", "v_scales=values,p", "--timeout", "300",
+                     "--max-time", "0.1", "--out", out)
+        assert result.exit_code == 0, result.output[-3000:]
+    records = [r for r in results.read(out) if r.impl == "cupy-bitdecode"]
+    wrong = {(r.label, r.case_key): (r.status, r.reason) for r in records if r.status != "OK"}
+    assert len(records) == 2 * (3 * 2 * 2 * 2 + 2) and not wrong, wrong
+    assert {r.config["v_scales"] for r in records} == {"values", "p"}
+
+
+@pytest.mark.usefixtures("needs_cupy")
+@pytest.mark.parametrize("kv_dtype, group", [("int4", 128), ("int4", 32), ("int8", 128), ("fp16", 32)])
+def test_cupy_bitdecode_reads_a_cache_whose_tokens_are_apart(registry, kv_dtype, group):
+    """K, V (and V's scales) whose tokens are further apart than a row (rows padded, as in a cache with room
+    for more channels): the kernel steps by the strides instead of the row's size, and writes the same
+    output, bit for bit, as over the same cache laid out densely."""
+    import torch
+
+    from kbench.suite import Case
+
+    suite, impl = registry.suite("decode"), registry.implementations("decode")["cupy-bitdecode"]
+    case = Case({"l": 4099, "q": 1, "batch": 2, "hq": 32, "hkv": 8, "d": 128, "kv_dtype": kv_dtype, "group": group})
+    inputs = suite.make_inputs(case, seed=3, device="cuda")
+
+    def padded(t):  # the same values, each token's row followed by 16 bytes of padding
+        pad = 16 // t.element_size()
+        wide = torch.full((*t.shape[:-1], t.shape[-1] + pad), 7, dtype=t.dtype, device=t.device)
+        wide[..., :t.shape[-1]] = t
+        return wide[..., :t.shape[-1]]
+
+    apart = {name: padded(t) if name in ("k", "v", "k_codes", "v_codes", "v_scale", "v_min") else t
+             for name, t in inputs.items()}
+    outputs = []
+    for cache in (inputs, apart):
+        out = suite.make_output(case, cache)
+        run = impl.make(case, cache, out, **impl.params)
+        run()
+        torch.cuda.synchronize()
+        outputs.append((out, run.config["dense_rows"]))
+    (dense, was_dense), (strided, was_strided) = outputs
+    assert was_dense and not was_strided
+    assert torch.equal(dense, strided)
+    ref = suite.reference(case, inputs)
+    assert (dense.double() - ref).abs().max().item() < 0.05 * ref.abs().max().item()

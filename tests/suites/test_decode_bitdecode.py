@@ -261,16 +261,17 @@ def _k_register(stored, bits: int, d: int, group: int, key: int, t: int, step: i
     return reg
 
 
-def _v_register(bd, stored, bits: int, d: int, group: int, g: int, t: int, pr: int, jn: int):
+def _v_register(bd, stored, bits: int, d: int, group: int, g: int, t: int, pr: int, jn: int, scaled: bool = True):
     """The register of lane (g, t) holding channel jn of its V strip for keys 2t + 8 pr and + 1: the two
-    keys' words paired by prmt, the bit trick, and (quantized) each key's scale and minimum of the
-    strip's channel group there (one of two where the strip spans two)."""
+    keys' words paired by prmt, the bit trick, and (quantized, ``scaled``) each key's scale and minimum of
+    the strip's channel group there (one of two where the strip spans two); not ``scaled``: the codes
+    themselves, as v_scales=p leaves them."""
     vch = d // 8
     vwords = vch * bits // 32
     rows = _row_bytes(stored["v_codes"] if bits < 16 else stored["v"])
     ka, kb = 2 * t + 8 * pr, 2 * t + 8 * pr + 1
     reg = v_operand(*(words_of(rows[key], g * vwords * 4, vwords) for key in (ka, kb)), jn, bits)
-    if bits < 16:
+    if bits < 16 and scaled:
         vs, vm = _halves_of(stored["v_scale"]), _halves_of(stored["v_min"])
         cg0 = g * vch // group
         cg1 = min(cg0 + 1, math.ceil(d / group) - 1)
@@ -416,9 +417,11 @@ def test_supported_cases(impl):
 
 
 def test_params_are_checked_before_anything_runs(impl):
-    assert impl.params == {"splits": 0, "tile": 32, "warps": 4, "stages": 0, "masks": "auto", "form": "auto"}
+    assert impl.params == {"splits": 0, "tile": 32, "warps": 4, "stages": 0, "masks": "auto", "form": "auto",
+                           "v_scales": "auto"}
     for arg, message in (("tile=48", "is not one of 16, 32, 64"), ("warps=3", "is not one of 2, 4, 8"),
                          ("masks=none", "is not one of auto, all, edge"), ("form=cols", "is not one of auto, rows, keys"),
+                         ("v_scales=k", "is not one of auto, values, p"),
                          ("splits=-2", "splits takes 0"), ("splits=two", "is not an integer")):
         with pytest.raises(UserError, match=message):
             variants([impl], parse_param_args([arg]))
@@ -601,5 +604,81 @@ def test_form_auto_takes_the_keys_form_where_it_can_run(bd):
     assert "stages=0 only" in bd.check_config(case(d=128), 32, 4, "keys", 3)  # the keys form has no ring
     assert bd.check_config(case(d=128), 32, 4, "auto", 3) is None and bd.check_config(case(d=128), 32, 4, "keys") is None
     c = case(d=128, kv_dtype="int4", group=32)
-    assert bd.instance(c, 32, 4, 0, "keys").startswith("bitdecode_partial_keys<4, false, 128, 32, 4, 1, true>")
+    assert bd.instance(c, 32, 4, 0, "keys") == "bitdecode_partial_keys<4, false, 128, 32, 4, 1, true, false, true>"
     assert bd.smem_bytes(128, 4, 4, 32, 0, "keys") == 4 * 8 * (2 + 128 + 4) * 4
+
+
+def test_v_scales_fold_into_p_where_a_token_has_one_group(bd):
+    """v_scales=auto: p (V's scales applied to P) in the keys form over a quantized cache whose V groups
+    span the head, values elsewhere; p asked where it cannot run is a skip with the reason."""
+    whole, strips = case(d=128, kv_dtype="int4", group=128), case(d=128, kv_dtype="int4", group=32)
+    assert bd.resolve_v_scales("auto", whole, "keys") == "p"
+    assert bd.resolve_v_scales("auto", case(d=64, kv_dtype="int8", group=96), "keys") == "p"
+    assert bd.resolve_v_scales("auto", strips, "keys") == "values"
+    assert bd.resolve_v_scales("auto", whole, "rows") == "values"
+    assert bd.resolve_v_scales("auto", case(d=128, kv_dtype="fp16", group=128), "keys") == "values"
+    assert bd.resolve_v_scales("values", whole, "keys") == "values"
+    assert "--group >= d = 128" in bd.check_config(strips, 32, 4, "keys", 0, "p")
+    assert "--group >= d = 128" in bd.check_config(whole, 32, 4, "rows", 0, "p")
+    assert bd.check_config(whole, 32, 4, "auto", 0, "p") is None
+    assert bd.instance(whole, 32, 4, 0, "keys", "p") == "bitdecode_partial_keys<4, false, 128, 32, 4, 1, true, true, true>"
+    assert (bd.instance(whole, 32, 4, 0, "keys", "values", dense=False)
+            == "bitdecode_partial_keys<4, false, 128, 32, 4, 1, true, false, false>")
+
+
+def test_dense_rows_is_whether_tokens_follow_one_another(bd):
+    """The keys form's DENSE instance (a tile's rows at constant offsets from its first) only where each
+    token's row follows the last: a cache cut from a longer one along the tokens still is, one cut along
+    the channels is not, nor are V's scales of a cache whose scale rows are padded."""
+    import torch
+
+    codes = torch.zeros(2, 4, 300, 64, dtype=torch.uint8)
+    assert bd.dense_rows(codes, codes)
+    assert bd.dense_rows(codes[:, :, :100], codes[:, :, 7:200])  # fewer tokens of a longer cache
+    assert not bd.dense_rows(codes, codes[..., :32])  # half of each row
+    assert bd.dense_rows(codes[:, :, :1, :32], codes[:, :, :1, :32])  # one token: never stepped along
+    scales = torch.zeros(2, 4, 300, 2, dtype=torch.float16)
+    assert bd.dense_rows(codes, codes, scales[..., :1].contiguous())
+    assert not bd.dense_rows(codes, codes, scales[..., :1])  # one scale a token, two elements apart
+
+
+@pytest.mark.parametrize("bits, d, group", [(4, 64, 64), (4, 128, 128), (8, 128, 128), (4, 64, 200)])
+def test_keys_form_with_v_scales_on_p_computes_o(bd, quantization, bits, d, group):
+    """v_scales=p: V's codes (not scaled) as the A rows, against Pᵀ whose keys are each multiplied by
+    the key's scale before the rounding to fp16 and moved by movmatrix.trans, plus each row's sum of
+    P x minimum on every channel, give Oᵀ exactly as that sum of products, and within the rounding of
+    P x scale of P V over the dequantized cache."""
+    stored, _, vd = _cache(quantization, bits, d, keys=16, group=group, seed=11 * bits + d)
+    scale = stored["v_scale"][0, 0, :, 0].double().numpy()  # one scale and minimum a token
+    minimum = stored["v_min"][0, 0, :, 0].double().numpy()
+    codes = np.rint((vd - minimum[:, None]) / scale[:, None])  # what the suite quantized each value from
+    assert np.array_equal(codes, quantization.unpacked(stored["v_codes"], bits)[0, 0, :, :d].double().numpy())
+    p = np.random.default_rng(group).random((16, 8)).astype(np.float32)  # keys x rows, fp32 as the kernel's exp2
+    p_scaled = (p * scale[:, None].astype(np.float32)).astype(np.float16)  # the kernel's p0 *= scale, pack2
+    packed = {h: [word(p_scaled[g + 8 * h, 2 * t], p_scaled[g + 8 * h, 2 * t + 1])
+                  for g, t in (divmod(lane, 4) for lane in range(32))] for h in (0, 1)}
+    moved = {h: movmatrix_trans(packed[h]) for h in (0, 1)}
+    pt_b = np.zeros((16, 8))
+    for lane in range(32):
+        _place(pt_b, layout.b_elements(lane), [moved[0][lane], moved[1][lane]])
+    bias = (p.astype(np.float64) * minimum[:, None]).sum(0)  # each row's sum of P x minimum
+    ot = np.full((d, 8), np.nan)
+    for mi in range(d // 16):
+        a_mat = np.zeros((16, 16))
+        for lane in range(32):
+            g, t = divmod(lane, 4)
+            _place(a_mat, layout.a_elements(lane), [_v_register(bd, stored, bits, d, group, g, t, pr, 2 * mi + c, False)
+                                                    for pr, c in ((0, 0), (0, 1), (1, 0), (1, 1))])
+        tile = a_mat @ pt_b + bias[None, :]  # rows: channel 2mi (g) and 2mi + 1 (g + 8) of strip g
+        for lane in range(32):
+            g = lane // 4
+            for (row, col), (query_row, channel) in zip(layout.d_elements(lane), bd.lane_elements(bits, d, lane, "keys")["o"][mi]):
+                ot[channel, query_row] = tile[row, col]
+    assert not np.isnan(ot).any()
+    assert np.allclose(ot, codes.T @ p_scaled.astype(np.float64) + bias[None, :], rtol=1e-12, atol=1e-12)
+    exact = vd.T @ p.astype(np.float64)
+    # the rounding of each P x scale to fp16 (half an ulp, 2^-11 relative) and of each dequantized value
+    # to fp16 (the suite's; V here is that rounding)
+    slack = (np.abs(codes.T) @ np.abs(p_scaled.astype(np.float64))) * 2.0**-11 + np.abs(vd.T) @ np.abs(p) * 2.0**-11
+    assert np.all(np.abs(ot - exact) <= slack)
+    assert not np.allclose(ot, codes.T @ p.astype(np.float64) + bias[None, :])  # the scales are applied
