@@ -67,6 +67,12 @@ constexpr unsigned MAGIC = 0x64006400u;       // fp16 {1024, 1024}
 constexpr unsigned MAGIC_BYTES = 0x64646464u;  // the exponent byte of 1024, for prmt
 constexpr unsigned SIXTEENTH = 0x2c002c00u;    // fp16 {1/16, 1/16}
 constexpr unsigned MINUS_64 = 0xd400d400u;     // fp16 {-64, -64}
+// The same with the middle code taken off as well (centred codes: int4 c - 8, int8 c - 128), exact too.
+constexpr unsigned MAGIC_PLUS_8 = 0x64086408u;    // fp16 {1032, 1032}
+constexpr unsigned MINUS_72 = 0xd480d480u;        // fp16 {-72, -72}
+constexpr unsigned MAGIC_PLUS_128 = 0x64806480u;  // fp16 {1152, 1152}
+template <int BITS>
+constexpr int MIDDLE_CODE = BITS == 4 ? 8 : 128;
 
 // (a & MASK) | OR in one lop3: immLut = (0xF0 & 0xCC) | 0xAA.
 template <unsigned MASK, unsigned OR>
@@ -97,11 +103,12 @@ __device__ __forceinline__ unsigned hfma2(unsigned a, unsigned b, unsigned c) {
     return d;
 }
 
-// The two 4-bit codes at bits 0-3 and 16-19 of x (HIGH: bits 4-7 and 20-23) as an fp16 pair.
-template <bool HIGH>
+// The two 4-bit codes at bits 0-3 and 16-19 of x (HIGH: bits 4-7 and 20-23) as an fp16 pair
+// (CENTRED: each code minus 8).
+template <bool HIGH, bool CENTRED = false>
 __device__ __forceinline__ unsigned nibbles_to_half2(unsigned x) {
-    if (HIGH) return hfma2(and_or<0x00f000f0u, MAGIC>(x), SIXTEENTH, MINUS_64);  // (1024 + 16n) / 16 - 64
-    return hsub2(and_or<0x000f000fu, MAGIC>(x), MAGIC);                           // (1024 + n) - 1024
+    if (HIGH) return hfma2(and_or<0x00f000f0u, MAGIC>(x), SIXTEENTH, CENTRED ? MINUS_72 : MINUS_64);  // (1024 + 16n) / 16 - 64
+    return hsub2(and_or<0x000f000fu, MAGIC>(x), CENTRED ? MAGIC_PLUS_8 : MAGIC);                       // (1024 + n) - 1024
 }
 
 // ---- loads ------------------------------------------------------------------------------------------
@@ -248,19 +255,20 @@ __device__ __forceinline__ unsigned k_pair(const unsigned (&sw)[4], int x, int r
     }
 }
 
-// B register of channel jn of the lane's V strip for keys a and b (their words wa, wb): {a, b}.
-template <int BITS>
+// B register of channel jn of the lane's V strip for keys a and b (their words wa, wb): {a, b}
+// (CENTRED: codes minus the middle code, MIDDLE_CODE).
+template <int BITS, bool CENTRED = false>
 __device__ __forceinline__ unsigned v_operand(const unsigned* wa, const unsigned* wb, int jn) {
     if constexpr (BITS == 4) {  // 8 channels a word
         const int w = jn / 8, i = jn % 8;
         const unsigned z = i < 4 ? prmt<0x5410>(wa[w], wb[w]) : prmt<0x7632>(wa[w], wb[w]);  // 4 of a, 4 of b
         const unsigned x = (i % 4) >= 2 ? z >> 8 : z;
-        return (i % 2) ? nibbles_to_half2<true>(x) : nibbles_to_half2<false>(x);
+        return (i % 2) ? nibbles_to_half2<true, CENTRED>(x) : nibbles_to_half2<false, CENTRED>(x);
     } else if constexpr (BITS == 8) {  // 4 channels a word
         const int w = jn / 4, i = jn % 4;
         const unsigned z = i < 2 ? prmt<0x5410>(wa[w], wb[w]) : prmt<0x7632>(wa[w], wb[w]);  // 2 of a, 2 of b
         const unsigned h = (i % 2) ? prmt<0x4341>(z, MAGIC_BYTES) : prmt<0x4240>(z, MAGIC_BYTES);
-        return hsub2(h, MAGIC);
+        return hsub2(h, CENTRED ? MAGIC_PLUS_128 : MAGIC);
     } else {  // 2 channels a word
         const int w = jn / 2;
         return (jn % 2) ? prmt<0x7632>(wa[w], wb[w]) : prmt<0x5410>(wa[w], wb[w]);
@@ -746,13 +754,19 @@ template <int BITS, int VSPAN>
 constexpr int KEY_FORM_WARPS_PER_SM = BITS == 4 && VSPAN == 1 ? 16 : 12;
 
 // VFOLD: V's groups span the head (group >= D: one scale and minimum a token), and they are applied to
-// P instead of to every dequantized V element. A key's row of V is scale · codes + minimum, so
-//     sum_k p_k v_k = sum_k (p_k scale_k) codes_k + (sum_k p_k minimum_k)
-// the first term an mma of the codes (as fp16 integers, exact) against P scaled key by key (a multiply
-// of each fp32 p before it is rounded to fp16, as P is anyway), the second a running sum per row
-// rescaled like the row's sum, added to every channel of O once at the end. That takes the fma of
-// every V pair (64 a tile of 32 keys at d = 128) and the paired loads of V's scales out of the loop, for
-// 8 fp32 multiplies and 8 fmas on the 4 keys' P values a lane holds.
+// P instead of to every dequantized V element. A key's row of V is scale · (codes - c) + middle, with c
+// the middle code (MIDDLE_CODE) and middle = minimum + c · scale, so
+//     sum_k p_k v_k = sum_k (p_k scale_k) (codes_k - c) + (sum_k p_k middle_k)
+// the first term an mma of the centred codes (fp16 integers, exact: the magic number's subtraction
+// takes c off too) against P scaled key by key (a multiply of each fp32 p before it is rounded to fp16,
+// as P is anyway), the second a running sum per row rescaled like the row's sum, added to every channel
+// of O once at the end. That takes the fma of every V pair (64 a tile of 32 keys at d = 128) and the
+// paired loads of V's scales out of the loop, for 4 fmas, 8 fp32 multiplies and 8 fmas on the 4 keys'
+// P values a lane holds. Centred, the products are as large as the values' spread about their middle,
+// not as the values: with the codes themselves (middle = minimum) the accumulators held the minimums'
+// sum and the codes' sum, large and of opposite signs, and at 128k keys and 8 sequences on an H100
+// their rounding took an int8 cache's error past kbench's bound (1.07 of it; centred, the error is of
+// the values' own size, as without the fold).
 // DENSE: a token's K and V rows follow one another (the codes' token stride is the row, D BITS / 8
 // bytes; with VFOLD, V's scales and minimums one element a token). The loop's tiles before the
 // piece's edge then address each row as the tile's first row plus a constant, which ptxas folds into
@@ -807,7 +821,7 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
     float o[MI][4];
     float row_max[2] = {neg_inf(), neg_inf()};
     float row_sum[2] = {0.f, 0.f};  // this lane's part of each row's sum; the 8 lanes of a t add them at the end
-    [[maybe_unused]] float row_bias[2] = {0.f, 0.f};  // VFOLD: this lane's part of each row's sum of P x minimum
+    [[maybe_unused]] float row_bias[2] = {0.f, 0.f};  // VFOLD: this lane's part of each row's sum of P x middle value
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
@@ -946,9 +960,10 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
                 float p0 = fast_exp2(fmaf(s[mt][2 * h], scale_log2, -shift[0]));
                 float p1 = fast_exp2(fmaf(s[mt][2 * h + 1], scale_log2, -shift[1]));
                 sum[0] += p0, sum[1] += p1;
-                if constexpr (VFOLD) {  // the key's minimum into the rows' sums, its scale into P
-                    const float minimum = half_to_float(v_min[mt][h]), scale = half_to_float(v_scale[mt][h]);
-                    bias[0] = fmaf(p0, minimum, bias[0]), bias[1] = fmaf(p1, minimum, bias[1]);
+                if constexpr (VFOLD) {  // the key's middle value into the rows' sums, its scale into P
+                    const float scale = half_to_float(v_scale[mt][h]);
+                    const float middle = fmaf(float(MIDDLE_CODE<BITS>), scale, half_to_float(v_min[mt][h]));
+                    bias[0] = fmaf(p0, middle, bias[0]), bias[1] = fmaf(p1, middle, bias[1]);
                     p0 *= scale, p1 *= scale;
                 }
                 pb[mt][h] = transpose_8x8(pack2<BF16>(p0, p1));  // key 16 mt + 8 h + g x rows 2t, 2t+1 -> keys x row g
@@ -980,7 +995,7 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
 #pragma unroll
                     for (int c = 0; c < 2; ++c) {
                         const int jn = 2 * mi + c;  // the channel of the lane's strip
-                        unsigned reg = v_operand<BITS>(vc[j][2 * pr], vc[j][2 * pr + 1], jn);
+                        unsigned reg = v_operand<BITS, VFOLD>(vc[j][2 * pr], vc[j][2 * pr + 1], jn);
                         if constexpr (QUANT && !VFOLD) {
                             const int x = (VSPAN == 2 && jn >= hc.cut) ? VSPAN - 1 : 0;
                             reg = hfma2(reg, vs[pr][x], vm[pr][x]);
@@ -995,7 +1010,7 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
     for (; tile < interior; tile += WARPS) run_tile(Flag<false>(), tile);
     for (; tile < n_tiles; tile += WARPS) run_tile(Flag<true>(), tile);
 
-    // VFOLD: each row's sum of P x minimum over the warp's keys (the 8 lanes of a t), added to every channel
+    // VFOLD: each row's sum of P x middle value over the warp's keys (the 8 lanes of a t), added to every channel
     if constexpr (VFOLD) {
 #pragma unroll
         for (int e = 0; e < 2; ++e) {

@@ -25,6 +25,8 @@ ROOT = Path(__file__).resolve().parents[2]
 layout = load_helper(ROOT / "suites" / "attention" / "mma_layout.py")
 
 MAGIC, MAGIC_BYTES, SIXTEENTH, MINUS_64 = 0x64006400, 0x64646464, 0x2C002C00, 0xD400D400
+MAGIC_PLUS_8, MINUS_72, MAGIC_PLUS_128 = 0x64086408, 0xD480D480, 0x64806480  # the centred codes' constants
+MIDDLE_CODE = {4: 8, 8: 128}
 
 
 def case(l=17, q=1, batch=1, hq=8, hkv=2, d=64, kv_dtype="int4", group=32) -> Case:
@@ -108,10 +110,10 @@ def hfma2(a, b, c):
 
 # ---- the .cu's fragment functions ------------------------------------------------------------------------
 
-def nibbles_to_half2(x, high: bool):
+def nibbles_to_half2(x, high: bool, centred: bool = False):
     if high:
-        return hfma2(lop3(x, 0x00F000F0, MAGIC, 0xEA), SIXTEENTH, MINUS_64)
-    return hsub2(lop3(x, 0x000F000F, MAGIC, 0xEA), MAGIC)
+        return hfma2(lop3(x, 0x00F000F0, MAGIC, 0xEA), SIXTEENTH, MINUS_72 if centred else MINUS_64)
+    return hsub2(lop3(x, 0x000F000F, MAGIC, 0xEA), MAGIC_PLUS_8 if centred else MAGIC)
 
 
 def k_operand(w, s: int, r: int, bits: int):
@@ -129,16 +131,16 @@ def k_pair(sw, x: int, r: int, bits: int):
     return sw[2 * x + r]
 
 
-def v_operand(wa, wb, jn: int, bits: int):
+def v_operand(wa, wb, jn: int, bits: int, centred: bool = False):
     if bits == 4:
         w, i = divmod(jn, 8)
         z = prmt(wa[w], wb[w], 0x5410 if i < 4 else 0x7632)
         x = z >> np.uint32(8) if i % 4 >= 2 else z
-        return nibbles_to_half2(x, bool(i % 2))
+        return nibbles_to_half2(x, bool(i % 2), centred)
     if bits == 8:
         w, i = divmod(jn, 4)
         z = prmt(wa[w], wb[w], 0x5410 if i < 2 else 0x7632)
-        return hsub2(prmt(z, MAGIC_BYTES, 0x4341 if i % 2 else 0x4240), MAGIC)
+        return hsub2(prmt(z, MAGIC_BYTES, 0x4341 if i % 2 else 0x4240), MAGIC_PLUS_128 if centred else MAGIC)
     w = jn // 2
     return prmt(wa[w], wb[w], 0x7632 if jn % 2 else 0x5410)
 
@@ -151,28 +153,43 @@ def words_of(row_bytes: np.ndarray, offset: int, count: int):
 
 # ---- the bit tricks, every code --------------------------------------------------------------------------
 
-def test_the_magic_number_gives_every_int4_code_in_every_nibble():
+@pytest.mark.parametrize("centred", [False, True])
+def test_the_magic_number_gives_every_int4_code_in_every_nibble(centred):
+    """Each nibble of a word as its code, or (centred, v_scales=p's V) its code less 8, exactly."""
     codes = np.arange(16, dtype=np.uint32)
+    middle = MIDDLE_CODE[4] if centred else 0
     for position in range(8):
         w = codes << np.uint32(4 * position)  # one code at nibble `position`, zeros elsewhere
         got = {}  # nibble -> decoded values, from the four pairs of the word
         for shifted, high in itertools.product((False, True), (False, True)):
-            lo, hi = halves(nibbles_to_half2(w >> np.uint32(8) if shifted else w, high))
+            lo, hi = halves(nibbles_to_half2(w >> np.uint32(8) if shifted else w, high, centred))
             got[2 * shifted + high] = lo  # nibbles 0, 1 (bits 0-3, 4-7), then 2, 3 after the shift
             got[4 + 2 * shifted + high] = hi  # nibbles 4, 5 (bits 16-19, 20-23), then 6, 7
         for nibble in range(8):
             expected = codes if nibble == position else np.zeros(16)
-            assert np.array_equal(got[nibble], expected), (position, nibble)
+            assert np.array_equal(got[nibble], expected.astype(np.float64) - middle), (position, nibble)
 
 
-def test_the_magic_number_gives_every_int8_code_in_every_byte():
+@pytest.mark.parametrize("centred", [False, True])
+def test_the_magic_number_gives_every_int8_code_in_every_byte(centred):
+    """Each byte of a word as its code, or (centred) its code less 128, exactly."""
     codes = np.arange(256, dtype=np.uint32)
+    middle, subtracted = (MIDDLE_CODE[8], MAGIC_PLUS_128) if centred else (0, MAGIC)
     for position in range(4):
         w = codes << np.uint32(8 * position)
-        pairs = [halves(hsub2(prmt(w, MAGIC_BYTES, sel), MAGIC)) for sel in (0x4140, 0x4342)]
+        pairs = [halves(hsub2(prmt(w, MAGIC_BYTES, sel), subtracted)) for sel in (0x4140, 0x4342)]
         decoded = [pairs[0][0], pairs[0][1], pairs[1][0], pairs[1][1]]  # bytes 0, 1, 2, 3
         for byte in range(4):
-            assert np.array_equal(decoded[byte], codes if byte == position else np.zeros(256))
+            expected = codes if byte == position else np.zeros(256)
+            assert np.array_equal(decoded[byte], expected.astype(np.float64) - middle)
+
+
+def test_the_centred_constants_are_the_sources(bd):
+    """The model's constants for centred codes are the .cu's."""
+    text = bd.SOURCE.read_text()
+    for name, value in (("MAGIC_PLUS_8", MAGIC_PLUS_8), ("MINUS_72", MINUS_72), ("MAGIC_PLUS_128", MAGIC_PLUS_128)):
+        assert re.search(rf"constexpr unsigned {name} = 0x{value:08x}u;", text), name
+    assert "constexpr int MIDDLE_CODE = BITS == 4 ? 8 : 128;" in text
 
 
 # Scales and minimums of several magnitudes and signs, fp16 as the suite stores them.
@@ -265,12 +282,12 @@ def _v_register(bd, stored, bits: int, d: int, group: int, g: int, t: int, pr: i
     """The register of lane (g, t) holding channel jn of its V strip for keys 2t + 8 pr and + 1: the two
     keys' words paired by prmt, the bit trick, and (quantized, ``scaled``) each key's scale and minimum of
     the strip's channel group there (one of two where the strip spans two); not ``scaled``: the codes
-    themselves, as v_scales=p leaves them."""
+    the codes less the middle code (8 for int4, 128 for int8), as v_scales=p makes them."""
     vch = d // 8
     vwords = vch * bits // 32
     rows = _row_bytes(stored["v_codes"] if bits < 16 else stored["v"])
     ka, kb = 2 * t + 8 * pr, 2 * t + 8 * pr + 1
-    reg = v_operand(*(words_of(rows[key], g * vwords * 4, vwords) for key in (ka, kb)), jn, bits)
+    reg = v_operand(*(words_of(rows[key], g * vwords * 4, vwords) for key in (ka, kb)), jn, bits, not scaled)
     if bits < 16 and scaled:
         vs, vm = _halves_of(stored["v_scale"]), _halves_of(stored["v_min"])
         cg0 = g * vch // group
@@ -644,10 +661,11 @@ def test_dense_rows_is_whether_tokens_follow_one_another(bd):
 
 @pytest.mark.parametrize("bits, d, group", [(4, 64, 64), (4, 128, 128), (8, 128, 128), (4, 64, 200)])
 def test_keys_form_with_v_scales_on_p_computes_o(bd, quantization, bits, d, group):
-    """v_scales=p: V's codes (not scaled) as the A rows, against Pᵀ whose keys are each multiplied by
-    the key's scale before the rounding to fp16 and moved by movmatrix.trans, plus each row's sum of
-    P x minimum on every channel, give Oᵀ exactly as that sum of products, and within the rounding of
-    P x scale of P V over the dequantized cache."""
+    """v_scales=p: V's codes less the middle code (not scaled) as the A rows, against Pᵀ whose keys are
+    each multiplied by the key's scale before the rounding to fp16 and moved by movmatrix.trans, plus
+    each row's sum of P x the key's middle value (minimum + middle code x scale) on every channel, give
+    Oᵀ exactly as that sum of products, and within the rounding of P x scale of P V over the dequantized
+    cache."""
     stored, _, vd = _cache(quantization, bits, d, keys=16, group=group, seed=11 * bits + d)
     scale = stored["v_scale"][0, 0, :, 0].double().numpy()  # one scale and minimum a token
     minimum = stored["v_min"][0, 0, :, 0].double().numpy()
@@ -661,7 +679,8 @@ def test_keys_form_with_v_scales_on_p_computes_o(bd, quantization, bits, d, grou
     pt_b = np.zeros((16, 8))
     for lane in range(32):
         _place(pt_b, layout.b_elements(lane), [moved[0][lane], moved[1][lane]])
-    bias = (p.astype(np.float64) * minimum[:, None]).sum(0)  # each row's sum of P x minimum
+    middle = (minimum.astype(np.float32) + np.float32(MIDDLE_CODE[bits]) * scale.astype(np.float32)).astype(np.float64)
+    bias = (p.astype(np.float64) * middle[:, None]).sum(0)  # each row's sum of P x middle value
     ot = np.full((d, 8), np.nan)
     for mi in range(d // 16):
         a_mat = np.zeros((16, 16))
@@ -675,10 +694,12 @@ def test_keys_form_with_v_scales_on_p_computes_o(bd, quantization, bits, d, grou
             for (row, col), (query_row, channel) in zip(layout.d_elements(lane), bd.lane_elements(bits, d, lane, "keys")["o"][mi]):
                 ot[channel, query_row] = tile[row, col]
     assert not np.isnan(ot).any()
-    assert np.allclose(ot, codes.T @ p_scaled.astype(np.float64) + bias[None, :], rtol=1e-12, atol=1e-12)
+    centred = codes - MIDDLE_CODE[bits]
+    assert np.allclose(ot, centred.T @ p_scaled.astype(np.float64) + bias[None, :], rtol=1e-12, atol=1e-12)
     exact = vd.T @ p.astype(np.float64)
     # the rounding of each P x scale to fp16 (half an ulp, 2^-11 relative) and of each dequantized value
     # to fp16 (the suite's; V here is that rounding)
-    slack = (np.abs(codes.T) @ np.abs(p_scaled.astype(np.float64))) * 2.0**-11 + np.abs(vd.T) @ np.abs(p) * 2.0**-11
+    slack = ((np.abs(centred.T) @ np.abs(p_scaled.astype(np.float64))) * 2.0**-11 + np.abs(vd.T) @ np.abs(p) * 2.0**-11
+             + np.abs(middle) @ np.abs(p) * 2.0**-23)
     assert np.all(np.abs(ot - exact) <= slack)
-    assert not np.allclose(ot, codes.T @ p.astype(np.float64) + bias[None, :])  # the scales are applied
+    assert not np.allclose(ot, centred.T @ p.astype(np.float64) + bias[None, :])  # the scales are applied
