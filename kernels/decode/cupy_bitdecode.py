@@ -38,16 +38,19 @@ against 451 for fp16, in the rows form). ``masks=auto`` (the default) takes the 
 an H200 for the cache's element width in the rows form (AUTO_MASKS; docs/performance.md): edge for fp16,
 bf16 and int4, all for int8; in the keys form the two are within 1 % for fp16 and int8, and edge is 2 %
 faster for int4.
-``--param v_scales=p`` (the keys form over a cache whose V groups span the head, ``--group`` >= d; the
-default, ``values``, applies each key's scale and minimum to its V elements) applies V's scales to P
-instead: a token's row of V is scale · (codes - c) + (minimum + c · scale), c the middle code (8 for
+``--param v_scales=p`` (``auto``, the default, wherever it can run: the keys form over a cache whose V
+groups span the head, ``--group`` >= d; ``values`` elsewhere, each key's scale and minimum applied to its
+V elements) applies V's scales to P instead: a token's row of V is scale · (codes - c) + (minimum + c · scale), c the middle code (8 for
 int4, 128 for int8), so P V is (P scaled key by key) times the centred codes, as fp16 integers, plus each
 row's sum of P x middle value, kept beside the row's sum and added to O at the end. That takes the
 ``fma.rn.f16x2`` of every V pair and the loads of V's scales in pairs out of the loop (ptxas, sm_90, int4
-at d = 128: 655 instructions a tile of 32 keys against 735). P x scale is rounded to fp16 once, as P
-alone is with ``values``. The codes are centred because, taken as they are, the products' fp32 sums held
-the large and opposite sums of the minimums and of the codes: on an H100, an int8 cache of 128k keys
-and 8 sequences then came to 1.07 of kbench's error bound on normal inputs.
+at d = 128: 655 instructions a tile of 32 keys against 735): on an H200, int4 in groups of 128 at d =
+128, GQA 32/8, 1.07-1.10x faster than ``values`` at 32k x 8, 128k x 1 and 128k x 8 keys, int8 1.03x at
+128k x 8, with the same error (docs/performance.md). P x scale is rounded to fp16 once, as P alone is
+with ``values``. The codes are centred because, taken as they are, the products' fp32 sums held the
+large and opposite sums of the minimums and of the codes: on an H100, an int8 cache of 128k keys and 8
+sequences then came to 1.07 of kbench's error bound on normal inputs (centred, on the H200: 0.13, as
+with ``values``).
 Where a cache's tokens follow one another (each row's stride its size: the suite's caches, and caches
 cut from longer ones along the tokens), the keys form addresses a tile's rows from its first by
 constants folded into the loads; other strides take an instance with run-time strides.
@@ -90,7 +93,7 @@ AUTO_MASKS = {4: "edge", 8: "all", 16: "edge"}
 # Where V's scales are applied: to every dequantized V pair (values), or, where a token has one scale
 # and minimum for all its channels (group >= d), to P key by key and to a running sum of P x middle value
 # per row (p; the keys form only).
-V_SCALES = ("values", "p")
+V_SCALES = ("auto", "values", "p")
 
 
 def resolve_form(form: str, stages: int = 0) -> str:
@@ -106,13 +109,21 @@ def v_whole(d: int, group: int, bits: int) -> bool:
     return bits < 16 and group >= d
 
 
+def resolve_v_scales(v_scales: str, case, form: str) -> str:
+    """v_scales=auto as where V's scales are applied: p where they can fold into P (the keys form, one
+    group a token), values elsewhere; values or p as given."""
+    if v_scales != "auto":
+        return v_scales
+    return "p" if form == "keys" and v_whole(case.d, case.group, CODE_BITS[case.kv_dtype]) else "values"
+
+
 def resolve_masks(masks: str, bits: int) -> str:
     """masks=auto as the loop form it takes for a cache of ``bits``-bit elements; all or edge as given."""
     return AUTO_MASKS[bits] if masks == "auto" else masks
 
 
 DEFAULT_PARAMS = {"splits": 0, "tile": 32, "warps": 4, "stages": 0, "masks": "auto", "form": "auto",
-                  "v_scales": "values"}
+                  "v_scales": "auto"}
 
 
 def v_span(d: int, group: int, bits: int) -> int | None:
@@ -220,7 +231,7 @@ def split_plan(length: int, programs: int, sms: int, resident: int, tile: int, w
 
 
 def check_config(case, tile: int, warps: int, form: str = "auto", stages: int = 0,
-                 v_scales: str = "values") -> str | None:
+                 v_scales: str = "auto") -> str | None:
     """Why this case, block shape and form cannot run, or None."""
     if seq_lengths.is_ragged(case):  # --l 1000+130000
         return "a ragged batch (one length a sequence): cupy-bitdecode takes one length for every sequence"
@@ -346,7 +357,7 @@ def explain(case, params) -> dict:
     bits = CODE_BITS[case.kv_dtype]
     masks = resolve_masks(params["masks"], bits)
     form = resolve_form(params["form"], stages)
-    v_scales = params["v_scales"]
+    v_scales = resolve_v_scales(params["v_scales"], case, form)
     name = instance(case, tile, warps, stages, form, v_scales)
     smem = smem_bytes(case.d, warps, bits, tile, stages, form)
     try:
@@ -398,7 +409,9 @@ def explain(case, params) -> dict:
                            16: "none: the 16-bit values are the fragments (V's pairs of keys by prmt)"}[bits]
                           + ("; V's codes stay codes, less the middle code: each key's scale multiplies its P (fp32, "
                              "before the rounding to fp16), its middle value goes into a running sum of P x middle value "
-                             "per row, added to O at the end" if v_scales == "p" else ""),
+                             "per row, added to O at the end"
+                             + (" (v_scales=auto: one group a token)" if params["v_scales"] == "auto" else "")
+                             if v_scales == "p" else ""),
     }
     if resources:
         figures.update(launch_figures(dict(resources), blocks, 32 * warps, smem))
@@ -460,6 +473,7 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form, 
     bf16 = q.dtype == torch.bfloat16
     vspan = v_span(case.d, case.group, bits)
     form = resolve_form(form, stages)
+    v_scales = resolve_v_scales(v_scales, case, form)
     dense = dense_rows(k, v, scales[2] if v_scales == "p" else None)
     kernel = _cupy.compiled(str(SOURCE), instance(case, tile, warps, stages, form, v_scales, dense))
     smem = smem_bytes(case.d, warps, bits, tile, stages, form)

@@ -435,10 +435,10 @@ def test_supported_cases(impl):
 
 def test_params_are_checked_before_anything_runs(impl):
     assert impl.params == {"splits": 0, "tile": 32, "warps": 4, "stages": 0, "masks": "auto", "form": "auto",
-                           "v_scales": "values"}
+                           "v_scales": "auto"}
     for arg, message in (("tile=48", "is not one of 16, 32, 64"), ("warps=3", "is not one of 2, 4, 8"),
                          ("masks=none", "is not one of auto, all, edge"), ("form=cols", "is not one of auto, rows, keys"),
-                         ("v_scales=k", "is not one of values, p"),
+                         ("v_scales=k", "is not one of auto, values, p"),
                          ("splits=-2", "splits takes 0"), ("splits=two", "is not an integer")):
         with pytest.raises(UserError, match=message):
             variants([impl], parse_param_args([arg]))
@@ -625,12 +625,16 @@ def test_form_auto_takes_the_keys_form_where_it_can_run(bd):
     assert bd.smem_bytes(128, 4, 4, 32, 0, "keys") == 4 * 8 * (2 + 128 + 4) * 4
 
 
-def test_v_scales_on_p_only_where_a_token_has_one_group(bd):
-    """v_scales=p (V's scales applied to P) runs in the keys form over a quantized cache whose V groups
-    span the head; asked elsewhere it is a skip with the reason. values, the default, runs everywhere."""
+def test_v_scales_on_p_where_a_token_has_one_group(bd):
+    """v_scales=auto: p (V's scales applied to P) in the keys form over a quantized cache whose V groups
+    span the head, values elsewhere; p asked where it cannot run is a skip with the reason."""
     whole, strips = case(d=128, kv_dtype="int4", group=128), case(d=128, kv_dtype="int4", group=32)
-    assert bd.v_whole(128, 128, 4) and bd.v_whole(64, 96, 8)
-    assert not bd.v_whole(128, 32, 4) and not bd.v_whole(128, 128, 16)
+    assert bd.resolve_v_scales("auto", whole, "keys") == "p"
+    assert bd.resolve_v_scales("auto", case(d=64, kv_dtype="int8", group=96), "keys") == "p"
+    assert bd.resolve_v_scales("auto", strips, "keys") == "values"
+    assert bd.resolve_v_scales("auto", whole, "rows") == "values"
+    assert bd.resolve_v_scales("auto", case(d=128, kv_dtype="fp16", group=128), "keys") == "values"
+    assert bd.resolve_v_scales("values", whole, "keys") == "values"
     assert bd.check_config(strips, 32, 4) is None and bd.check_config(whole, 32, 4, "keys", 0, "values") is None
     assert "--group >= d = 128" in bd.check_config(strips, 32, 4, "keys", 0, "p")
     assert "--group >= d = 128" in bd.check_config(whole, 32, 4, "rows", 0, "p")
