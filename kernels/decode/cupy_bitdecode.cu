@@ -107,8 +107,9 @@ __device__ __forceinline__ unsigned hfma2(unsigned a, unsigned b, unsigned c) {
 // (CENTRED: each code minus 8).
 template <bool HIGH, bool CENTRED = false>
 __device__ __forceinline__ unsigned nibbles_to_half2(unsigned x) {
-    if (HIGH) return hfma2(and_or<0x00f000f0u, MAGIC>(x), SIXTEENTH, CENTRED ? MINUS_72 : MINUS_64);  // (1024 + 16n) / 16 - 64
-    return hsub2(and_or<0x000f000fu, MAGIC>(x), CENTRED ? MAGIC_PLUS_8 : MAGIC);                       // (1024 + n) - 1024
+    // (1024 + 16n) / 16 - 64 (centred: - 72); (1024 + n) - 1024 (centred: - 1032)
+    if (HIGH) return hfma2(and_or<0x00f000f0u, MAGIC>(x), SIXTEENTH, CENTRED ? MINUS_72 : MINUS_64);
+    return hsub2(and_or<0x000f000fu, MAGIC>(x), CENTRED ? MAGIC_PLUS_8 : MAGIC);
 }
 
 // ---- loads ------------------------------------------------------------------------------------------
@@ -184,14 +185,15 @@ __device__ __forceinline__ void read_words(unsigned (&w)[WORDS], const unsigned*
     }
 }
 
-// Two 16-bit values at byte offsets a and b from p as {p[a], p[b]} (read-only, cached: scales and
-// minimums). The offsets are unsigned 32-bit, so an address is one 64-bit add.
+// The 16-bit value at byte offset a from p (read-only, cached: scales and minimums). The offset is
+// unsigned 32-bit, so an address is one 64-bit add.
 __device__ __forceinline__ unsigned short load_half(const unsigned short* p, unsigned a) {
     unsigned short h;
     asm("ld.global.nc.u16 %0, [%1];\n" : "=h"(h) : "l"(reinterpret_cast<const unsigned char*>(p) + a));
     return h;
 }
 
+// Two of them, at byte offsets a and b, as {p[a], p[b]}.
 __device__ __forceinline__ unsigned load_half_pair(const unsigned short* p, unsigned a, unsigned b) {
     return unsigned(load_half(p, a)) | (unsigned(load_half(p, b)) << 16);
 }

@@ -40,9 +40,10 @@ bf16 and int4, all for int8; in the keys form the two are within 1 % for fp16 an
 faster for int4.
 ``--param v_scales=p`` (``auto``, the default, wherever it can run: the keys form over a cache whose V
 groups span the head, ``--group`` >= d; ``values`` elsewhere, each key's scale and minimum applied to its
-V elements) applies V's scales to P instead: a token's row of V is scale · (codes - c) + (minimum + c · scale), c the middle code (8 for
-int4, 128 for int8), so P V is (P scaled key by key) times the centred codes, as fp16 integers, plus each
-row's sum of P x middle value, kept beside the row's sum and added to O at the end. That takes the
+V elements) applies V's scales to P instead: a token's row of V is scale · (codes - c) + (minimum + c ·
+scale), c the middle code (8 for int4, 128 for int8), so P V is (P scaled key by key) times the centred
+codes, as fp16 integers, plus each row's sum of P x middle value, kept beside the row's sum and added to
+O at the end. That takes the
 ``fma.rn.f16x2`` of every V pair and the loads of V's scales in pairs out of the loop (ptxas, sm_90, int4
 at d = 128: 655 instructions a tile of 32 keys against 735): on an H200, int4 in groups of 128 at d =
 128, GQA 32/8, 1.07-1.10x faster than ``values`` at 32k x 8, 128k x 1 and 128k x 8 keys, int8 1.03x at
