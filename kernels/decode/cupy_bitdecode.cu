@@ -765,9 +765,8 @@ constexpr int KEY_FORM_WARPS_PER_SM = BITS == 4 && VSPAN == 1 ? 16 : 12;
 // of O once at the end. That takes the fma of every V pair (64 a tile of 32 keys at d = 128) and the
 // paired loads of V's scales out of the loop, for 4 fmas, 8 fp32 multiplies and 8 fmas on the 4 keys'
 // P values a lane holds. Centred, the products are as large as the values' spread about their middle:
-// with the codes themselves (middle = minimum) the accumulators held the minimums' sum and the codes'
-// sum, large and of opposite signs, and at 128k keys and 8 sequences on an H100 their rounding took an
-// int8 cache's error to 1.07 of kbench's bound (0.13 with the scales on the values).
+// with the codes themselves (middle = minimum) the accumulators would hold the minimums' sum and the
+// codes' sum, large and of opposite signs, whose rounding grows with the tiles a warp adds up.
 // DENSE: a token's K and V rows follow one another (the codes' token stride is the row, D BITS / 8
 // bytes; with VFOLD, V's scales and minimums one element a token). The loop's tiles before the
 // piece's edge then address each row as the tile's first row plus a constant, which ptxas folds into

@@ -48,10 +48,10 @@ O at the end. That takes the
 at d = 128: 655 instructions a tile of 32 keys against 735): on an H200, int4 in groups of 128 at d =
 128, GQA 32/8, 1.07-1.10x faster than ``values`` at 32k x 8, 128k x 1 and 128k x 8 keys, int8 1.03x at
 128k x 8, with the same error (docs/performance.md). P x scale is rounded to fp16 once, as P alone is
-with ``values``. The codes are centred because, taken as they are, the products' fp32 sums held the
-large and opposite sums of the minimums and of the codes: on an H100, an int8 cache of 128k keys and 8
-sequences then came to 1.07 of kbench's error bound on normal inputs (centred, on the H200: 0.13, as
-with ``values``).
+with ``values``. The codes are centred so that the products' fp32 sums stay as large as the values'
+spread about their middle: with the codes as they are, those sums hold the large and opposite sums of the
+minimums and of the codes, whose rounding grows with the tiles a warp adds up (past kbench's error bound
+for an int8 cache of 128k keys and 8 sequences; centred, its error is that of ``values``).
 Where a cache's tokens follow one another (each row's stride its size: the suite's caches, and caches
 cut from longer ones along the tokens), the keys form addresses a tile's rows from its first by
 constants folded into the loads; other strides take an instance with run-time strides.

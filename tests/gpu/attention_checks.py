@@ -4,7 +4,8 @@ the GPU tests of cuda-fa3 and gluon-fa3.
 
 ``failures_apart`` runs them in a child process (this file as a script: the request on stdin, the failures as
 one JSON line on stdout) without TRITON_INTERPRET, which tests/conftest.py sets for the CPU tests: a Gluon
-kernel cannot be compiled in a process that interprets Triton."""
+kernel cannot be compiled in a process that interprets Triton; ``compiling_env`` is that child's environment,
+which the compute-sanitizer runs (tests/gpu/test_sanitizer_gpu.py) take too."""
 
 from __future__ import annotations
 

@@ -11,7 +11,6 @@ arrival and wait as ordering two threads' shared-memory accesses (cuda-fa3's uni
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -19,6 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from kbench.loader import load_helper
+
+checks = load_helper(Path(__file__).with_name("attention_checks.py"))  # compiling_env: the child's environment
 pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("needs_cuda", "needs_cupy")]
 
 DRIVER = Path(__file__).with_name("sanitized.py")
@@ -40,9 +42,7 @@ def sanitized(compute_sanitizer: str, env: dict, tool: str, runs: list[str]) -> 
     # Without torch's caching allocator every tensor is an allocation of its own, so memcheck sees an
     # access past a tensor's end (inside a cached block it would pass unseen). Kernels compiled, not
     # interpreted; kbench importable from the source tree.
-    env = {**env, "PYTORCH_NO_CUDA_MEMORY_CACHING": "1",
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))}
-    env.pop("TRITON_INTERPRET", None)
+    env = checks.compiling_env(env, PYTORCH_NO_CUDA_MEMORY_CACHING="1")
     proc = subprocess.run([compute_sanitizer, "--tool", tool, *TOOL_OPTIONS[tool],
                            "--error-exitcode", str(SANITIZER_ERRORS), sys.executable, str(DRIVER), *runs],
                           cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=540)

@@ -691,7 +691,6 @@ def test_keys_form_with_v_scales_on_p_computes_o(bd, quantization, bits, d, grou
                                                     for pr, c in ((0, 0), (0, 1), (1, 0), (1, 1))])
         tile = a_mat @ pt_b + bias[None, :]  # rows: channel 2mi (g) and 2mi + 1 (g + 8) of strip g
         for lane in range(32):
-            g = lane // 4
             for (row, col), (query_row, channel) in zip(layout.d_elements(lane), bd.lane_elements(bits, d, lane, "keys")["o"][mi]):
                 ot[channel, query_row] = tile[row, col]
     assert not np.isnan(ot).any()
