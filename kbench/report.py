@@ -132,7 +132,7 @@ def case_rows(records: list[Record], suite=None) -> CaseRows:
             *([format_time(_eager(r).stats.median) if _eager(r) else "-"] if eager else []),
             spread(r.timing.stats) if r.ok else "-",
             *([_num(m.tflops, ".2f"), _num(m.gbps, ".1f"), _num(m.pct_of_peak, ".1f")] if throughput else []),
-            _speedup_cell(speed, r.speedup_interval) if speed else "-",
+            speedup_cell(speed, r.speedup_interval) if speed else "-",
             _num(r.correctness.max_abs_err, ".1e") if r.correctness else "-",
             *([_num(_share_of_bound(r), ".2f")] if bounded else []),
             *([_clock(r) or "-"] if clocks else []),
@@ -162,7 +162,7 @@ def table_for_case(title: str, records: list[Record], suite=None) -> tuple[Table
     return table, case.footnotes
 
 
-def _speedup_cell(speed: float, interval) -> str:
+def speedup_cell(speed: float, interval) -> str:
     """1.44x [1.41-1.47]: the ratio of medians and its distribution-free 95 % interval."""
     if not interval or not all(v is not None and math.isfinite(v) and v > 0 for v in interval):
         return f"{speed:.2f}x"
@@ -439,6 +439,6 @@ def peer_table(title: str, rows) -> Table:
         table.add_row(escape(row.suite or ""), escape(row.case_key or ""), escape(row.label or ""), status,
                       format_time(row.median),
                       escape(row.peer), format_time(row.peer_median),
-                      (_speedup_cell(row.ratio, row.interval) + (" eager" if row.basis else "")) if row.ratio
+                      (speedup_cell(row.ratio, row.interval) + (" eager" if row.basis else "")) if row.ratio
                       else "-")
     return table

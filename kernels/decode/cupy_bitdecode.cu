@@ -133,6 +133,11 @@ __device__ __forceinline__ void load_stream(unsigned (&w)[WORDS], const unsigned
     }
 }
 
+// Asks L2 for the 128-byte line holding p, without waiting for it and without a register.
+__device__ __forceinline__ void prefetch_l2(const void* p) {
+    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));
+}
+
 // WORDS (a multiple of 4) 32-bit words of scales or minimums: kept in L1, where the 8 lanes that
 // share a chunk of channels, and the next keys of the same group, find them.
 template <int WORDS>
@@ -418,7 +423,7 @@ __device__ __forceinline__ void write_block(const float* sm_m, const float* sm_l
         long long v_sb, long long v_sh, long long v_sl,                                                          \
         long long ks_sb, long long ks_sh, long long ks_sg,                                                       \
         long long vs_sb, long long vs_sh, long long vs_sl,                                                       \
-        long long o_sb, long long o_sh, long long o_sq, float scale_log2
+        long long o_sb, long long o_sh, long long o_sq, float scale_log2, int prefetch
 
 // Bytes of dynamic shared memory of bitdecode_partial: the Q fragments during the loop, then the
 // warps' states for the merge (the same bytes, reused after a barrier).
@@ -1006,9 +1011,40 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
             }
         }
     };
+    // prefetch > 0 (DENSE): a warp asks L2 for its tile `prefetch` tiles ahead as it starts one, a 128-byte
+    // line a lane, so that tile's loads meet L2's latency instead of HBM's. Registers hold one tile's
+    // codes at a time (a second set would take the occupancy below 16 warps an SM); L2 holds the next.
+    const unsigned char* k_head = K + b * k_sb + kvh * k_sh;
+    const unsigned char* v_head = V + b * v_sb + kvh * v_sh;
+    auto prefetch_tile = [&](int ahead) {
+        constexpr int ROW_BYTES = D * BITS / 8;
+        constexpr int LINES = TN * ROW_BYTES / 128;  // 128-byte lines of a tile's K rows (and of its V rows)
+        static_assert(TN * ROW_BYTES % 128 == 0, "a tile's rows are whole lines");
+        if (ahead >= n_tiles) return;
+        const int key0 = start + ahead * TN;
+        const int bytes = (min(key0 + TN, end) - key0) * ROW_BYTES;  // the piece's last tile may be short
+#pragma unroll
+        for (int i = lane; i < 2 * LINES; i += 32) {
+            const int at = (i % LINES) * 128;
+            if (at < bytes) prefetch_l2((i < LINES ? k_head : v_head) + static_cast<long long>(key0) * ROW_BYTES + at);
+        }
+        if constexpr (VFOLD) {  // V's scales and minimums of the tile's keys, 2 bytes a key
+            if (lane == 0) prefetch_l2(hc.vs_row + key0);
+            if (lane == 1) prefetch_l2(hc.vm_row + key0);
+        }
+    };
     int tile = warp;
-    for (; tile < interior; tile += WARPS) run_tile(Flag<false>(), tile);
-    for (; tile < n_tiles; tile += WARPS) run_tile(Flag<true>(), tile);
+    if (DENSE && prefetch > 0) {
+        for (int i = 1; i < prefetch; ++i) prefetch_tile(tile + i * WARPS);  // the loop asks from `prefetch` on
+    }
+    for (; tile < interior; tile += WARPS) {
+        if (DENSE && prefetch > 0) prefetch_tile(tile + prefetch * WARPS);
+        run_tile(Flag<false>(), tile);
+    }
+    for (; tile < n_tiles; tile += WARPS) {
+        if (DENSE && prefetch > 0) prefetch_tile(tile + prefetch * WARPS);
+        run_tile(Flag<true>(), tile);
+    }
 
     // VFOLD: each row's sum of P x middle value over the warp's keys (the 8 lanes of a t), added to every channel
     if constexpr (VFOLD) {

@@ -30,6 +30,9 @@ the kernel's occupancy (from its registers and shared memory), each piece at lea
 default) loads each tile's codes into registers when the warp starts it; ``stages=2|3|4`` keeps a ring
 of that many tiles a warp in shared memory, filled by ``cp.async`` that many tiles minus one ahead
 (the rows form only).
+``--param prefetch=N`` (the keys form, over a cache whose tokens follow one another): as a warp starts a
+tile it asks L2 for its tile N ahead (``prefetch.global.L2``, a 128-byte line a lane, no registers), so
+that tile's loads wait on L2 instead of HBM; 0 asks for nothing.
 ``--param masks=all``: every tile clamps its keys' addresses to the cache and masks its scores;
 ``masks=edge``: only a piece's last tiles do, the tiles before them (whose keys are all in the cache
 and visible to every query) run a copy of the loop without either, about 6-10 % fewer instructions a
@@ -123,8 +126,9 @@ def resolve_masks(masks: str, bits: int) -> str:
     return AUTO_MASKS[bits] if masks == "auto" else masks
 
 
+PREFETCH = range(0, 5)  # tiles ahead a warp asks L2 for (form=keys over a dense cache); 0: none
 DEFAULT_PARAMS = {"splits": 0, "tile": 32, "warps": 4, "stages": 0, "masks": "auto", "form": "auto",
-                  "v_scales": "auto"}
+                  "v_scales": "auto", "prefetch": 1}
 
 
 def v_span(d: int, group: int, bits: int) -> int | None:
@@ -232,7 +236,7 @@ def split_plan(length: int, programs: int, sms: int, resident: int, tile: int, w
 
 
 def check_config(case, tile: int, warps: int, form: str = "auto", stages: int = 0,
-                 v_scales: str = "auto") -> str | None:
+                 v_scales: str = "auto", prefetch: int = 0) -> str | None:
     """Why this case, block shape and form cannot run, or None."""
     if seq_lengths.is_ragged(case):  # --l 1000+130000
         return "a ragged batch (one length a sequence): cupy-bitdecode takes one length for every sequence"
@@ -249,6 +253,8 @@ def check_config(case, tile: int, warps: int, form: str = "auto", stages: int = 
                 "channels would span more than two scale groups")
     if form == "keys" and stages:
         return "form=keys loads each tile into registers: stages=0 only"
+    if prefetch and resolve_form(form, stages) != "keys":
+        return "prefetch asks L2 for the tiles ahead in the keys form: form=keys (or auto) and stages=0"
     if v_scales == "p" and not (resolve_form(form, stages) == "keys"
                                 and v_whole(case.d, case.group, CODE_BITS[case.kv_dtype])):
         return ("v_scales=p folds V's scales into P: the keys form over a quantized cache whose V groups "
@@ -352,7 +358,7 @@ def explain(case, params) -> dict:
     from kbench.occupancy import blocks_per_sm
 
     tile, warps, stages = params["tile"], params["warps"], params["stages"]
-    reason = check_config(case, tile, warps, params["form"], stages, params["v_scales"])
+    reason = check_config(case, tile, warps, params["form"], stages, params["v_scales"], params["prefetch"])
     if reason:
         return {"configuration": f"not runnable: {reason}"}
     bits = CODE_BITS[case.kv_dtype]
@@ -390,6 +396,9 @@ def explain(case, params) -> dict:
                   f"a ring of {stages} tiles a warp in shared memory, cp.async {stages - 1} tiles ahead")
                  + ("; K's scales once a k16 step for the tile's one group" if one_group_a_tile(case.group, tile, bits)
                     else ("; K's scales once a k16 step and n8 tile" if bits < 16 else "")),
+        "prefetch": (f"as a warp starts a tile, it asks L2 for its tile {params['prefetch']} ahead, a 128-byte line "
+                     "a lane (where the cache's tokens follow one another)" if params["prefetch"] else
+                     "none: each tile's loads wait on HBM"),
         "masks": ("every tile clamps its keys to the cache and masks its scores" if masks == "all" else
                   "a piece's last tiles clamp and mask; the tiles before them run a loop without either")
                  + (" (masks=auto for this cache)" if params["masks"] == "auto" else ""),
@@ -429,18 +438,19 @@ def _supports(case):
     "decode", "cupy-bitdecode", backend="cupy", cuda=True, modules=("torch", "cupy"), min_cc=(8, 0),
     supports=_supports, params=dict(DEFAULT_PARAMS), explain=explain,
     allowed={"splits": lambda value: None if value >= 0 else "splits takes 0 (automatic) or a positive number",
-             "tile": TILES, "warps": WARPS, "stages": STAGES, "masks": MASKS, "form": FORMS, "v_scales": V_SCALES},
+             "tile": TILES, "warps": WARPS, "stages": STAGES, "masks": MASKS, "form": FORMS, "v_scales": V_SCALES,
+             "prefetch": PREFETCH},
     description="BitDecoding-style decode in CUDA C++: mma.sync m16n8k16 with the keys (or the GQA group) as "
                 "the rows, int4/int8 codes dequantized into the fragments by lop3/prmt, split-KV merged by "
                 "log-sum-exp",
 )
-def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form, v_scales):
+def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form, v_scales, prefetch):
     import numpy as np
     import torch
 
     from kbench.occupancy import LIMITS, blocks_per_sm
 
-    reason = check_config(case, tile, warps, form, stages, v_scales)
+    reason = check_config(case, tile, warps, form, stages, v_scales, prefetch)
     if reason:
         raise Unsupported(reason)
     q = inputs["q"]
@@ -476,6 +486,7 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form, 
     form = resolve_form(form, stages)
     v_scales = resolve_v_scales(v_scales, case, form)
     dense = dense_rows(k, v, scales[2] if v_scales == "p" else None)
+    prefetch = prefetch if dense else 0  # the kernel prefetches a tile's rows as whole lines: dense caches only
     kernel = _cupy.compiled(str(SOURCE), instance(case, tile, warps, stages, form, v_scales, dense))
     smem = smem_bytes(case.d, warps, bits, tile, stages, form)
     if smem > 48 * 1024:  # above 48 KiB a block must opt in to its dynamic shared memory
@@ -516,7 +527,7 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form, 
             np.int32(plan["keys_per_split"]), np.int32(n_splits), np.int32(rbs), np.int32(case.group),
             np.int32(masks == "edge"), *(np.uint32(x) for x in divisor(case.group)),
             *strides(q), *byte_strides(k), *byte_strides(v), *scale_strides, *strides(out),
-            np.float32(case.d**-0.5 * LOG2_E))
+            np.float32(case.d**-0.5 * LOG2_E), np.int32(prefetch))
     grid, block = plan["grid"], plan["block"]
     if n_splits > 1:
         combine = _cupy.compiled(str(SOURCE), combine_name(case.d, bf16))
@@ -538,7 +549,7 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form, 
     # would go to the next tensors allocated, which the kernel would then overwrite).
     run.workspace = (part_o, part_m, part_l) if n_splits > 1 else ()
     run.config = {"splits": n_splits, "keys_per_split": plan["keys_per_split"], "tile": tile, "warps": warps,
-                  "stages": stages, "masks": masks, "form": form, "v_scales": v_scales, "dense_rows": dense, "one_group_a_tile": one_group_a_tile(case.group, tile, bits),
+                  "stages": stages, "masks": masks, "form": form, "v_scales": v_scales, "prefetch": prefetch, "dense_rows": dense, "one_group_a_tile": one_group_a_tile(case.group, tile, bits),
                   "row_blocks": rbs, "resident_blocks_per_sm": resident, "v_span": vspan,
                   **_cupy.kernel_config(kernel, grid, block, smem)}
     return run

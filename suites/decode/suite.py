@@ -277,9 +277,11 @@ class Decode(Suite):
     def run_lines(self, records):
         """Each quantized cache's calls against the fastest fp16 call of the same shape (L, Q, B, heads, d)
         in the run, beside the speed-up its fewer bytes allow (the fp16 cache's bytes over its own): how
-        near a low-bit kernel comes to what reading fewer bytes can give. Two cases of one run, so no
-        interval."""
-        from kbench.report import format_time
+        near a low-bit kernel comes to what reading fewer bytes can give. The ratio's distribution-free
+        95 % interval is that of two calls of one case (kbench.stats.speedup_interval); the two cases ran
+        one after the other rather than interleaved, so a drift of the clocks between them is not in it."""
+        from kbench.report import format_time, speedup_cell
+        from kbench.stats import speedup_interval
 
         timed = [r for r in records if r.ok and r.case.get("kv_dtype")]
         fastest_fp16 = {}
@@ -298,7 +300,9 @@ class Decode(Suite):
             for r in quantized:
                 limit = fp16_bytes / self.cache_bytes(Case(r.case))
                 lines.append(f"  {r.case['kv_dtype']} in groups of {r.case['group']}, {r.name}: "
-                             f"{format_time(r.median)}, {base.median / r.median:.2f}x ({limit:.2f}x fewer bytes)")
+                             f"{format_time(r.median)}, "
+                             f"{speedup_cell(base.median / r.median, speedup_interval(base.timing.samples, r.timing.samples))}"
+                             f" ({limit:.2f}x fewer bytes)")
         return lines
 
 

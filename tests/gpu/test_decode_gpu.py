@@ -202,3 +202,30 @@ def test_cupy_bitdecode_reads_a_cache_whose_tokens_are_apart(registry, kv_dtype,
     assert torch.equal(dense, strided)
     ref = suite.reference(case, inputs)
     assert (dense.double() - ref).abs().max().item() < 0.05 * ref.abs().max().item()
+
+
+@pytest.mark.usefixtures("needs_cupy")
+@pytest.mark.parametrize("kv_dtype, masks", [("int4", "edge"), ("int8", "all"), ("fp16", "edge"), ("int4", "all")])
+def test_cupy_bitdecode_prefetch_changes_no_bit(registry, kv_dtype, masks):
+    """prefetch=N only asks L2 for the tiles ahead: the output, over 4099 keys (a short last tile) and
+    131072, in pieces and in one, is the same bit for bit as without it, and the record says it ran."""
+    import torch
+
+    from kbench.suite import Case
+
+    suite, impl = registry.suite("decode"), registry.implementations("decode")["cupy-bitdecode"]
+    for length, splits in ((4099, 0), (4099, 1), (131072, 0)):
+        case = Case({"l": length, "q": 1, "batch": 2, "hq": 32, "hkv": 8, "d": 128, "kv_dtype": kv_dtype,
+                     "group": 128})
+        inputs = suite.make_inputs(case, seed=5, device="cuda")
+        outputs = {}
+        for prefetch in (0, 1, 2, 4):
+            out = suite.make_output(case, inputs)
+            run = impl.make(case, inputs, out, **{**impl.params, "prefetch": prefetch, "splits": splits,
+                                                   "masks": masks})
+            run()
+            torch.cuda.synchronize()
+            assert run.config["prefetch"] == prefetch
+            outputs[prefetch] = out
+        for prefetch, out in outputs.items():
+            assert torch.equal(out, outputs[0]), f"{kv_dtype} L={length} splits={splits} prefetch={prefetch}"

@@ -395,31 +395,35 @@ def test_a_configuration_triton_cannot_fit_is_unsupported(registry, decode, monk
         run()
 
 
-def _timed(impl: str, median_ms: float, method: str = "cuda-events+l2-flush", **values):
+def _timed(impl: str, median_ms: float, method: str = "cuda-events+l2-flush", samples=None, **values):
     from kbench.record import Record
 
     c = {**case(l=32768, hq=32, hkv=8, d=128).values, **values}
+    samples = samples or [median_ms]
     return Record.from_json({
         "schema": 1, "suite": "decode", "impl": impl, "label": impl, "backend": "torch", "case": c,
         "case_key": ",".join(f"{k}={v}" for k, v in c.items()), "status": "OK", "reason": "", "baseline": "sdpa",
         "env": {"device": "cuda"},
-        "timing": {"method": method, "samples": [median_ms], "warnings": [],
+        "timing": {"method": method, "samples": samples, "warnings": [],
                    "stats": {"median": median_ms, "p20": median_ms, "p80": median_ms, "n": 1}}})
 
 
 def test_after_a_run_each_quantized_cache_is_set_against_the_fastest_fp16_call(decode):
     """The int4 and int8 calls of a shape against its fastest fp16 call (the median ratio) beside the
-    byte limit (fp16's cache bytes over theirs: 3.20x for int4 in groups of 32, 3.76x in groups of 128);
-    a shape without an fp16 call in the run gets no line, and a CPU-timed run none at all."""
+    byte limit (fp16's cache bytes over theirs: 3.20x for int4 in groups of 32, 3.76x in groups of 128),
+    with the ratio's 95 % interval where the samples can set one; a shape without an fp16 call in the
+    run gets no line, and a CPU-timed run none at all."""
     import io
 
     from rich.console import Console
 
     from kbench.report import print_tables
 
-    records = [_timed("sdpa", 0.0404, kv_dtype="fp16"), _timed("triton-splitkv", 0.0410, kv_dtype="fp16"),
+    spread = [0.96 + 0.08 * i / 29 for i in range(30)]  # 30 samples from 0.96 to 1.04 of the median
+    records = [_timed("sdpa", 0.0404, kv_dtype="fp16", samples=[0.0404 * x for x in spread]),
+               _timed("triton-splitkv", 0.0410, kv_dtype="fp16"),
                _timed("cupy-bitdecode", 0.0260, kv_dtype="int4"), _timed("sdpa", 0.0800, kv_dtype="int4"),
-               _timed("cupy-bitdecode", 0.0202, kv_dtype="int4", group=128),
+               _timed("cupy-bitdecode", 0.0202, kv_dtype="int4", group=128, samples=[0.0202 * x for x in spread]),
                _timed("cupy-bitdecode", 0.0315, kv_dtype="int8"),
                _timed("cupy-bitdecode", 0.5, kv_dtype="int4", batch=8)]  # no fp16 call of batch 8
     assert decode.run_lines(records) == [
@@ -427,10 +431,10 @@ def test_after_a_run_each_quantized_cache_is_set_against_the_fastest_fp16_call(d
         "  int8 in groups of 32, cupy-bitdecode: 31.5 us, 1.28x (1.78x fewer bytes)",
         "  int4 in groups of 32, cupy-bitdecode: 26.0 us, 1.55x (3.20x fewer bytes)",
         "  int4 in groups of 32, sdpa: 80.0 us, 0.51x (3.20x fewer bytes)",
-        "  int4 in groups of 128, cupy-bitdecode: 20.2 us, 2.00x (3.76x fewer bytes)"]
+        "  int4 in groups of 128, cupy-bitdecode: 20.2 us, 2.00x [1.93-2.07] (3.76x fewer bytes)"]
     out = io.StringIO()
     print_tables(records, Console(file=out, width=200))
-    assert "decode, across the cases of this run" in out.getvalue() and "2.00x (3.76x fewer bytes)" in out.getvalue()
+    assert "decode, across the cases of this run" in out.getvalue() and "2.00x [1.93-2.07] (3.76x fewer bytes)" in out.getvalue()
     out = io.StringIO()
     print_tables([_timed(r.impl, r.median, "cpu-wall-clock", **r.case) for r in records], Console(file=out, width=200))
     assert "across the cases" not in out.getvalue()

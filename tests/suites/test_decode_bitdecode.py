@@ -435,10 +435,10 @@ def test_supported_cases(impl):
 
 def test_params_are_checked_before_anything_runs(impl):
     assert impl.params == {"splits": 0, "tile": 32, "warps": 4, "stages": 0, "masks": "auto", "form": "auto",
-                           "v_scales": "auto"}
+                           "v_scales": "auto", "prefetch": 1}
     for arg, message in (("tile=48", "is not one of 16, 32, 64"), ("warps=3", "is not one of 2, 4, 8"),
                          ("masks=none", "is not one of auto, all, edge"), ("form=cols", "is not one of auto, rows, keys"),
-                         ("v_scales=k", "is not one of auto, values, p"),
+                         ("v_scales=k", "is not one of auto, values, p"), ("prefetch=5", "is not one of 0, 1, 2, 3, 4"),
                          ("splits=-2", "splits takes 0"), ("splits=two", "is not an integer")):
         with pytest.raises(UserError, match=message):
             variants([impl], parse_param_args([arg]))
@@ -620,6 +620,9 @@ def test_form_auto_takes_the_keys_form_where_it_can_run(bd):
     assert bd.resolve_form("rows") == "rows" and bd.resolve_form("keys") == "keys"
     assert "stages=0 only" in bd.check_config(case(d=128), 32, 4, "keys", 3)  # the keys form has no ring
     assert bd.check_config(case(d=128), 32, 4, "auto", 3) is None and bd.check_config(case(d=128), 32, 4, "keys") is None
+    assert "prefetch asks L2" in bd.check_config(case(d=128), 32, 4, "rows", 0, "auto", 1)  # the keys form only
+    assert "prefetch asks L2" in bd.check_config(case(d=128), 32, 4, "auto", 2, "auto", 1)
+    assert bd.check_config(case(d=128), 32, 4, "auto", 0, "auto", 2) is None
     c = case(d=128, kv_dtype="int4", group=32)
     assert bd.instance(c, 32, 4, 0, "keys") == "bitdecode_partial_keys<4, false, 128, 32, 4, 1, true, false, true>"
     assert bd.smem_bytes(128, 4, 4, 32, 0, "keys") == 4 * 8 * (2 + 128 + 4) * 4
