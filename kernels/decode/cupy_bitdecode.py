@@ -128,7 +128,7 @@ def resolve_masks(masks: str, bits: int) -> str:
 
 PREFETCH = range(0, 5)  # tiles ahead a warp asks L2 for (form=keys over a dense cache); 0: none
 DEFAULT_PARAMS = {"splits": 0, "tile": 32, "warps": 4, "stages": 0, "masks": "auto", "form": "auto",
-                  "v_scales": "auto", "prefetch": 1}
+                  "v_scales": "auto", "prefetch": 0}
 
 
 def v_span(d: int, group: int, bits: int) -> int | None:
