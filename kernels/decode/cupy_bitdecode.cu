@@ -757,8 +757,8 @@ __device__ __forceinline__ unsigned transpose_8x8(unsigned x) {
 // 16 warps an SM (128 registers a thread) for int4 codes whose V strip lies in one group; 12 (168)
 // otherwise: int8 and 16-bit values (twice and four times the words a lane holds), and a second set of
 // V's scales and minimums, spill at 128.
-template <int BITS, int VSPAN>
-constexpr int KEY_FORM_WARPS_PER_SM = BITS == 4 && VSPAN == 1 ? 16 : 12;
+template <int BITS, int VSPAN, bool PIPE = false>
+constexpr int KEY_FORM_WARPS_PER_SM = PIPE ? (BITS == 4 ? 12 : 8) : (BITS == 4 && VSPAN == 1 ? 16 : 12);
 
 // VFOLD: V's groups span the head (group >= D: one scale and minimum a token), and they are applied to
 // P instead of to every dequantized V element. A key's row of V is scale · (codes - c) + middle, with c
@@ -776,8 +776,8 @@ constexpr int KEY_FORM_WARPS_PER_SM = BITS == 4 && VSPAN == 1 ? 16 : 12;
 // bytes; with VFOLD, V's scales and minimums one element a token). The loop's tiles before the
 // piece's edge then address each row as the tile's first row plus a constant, which ptxas folds into
 // the load instruction, instead of a multiply and a 64-bit add of a run-time stride every row.
-template <int BITS, bool BF16, int D, int TN, int WARPS, int VSPAN, bool KG1, bool VFOLD, bool DENSE>
-__global__ void __launch_bounds__(WARPS * 32, WARPS <= KEY_FORM_WARPS_PER_SM<BITS, VSPAN> ? KEY_FORM_WARPS_PER_SM<BITS, VSPAN> / WARPS : 1)
+template <int BITS, bool BF16, int D, int TN, int WARPS, int VSPAN, bool KG1, bool VFOLD, bool DENSE, bool PIPE>
+__global__ void __launch_bounds__(WARPS * 32, WARPS <= KEY_FORM_WARPS_PER_SM<BITS, VSPAN, PIPE> ? KEY_FORM_WARPS_PER_SM<BITS, VSPAN, PIPE> / WARPS : 1)
 bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
     using LN = Lanes<BITS, D>;
     constexpr bool QUANT = BITS < 16;
@@ -839,23 +839,31 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
     const int n_tiles = (end - start + TN - 1) / TN;
     const int interior = edge_masks ? max(0, (mask_from - start) / TN) : 0;
 
-    auto run_tile = [&](auto edge, int tile) {
-        constexpr bool EDGE = decltype(edge)::value;
+    // A tile's codes in registers, and (VFOLD) V's scales and minimums of the keys whose P this lane holds.
+    unsigned kc[MT][2][LN::KWORDS];  // keys 16 mt + g (0) and + 8 (1)
+    unsigned vc[MT][4][LN::VWORDS];  // keys 16 j + 2t, 2t+1, 2t+8, 2t+9
+    [[maybe_unused]] unsigned short v_scale[MT][2], v_min[MT][2];  // keys 16 mt + g, + 8
+    constexpr int ROW_BYTES = D * BITS / 8;
+    // K's codes of a tile. Rows from the tile's first (DENSE interior tiles: constant offsets), or each on
+    // its own, clamped to the cache (EDGE).
+    auto load_k = [&](auto edge, int tile) {
+        constexpr bool EDGE = decltype(edge)::value, FIXED_ROWS = DENSE && !EDGE;
         auto in_cache = [&](int key) { return EDGE ? min(key, L - 1) : key; };
         const int key0 = start + tile * TN;
-        // Rows of the tile from its first ones (DENSE interior tiles: constant offsets), or each on its own.
-        constexpr bool FIXED_ROWS = DENSE && !EDGE;
-        constexpr int ROW_BYTES = D * BITS / 8;
         const unsigned char* k_first = hc.k_lane + static_cast<long long>(key0 + g) * ROW_BYTES;  // key key0 + g
-        const unsigned char* v_first = hc.v_lane + static_cast<long long>(key0 + 2 * t) * ROW_BYTES;  // key0 + 2t
-        unsigned kc[MT][2][LN::KWORDS];  // keys 16 mt + g (0) and + 8 (1)
-        unsigned vc[MT][4][LN::VWORDS];  // keys 16 j + 2t, 2t+1, 2t+8, 2t+9
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
             for (int h = 0; h < 2; ++h)
                 load_stream<LN::KWORDS>(kc[mt][h], FIXED_ROWS ? k_first + (16 * mt + 8 * h) * ROW_BYTES
                                                               : hc.k_lane + in_cache(key0 + 16 * mt + 8 * h + g) * hc.ksl);
+    };
+    // V's codes of a tile, and (VFOLD) V's scales and minimums of its keys.
+    auto load_v = [&](auto edge, int tile) {
+        constexpr bool EDGE = decltype(edge)::value, FIXED_ROWS = DENSE && !EDGE;
+        auto in_cache = [&](int key) { return EDGE ? min(key, L - 1) : key; };
+        const int key0 = start + tile * TN;
+        const unsigned char* v_first = hc.v_lane + static_cast<long long>(key0 + 2 * t) * ROW_BYTES;  // key0 + 2t
 #pragma unroll
         for (int j = 0; j < MT; ++j)
 #pragma unroll
@@ -864,8 +872,6 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
                 load_stream<LN::VWORDS>(vc[j][e], FIXED_ROWS ? v_first + key * ROW_BYTES
                                                              : hc.v_lane + in_cache(key0 + 2 * t + key) * hc.vsl);
             }
-        // VFOLD: V's scale and minimum of the keys whose P this lane holds (16 mt + g, + 8), loaded with the codes
-        [[maybe_unused]] unsigned short v_scale[MT][2], v_min[MT][2];
         if constexpr (VFOLD) {
             const unsigned first = 2u * (key0 + g);  // bytes to key key0 + g's (DENSE: one element a key)
 #pragma unroll
@@ -877,6 +883,33 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
                     v_scale[mt][h] = load_half(hc.vs_row, at);
                     v_min[mt][h] = load_half(hc.vm_row, at);
                 }
+        }
+    };
+    // PIPE: the warp's next tile (tile + WARPS). A tile of the loop without masks has its next one there
+    // too (the loop stops a round early), whose rows it loads from constants (DENSE); a masked tile
+    // loads the next one's rows clamped to the cache, or nothing past the piece.
+    auto load_next_k = [&](auto edge, int next) {
+        if constexpr (decltype(edge)::value) {
+            if (next < n_tiles) load_k(edge, next);
+        } else {
+            load_k(edge, next);
+        }
+    };
+    auto load_next_v = [&](auto edge, int next) {
+        if constexpr (decltype(edge)::value) {
+            if (next < n_tiles) load_v(edge, next);
+        } else {
+            load_v(edge, next);
+        }
+    };
+
+    auto run_tile = [&](auto edge, int tile) {
+        constexpr bool EDGE = decltype(edge)::value;
+        auto in_cache = [&](int key) { return EDGE ? min(key, L - 1) : key; };
+        const int key0 = start + tile * TN;
+        if constexpr (!PIPE) {  // the tile's codes as it starts (PIPE: loaded during the tile before)
+            load_k(edge, tile);
+            load_v(edge, tile);
         }
 
         // ---- S^T = K Q^T ------------------------------------------------------------------------------
@@ -936,6 +969,7 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
                 for (int e = 0; e < 4; ++e)
                     if (key0 + 16 * mt + g + 8 * (e >> 1) >= limit[e & 1]) s[mt][e] = neg_inf();
         }
+        if constexpr (PIPE) load_next_k(edge, tile + WARPS);  // K's registers are free until the next tile
 
         // ---- online softmax: row 2t + e is column e of the lane's C registers, over keys g, g + 8 of
         // every m16 tile; the 8 lanes of one t (lanes t, t + 4, ..., t + 28) hold the tile's 32 keys.
@@ -1010,6 +1044,7 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
                 mma_16816<BF16>(o[mi], a, pb[j][0], pb[j][1]);
             }
         }
+        if constexpr (PIPE) load_next_v(edge, tile + WARPS);  // and V's (with its scales) until its products
     };
     // prefetch > 0 (DENSE): a warp asks L2 for its tile `prefetch` tiles ahead as it starts one, a 128-byte
     // line a lane, so that tile's loads meet L2's latency instead of HBM's. Registers hold one tile's
@@ -1017,7 +1052,6 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
     const unsigned char* k_head = K + b * k_sb + kvh * k_sh;
     const unsigned char* v_head = V + b * v_sb + kvh * v_sh;
     auto prefetch_tile = [&](int ahead) {
-        constexpr int ROW_BYTES = D * BITS / 8;
         constexpr int LINES = TN * ROW_BYTES / 128;  // 128-byte lines of a tile's K rows (and of its V rows)
         static_assert(TN * ROW_BYTES % 128 == 0, "a tile's rows are whole lines");
         if (ahead >= n_tiles) return;
@@ -1037,7 +1071,18 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
     if (DENSE && prefetch > 0) {
         for (int i = 1; i < prefetch; ++i) prefetch_tile(tile + i * WARPS);  // the loop asks from `prefetch` on
     }
-    for (; tile < interior; tile += WARPS) {
+    // PIPE: the loop without masks stops a round early, so that each of its tiles' next one is in it too.
+    const int unmasked = PIPE ? interior - WARPS : interior;
+    if constexpr (PIPE) {  // the first tile's codes; each tile then loads the next one's
+        if (tile < unmasked) {
+            load_k(Flag<false>(), tile);
+            load_v(Flag<false>(), tile);
+        } else if (tile < n_tiles) {
+            load_k(Flag<true>(), tile);
+            load_v(Flag<true>(), tile);
+        }
+    }
+    for (; tile < unmasked; tile += WARPS) {
         if (DENSE && prefetch > 0) prefetch_tile(tile + prefetch * WARPS);
         run_tile(Flag<false>(), tile);
     }
@@ -1166,76 +1211,96 @@ bitdecode_combine(const float* __restrict__ part_o, const float* __restrict__ pa
 // nvcc build check (tests/): the instances kbench launches (cupy_bitdecode.py's INSTANCES).
 #define KBENCH_BD_PARTIAL(BITS, BF16, D, TN, W, VSPAN, KG1, STAGES) \
     template __global__ void bitdecode_partial<BITS, BF16, D, TN, W, VSPAN, KG1, STAGES>(BITDECODE_PARTIAL_PARAMS);
-#define KBENCH_BD_KEYS(BITS, BF16, D, TN, W, VSPAN, KG1, VFOLD, DENSE) \
-    template __global__ void bitdecode_partial_keys<BITS, BF16, D, TN, W, VSPAN, KG1, VFOLD, DENSE>(BITDECODE_PARTIAL_PARAMS);
+#define KBENCH_BD_KEYS(BITS, BF16, D, TN, W, VSPAN, KG1, VFOLD, DENSE, PIPE) \
+    template __global__ void bitdecode_partial_keys<BITS, BF16, D, TN, W, VSPAN, KG1, VFOLD, DENSE, PIPE>(BITDECODE_PARTIAL_PARAMS);
 #define KBENCH_BD_COMBINE(D, BF16)                                                                             \
     template __global__ void bitdecode_combine<D, BF16>(const float*, const float*, const float*,    \
                                                                    unsigned short*, int, int, int, int, int, int, \
                                                                    long long, long long, long long);
 KBENCH_BD_PARTIAL(4, false, 64, 32, 4, 1, true, 0)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, false, true)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, false, false)
 KBENCH_BD_PARTIAL(4, false, 64, 32, 4, 1, false, 0)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, false, true)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, false, false)
 KBENCH_BD_PARTIAL(4, false, 64, 32, 4, 2, false, 0)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 2, false, false, true)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 2, false, false, false)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, false, true, false)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, false, false, false)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, false, true, false)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, false, false, false)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 2, false, false, true, false)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 2, false, false, false, false)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, true, true, false)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, true, false, false)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, true, true, false)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, true, false, false)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, false, true, true)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, false, true, true)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 2, false, false, true, true)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, true, true, true)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, true, true, true)
 KBENCH_BD_PARTIAL(4, false, 128, 32, 4, 1, true, 0)
-KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, true, false, true)
-KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, true, false, false)
 KBENCH_BD_PARTIAL(4, false, 128, 32, 4, 1, false, 0)
-KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, false, false, true)
-KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, false, false, false)
 KBENCH_BD_PARTIAL(4, false, 128, 32, 4, 2, false, 0)
-KBENCH_BD_KEYS(4, false, 128, 32, 4, 2, false, false, true)
-KBENCH_BD_KEYS(4, false, 128, 32, 4, 2, false, false, false)
+KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, true, false, true, false)
+KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, true, false, false, false)
+KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, false, false, true, false)
+KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, false, false, false, false)
+KBENCH_BD_KEYS(4, false, 128, 32, 4, 2, false, false, true, false)
+KBENCH_BD_KEYS(4, false, 128, 32, 4, 2, false, false, false, false)
+KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, true, true, true, false)
+KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, true, true, false, false)
+KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, false, true, true, false)
+KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, false, true, false, false)
+KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, true, false, true, true)
+KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, false, false, true, true)
+KBENCH_BD_KEYS(4, false, 128, 32, 4, 2, false, false, true, true)
+KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, true, true, true, true)
+KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, false, true, true, true)
 KBENCH_BD_PARTIAL(8, false, 64, 32, 4, 1, true, 0)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, false, true)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, false, false)
 KBENCH_BD_PARTIAL(8, false, 64, 32, 4, 1, false, 0)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, false, true)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, false, false)
 KBENCH_BD_PARTIAL(8, false, 64, 32, 4, 2, false, 0)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 2, false, false, true)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 2, false, false, false)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, false, true, false)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, false, false, false)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, false, true, false)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, false, false, false)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 2, false, false, true, false)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 2, false, false, false, false)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, true, true, false)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, true, false, false)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, true, true, false)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, true, false, false)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, false, true, true)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, false, true, true)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 2, false, false, true, true)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, true, true, true)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, true, true, true)
 KBENCH_BD_PARTIAL(8, false, 128, 32, 4, 1, true, 0)
-KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, true, false, true)
-KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, true, false, false)
 KBENCH_BD_PARTIAL(8, false, 128, 32, 4, 1, false, 0)
-KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, false, false, true)
-KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, false, false, false)
 KBENCH_BD_PARTIAL(8, false, 128, 32, 4, 2, false, 0)
-KBENCH_BD_KEYS(8, false, 128, 32, 4, 2, false, false, true)
-KBENCH_BD_KEYS(8, false, 128, 32, 4, 2, false, false, false)
+KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, true, false, true, false)
+KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, true, false, false, false)
+KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, false, false, true, false)
+KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, false, false, false, false)
+KBENCH_BD_KEYS(8, false, 128, 32, 4, 2, false, false, true, false)
+KBENCH_BD_KEYS(8, false, 128, 32, 4, 2, false, false, false, false)
+KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, true, true, true, false)
+KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, true, true, false, false)
+KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, false, true, true, false)
+KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, false, true, false, false)
+KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, true, false, true, true)
+KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, false, false, true, true)
+KBENCH_BD_KEYS(8, false, 128, 32, 4, 2, false, false, true, true)
+KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, true, true, true, true)
+KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, false, true, true, true)
 KBENCH_BD_PARTIAL(16, false, 64, 32, 4, 1, false, 0)
-KBENCH_BD_KEYS(16, false, 64, 32, 4, 1, false, false, true)
-KBENCH_BD_KEYS(16, false, 64, 32, 4, 1, false, false, false)
+KBENCH_BD_KEYS(16, false, 64, 32, 4, 1, false, false, true, false)
+KBENCH_BD_KEYS(16, false, 64, 32, 4, 1, false, false, false, false)
 KBENCH_BD_PARTIAL(16, false, 128, 32, 4, 1, false, 0)
-KBENCH_BD_KEYS(16, false, 128, 32, 4, 1, false, false, true)
-KBENCH_BD_KEYS(16, false, 128, 32, 4, 1, false, false, false)
+KBENCH_BD_KEYS(16, false, 128, 32, 4, 1, false, false, true, false)
+KBENCH_BD_KEYS(16, false, 128, 32, 4, 1, false, false, false, false)
 KBENCH_BD_PARTIAL(16, true, 64, 32, 4, 1, false, 0)
-KBENCH_BD_KEYS(16, true, 64, 32, 4, 1, false, false, true)
-KBENCH_BD_KEYS(16, true, 64, 32, 4, 1, false, false, false)
+KBENCH_BD_KEYS(16, true, 64, 32, 4, 1, false, false, true, false)
+KBENCH_BD_KEYS(16, true, 64, 32, 4, 1, false, false, false, false)
 KBENCH_BD_PARTIAL(16, true, 128, 32, 4, 1, false, 0)
-KBENCH_BD_KEYS(16, true, 128, 32, 4, 1, false, false, true)
-KBENCH_BD_KEYS(16, true, 128, 32, 4, 1, false, false, false)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, true, true)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, true, false)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, true, true)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, true, false)
-KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, true, true, true)
-KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, true, true, false)
-KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, false, true, true)
-KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, false, true, false)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, true, true)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, true, false)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, true, true)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, true, false)
-KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, true, true, true)
-KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, true, true, false)
-KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, false, true, true)
-KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, false, true, false)
+KBENCH_BD_KEYS(16, true, 128, 32, 4, 1, false, false, true, false)
+KBENCH_BD_KEYS(16, true, 128, 32, 4, 1, false, false, false, false)
 KBENCH_BD_COMBINE(64, false)
 KBENCH_BD_COMBINE(64, true)
 KBENCH_BD_COMBINE(128, false)

@@ -33,6 +33,11 @@ of that many tiles a warp in shared memory, filled by ``cp.async`` that many til
 ``--param prefetch=N`` (the keys form, over a cache whose tokens follow one another): as a warp starts a
 tile it asks L2 for its tile N ahead (``prefetch.global.L2``, a 128-byte line a lane, no registers), so
 that tile's loads wait on L2 instead of HBM; 0 asks for nothing.
+``--param pipe=1`` (the keys form, int4 and int8 caches): each tile loads the next one's codes into
+registers, K's once its products are done and V's (with V's scales) once its own are, so that they
+arrive while the tile's softmax and products run; the loop without masks stops a round early so that
+its tiles' next ones are unmasked too. Two tiles' codes in registers take 168 registers a thread for
+int4 (12 warps an SM instead of 16) and up to 255 for int8 (8 instead of 12).
 ``--param masks=all``: every tile clamps its keys' addresses to the cache and masks its scores;
 ``masks=edge``: only a piece's last tiles do, the tiles before them (whose keys are all in the cache
 and visible to every query) run a copy of the loop without either, about 6-10 % fewer instructions a
@@ -127,8 +132,9 @@ def resolve_masks(masks: str, bits: int) -> str:
 
 
 PREFETCH = range(0, 5)  # tiles ahead a warp asks L2 for (form=keys over a dense cache); 0: none
+PIPE = (0, 1)  # 1: each tile loads the next one's codes into registers (form=keys, int4 and int8 caches)
 DEFAULT_PARAMS = {"splits": 0, "tile": 32, "warps": 4, "stages": 0, "masks": "auto", "form": "auto",
-                  "v_scales": "auto", "prefetch": 0}
+                  "v_scales": "auto", "prefetch": 0, "pipe": 0}
 
 
 def v_span(d: int, group: int, bits: int) -> int | None:
@@ -154,20 +160,22 @@ def name_expression(bits: int, bf16: bool, d: int, tile: int, warps: int, vspan:
 
 
 def keys_form_name(bits: int, bf16: bool, d: int, tile: int, warps: int, vspan: int, one_group: bool = False,
-                   v_fold: bool = False, dense: bool = True) -> str:
+                   v_fold: bool = False, dense: bool = True, pipe: bool = False) -> str:
     """The template instance of the keys-as-rows partial kernel (form=keys); ``v_fold``: V's scales
-    applied to P (v_scales=p); ``dense``: the cache's tokens one after the other (see :func:`dense_rows`)."""
-    return _cupy.instance_name("bitdecode_partial_keys", bits, bf16, d, tile, warps, vspan, one_group, v_fold, dense)
+    applied to P (v_scales=p); ``dense``: the cache's tokens one after the other (see :func:`dense_rows`);
+    ``pipe``: each tile loads the next one's codes (pipe=1)."""
+    return _cupy.instance_name("bitdecode_partial_keys", bits, bf16, d, tile, warps, vspan, one_group, v_fold, dense,
+                               pipe)
 
 
 def instance(case, tile: int, warps: int, stages: int, form: str = "rows", v_scales: str = "values",
-             dense: bool = True) -> str:
+             dense: bool = True, pipe: bool = False) -> str:
     """The partial kernel's instance for a case (``v_scales``: values or p)."""
     bits = CODE_BITS[case.kv_dtype]
     fold = v_scales == "p"
     shape = (bits, case.kv_dtype == "bf16", case.d, tile, warps, 1 if fold else v_span(case.d, case.group, bits),
              one_group_a_tile(case.group, tile, bits))
-    return keys_form_name(*shape, fold, dense) if form == "keys" else name_expression(*shape, stages)
+    return keys_form_name(*shape, fold, dense, pipe) if form == "keys" else name_expression(*shape, stages)
 
 
 def dense_rows(k, v, v_scale=None) -> bool:
@@ -236,7 +244,7 @@ def split_plan(length: int, programs: int, sms: int, resident: int, tile: int, w
 
 
 def check_config(case, tile: int, warps: int, form: str = "auto", stages: int = 0,
-                 v_scales: str = "auto", prefetch: int = 0) -> str | None:
+                 v_scales: str = "auto", prefetch: int = 0, pipe: int = 0) -> str | None:
     """Why this case, block shape and form cannot run, or None."""
     if seq_lengths.is_ragged(case):  # --l 1000+130000
         return "a ragged batch (one length a sequence): cupy-bitdecode takes one length for every sequence"
@@ -255,6 +263,9 @@ def check_config(case, tile: int, warps: int, form: str = "auto", stages: int = 
         return "form=keys loads each tile into registers: stages=0 only"
     if prefetch and resolve_form(form, stages) != "keys":
         return "prefetch asks L2 for the tiles ahead in the keys form: form=keys (or auto) and stages=0"
+    if pipe and (resolve_form(form, stages) != "keys" or CODE_BITS[case.kv_dtype] == 16):
+        return ("pipe=1 holds two tiles' codes in registers: the keys form (form=keys or auto, stages=0) "
+                "over an int4 or int8 cache")
     if v_scales == "p" and not (resolve_form(form, stages) == "keys"
                                 and v_whole(case.d, case.group, CODE_BITS[case.kv_dtype])):
         return ("v_scales=p folds V's scales into P: the keys form over a quantized cache whose V groups "
@@ -277,6 +288,9 @@ def default_instances() -> list[str]:
             names += [name_expression(bits, bf16, d, tile, warps, vspan, one_group, stages) for vspan, one_group in shapes]
             names += [keys_form_name(bits, bf16, d, tile, warps, vspan, one_group, fold, dense)
                       for vspan, one_group, fold in keys for dense in (True, False)]
+            if bits < 16:  # each tile loading the next one's codes (pipe=1), over dense caches
+                names += [keys_form_name(bits, bf16, d, tile, warps, vspan, one_group, fold, True, True)
+                          for vspan, one_group, fold in keys]
     names += [combine_name(d, bf16) for d in HEAD_DIMS for bf16 in (False, True)]
     return names
 
@@ -338,7 +352,7 @@ def lane_table(bits: int, d: int, form: str) -> list[dict]:
 
 
 def _plan(case, tile: int, warps: int, splits: int, sms: int, resident: int, stages: int = 0,
-          form: str = "rows", v_scales: str = "values", dense: bool = True) -> dict:
+          form: str = "rows", v_scales: str = "values", dense: bool = True, pipe: bool = False) -> dict:
     bits = CODE_BITS[case.kv_dtype]
     rows = case.hq // case.hkv * case.q
     blocks = row_blocks(rows, form)
@@ -346,7 +360,7 @@ def _plan(case, tile: int, warps: int, splits: int, sms: int, resident: int, sta
     n_splits, keys = split_plan(case.l, programs, sms, resident, tile, warps, splits)
     return {"bits": bits, "rows": rows, "row_blocks": blocks, "programs": programs, "splits": n_splits,
             "keys_per_split": keys, "grid": (blocks * n_splits, case.batch * case.hkv), "block": (32 * warps,),
-            "name": instance(case, tile, warps, stages, form, v_scales, dense),
+            "name": instance(case, tile, warps, stages, form, v_scales, dense, pipe),
             "smem": smem_bytes(case.d, warps, bits, tile, stages, form), "block_rows": FORM_ROWS[form]}
 
 
@@ -358,14 +372,15 @@ def explain(case, params) -> dict:
     from kbench.occupancy import blocks_per_sm
 
     tile, warps, stages = params["tile"], params["warps"], params["stages"]
-    reason = check_config(case, tile, warps, params["form"], stages, params["v_scales"], params["prefetch"])
+    reason = check_config(case, tile, warps, params["form"], stages, params["v_scales"], params["prefetch"],
+                          params["pipe"])
     if reason:
         return {"configuration": f"not runnable: {reason}"}
     bits = CODE_BITS[case.kv_dtype]
     masks = resolve_masks(params["masks"], bits)
     form = resolve_form(params["form"], stages)
     v_scales = resolve_v_scales(params["v_scales"], case, form)
-    name = instance(case, tile, warps, stages, form, v_scales)
+    name = instance(case, tile, warps, stages, form, v_scales, pipe=bool(params["pipe"]))
     smem = smem_bytes(case.d, warps, bits, tile, stages, form)
     try:
         resources, failure = from_nvcc(SOURCE, name), None
@@ -373,7 +388,8 @@ def explain(case, params) -> dict:
         resources, failure = None, f"could not compile: {exc}"
     resident = blocks_per_sm(32 * warps, resources["registers"], smem)["blocks_per_sm"] if resources else 1
     h200 = by_key("h200")
-    plan = _plan(case, tile, warps, params["splits"], h200.sms, resident, stages, form, v_scales)
+    plan = _plan(case, tile, warps, params["splits"], h200.sms, resident, stages, form, v_scales,
+                 pipe=bool(params["pipe"]))
     blocks = plan["grid"][0] * plan["grid"][1]
     block_rows, keys_form = plan["block_rows"], form == "keys"
     figures = {
@@ -392,13 +408,15 @@ def explain(case, params) -> dict:
                  "the query rows as the mma rows (S = Q Kᵀ, O += P V), an m16 tile")
                 + (" (form=auto for this cache)" if params["form"] == "auto" else ""),
         "block": f"{warps} warps, each its own tiles of {tile} keys",
-        "loads": ("codes into registers as a warp starts a tile" if stages == 0 else
+        "loads": ("codes into registers during the tile before (K's after its products, V's after its own), "
+                  "two tiles' codes in registers" if params["pipe"] else
+                  "codes into registers as a warp starts a tile" if stages == 0 else
                   f"a ring of {stages} tiles a warp in shared memory, cp.async {stages - 1} tiles ahead")
                  + ("; K's scales once a k16 step for the tile's one group" if one_group_a_tile(case.group, tile, bits)
                     else ("; K's scales once a k16 step and n8 tile" if bits < 16 else "")),
         "prefetch": (f"as a warp starts a tile, it asks L2 for its tile {params['prefetch']} ahead, a 128-byte line "
                      "a lane (where the cache's tokens follow one another)" if params["prefetch"] else
-                     "none: each tile's loads wait on HBM"),
+                     "none"),
         "masks": ("every tile clamps its keys to the cache and masks its scores" if masks == "all" else
                   "a piece's last tiles clamp and mask; the tiles before them run a loop without either")
                  + (" (masks=auto for this cache)" if params["masks"] == "auto" else ""),
@@ -439,18 +457,18 @@ def _supports(case):
     supports=_supports, params=dict(DEFAULT_PARAMS), explain=explain,
     allowed={"splits": lambda value: None if value >= 0 else "splits takes 0 (automatic) or a positive number",
              "tile": TILES, "warps": WARPS, "stages": STAGES, "masks": MASKS, "form": FORMS, "v_scales": V_SCALES,
-             "prefetch": PREFETCH},
+             "prefetch": PREFETCH, "pipe": PIPE},
     description="BitDecoding-style decode in CUDA C++: mma.sync m16n8k16 with the keys (or the GQA group) as "
                 "the rows, int4/int8 codes dequantized into the fragments by lop3/prmt, split-KV merged by "
                 "log-sum-exp",
 )
-def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form, v_scales, prefetch):
+def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form, v_scales, prefetch, pipe):
     import numpy as np
     import torch
 
     from kbench.occupancy import LIMITS, blocks_per_sm
 
-    reason = check_config(case, tile, warps, form, stages, v_scales, prefetch)
+    reason = check_config(case, tile, warps, form, stages, v_scales, prefetch, pipe)
     if reason:
         raise Unsupported(reason)
     q = inputs["q"]
@@ -487,7 +505,7 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form, 
     v_scales = resolve_v_scales(v_scales, case, form)
     dense = dense_rows(k, v, scales[2] if v_scales == "p" else None)
     prefetch = prefetch if dense else 0  # the kernel prefetches a tile's rows as whole lines: dense caches only
-    kernel = _cupy.compiled(str(SOURCE), instance(case, tile, warps, stages, form, v_scales, dense))
+    kernel = _cupy.compiled(str(SOURCE), instance(case, tile, warps, stages, form, v_scales, dense, bool(pipe)))
     smem = smem_bytes(case.d, warps, bits, tile, stages, form)
     if smem > 48 * 1024:  # above 48 KiB a block must opt in to its dynamic shared memory
         if smem > _cupy.smem_optin_limit(q):
@@ -496,7 +514,8 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form, 
     props = torch.cuda.get_device_properties(q.device)
     capability = (props.major, props.minor) if (props.major, props.minor) in LIMITS else (9, 0)
     resident = blocks_per_sm(32 * warps, kernel.num_regs, smem + kernel.shared_size_bytes, capability)["blocks_per_sm"]
-    plan = _plan(case, tile, warps, splits, props.multi_processor_count, resident, stages, form, v_scales, dense)
+    plan = _plan(case, tile, warps, splits, props.multi_processor_count, resident, stages, form, v_scales, dense,
+                 bool(pipe))
     n_splits, rbs = plan["splits"], plan["row_blocks"]
     group_heads = case.hq // case.hkv
 
@@ -549,7 +568,7 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form, 
     # would go to the next tensors allocated, which the kernel would then overwrite).
     run.workspace = (part_o, part_m, part_l) if n_splits > 1 else ()
     run.config = {"splits": n_splits, "keys_per_split": plan["keys_per_split"], "tile": tile, "warps": warps,
-                  "stages": stages, "masks": masks, "form": form, "v_scales": v_scales, "prefetch": prefetch, "dense_rows": dense, "one_group_a_tile": one_group_a_tile(case.group, tile, bits),
+                  "stages": stages, "masks": masks, "form": form, "v_scales": v_scales, "prefetch": prefetch, "pipe": pipe, "dense_rows": dense, "one_group_a_tile": one_group_a_tile(case.group, tile, bits),
                   "row_blocks": rbs, "resident_blocks_per_sm": resident, "v_span": vspan,
                   **_cupy.kernel_config(kernel, grid, block, smem)}
     return run

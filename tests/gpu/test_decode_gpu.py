@@ -204,28 +204,34 @@ def test_cupy_bitdecode_reads_a_cache_whose_tokens_are_apart(registry, kv_dtype,
     assert (dense.double() - ref).abs().max().item() < 0.05 * ref.abs().max().item()
 
 
+LOAD_ORDERS = [{"prefetch": p} for p in (1, 2, 4)] + [{"pipe": 1}, {"pipe": 1, "prefetch": 1}]
+
+
 @pytest.mark.usefixtures("needs_cupy")
-@pytest.mark.parametrize("kv_dtype, masks", [("int4", "edge"), ("int8", "all"), ("fp16", "edge"), ("int4", "all")])
-def test_cupy_bitdecode_prefetch_changes_no_bit(registry, kv_dtype, masks):
-    """prefetch=N only asks L2 for the tiles ahead: the output, over 4099 keys (a short last tile) and
-    131072, in pieces and in one, is the same bit for bit as without it, and the record says it ran."""
+@pytest.mark.parametrize("kv_dtype, group, masks", [("int4", 128, "edge"), ("int8", 128, "all"), ("fp16", 128, "edge"),
+                                                    ("int4", 128, "all"), ("int4", 48, "edge"), ("int8", 32, "edge")])
+def test_cupy_bitdecode_load_order_changes_no_bit(registry, kv_dtype, group, masks):
+    """prefetch=N (L2 asked for the tiles ahead) and pipe=1 (each tile loading the next one's codes) only
+    move loads: over 4099 keys (a short last tile), 131072, and 300 (fewer tiles than a piece's warps), in
+    pieces and in one, both loops, V's scales on P (groups of 128) and on the values, the output is the
+    same bit for bit as with neither, and the record says what ran (pipe: quantized caches only)."""
     import torch
 
     from kbench.suite import Case
 
     suite, impl = registry.suite("decode"), registry.implementations("decode")["cupy-bitdecode"]
-    for length, splits in ((4099, 0), (4099, 1), (131072, 0)):
+    orders = [order for order in LOAD_ORDERS if kv_dtype != "fp16" or "pipe" not in order]
+    for length, splits in ((4099, 0), (4099, 1), (131072, 0), (300, 0)):
         case = Case({"l": length, "q": 1, "batch": 2, "hq": 32, "hkv": 8, "d": 128, "kv_dtype": kv_dtype,
-                     "group": 128})
+                     "group": group})
         inputs = suite.make_inputs(case, seed=5, device="cuda")
-        outputs = {}
-        for prefetch in (0, 1, 2, 4):
+        outputs = []
+        for order in [{}] + orders:
             out = suite.make_output(case, inputs)
-            run = impl.make(case, inputs, out, **{**impl.params, "prefetch": prefetch, "splits": splits,
-                                                   "masks": masks})
+            run = impl.make(case, inputs, out, **{**impl.params, "splits": splits, "masks": masks, **order})
             run()
             torch.cuda.synchronize()
-            assert run.config["prefetch"] == prefetch
-            outputs[prefetch] = out
-        for prefetch, out in outputs.items():
-            assert torch.equal(out, outputs[0]), f"{kv_dtype} L={length} splits={splits} prefetch={prefetch}"
+            assert {name: run.config[name] for name in order} == order
+            outputs.append((order, out))
+        for order, out in outputs:
+            assert torch.equal(out, outputs[0][1]), f"{kv_dtype} L={length} splits={splits} {order}"
