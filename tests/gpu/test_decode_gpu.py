@@ -214,14 +214,16 @@ def test_cupy_bitdecode_load_order_changes_no_bit(registry, kv_dtype, group, mas
     """prefetch=N (L2 asked for the tiles ahead) and pipe=1 (each tile loading the next one's codes) only
     move loads: over 4099 keys (a short last tile), 131072, and 300 (fewer tiles than a piece's warps), in
     pieces and in one, both loops, V's scales on P (groups of 128) and on the values, the output is the
-    same bit for bit as with neither, and the record says what ran (pipe: quantized caches only)."""
+    same bit for bit as with neither, and the record says what ran (pipe: quantized caches only). The
+    pieces are fixed: pipe=1 changes the occupancy, from which splits=0 would choose other pieces (and
+    another order of the sums)."""
     import torch
 
     from kbench.suite import Case
 
     suite, impl = registry.suite("decode"), registry.implementations("decode")["cupy-bitdecode"]
     orders = [order for order in LOAD_ORDERS if kv_dtype != "fp16" or "pipe" not in order]
-    for length, splits in ((4099, 0), (4099, 1), (131072, 0), (300, 0)):
+    for length, splits in ((4099, 5), (4099, 1), (131072, 64), (300, 5)):
         case = Case({"l": length, "q": 1, "batch": 2, "hq": 32, "hkv": 8, "d": 128, "kv_dtype": kv_dtype,
                      "group": group})
         inputs = suite.make_inputs(case, seed=5, device="cuda")
