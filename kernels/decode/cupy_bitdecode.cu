@@ -756,7 +756,8 @@ __device__ __forceinline__ unsigned transpose_8x8(unsigned x) {
 
 // 16 warps an SM (128 registers a thread) for int4 codes whose V strip lies in one group; 12 (168)
 // otherwise: int8 and 16-bit values (twice and four times the words a lane holds), and a second set of
-// V's scales and minimums, spill at 128.
+// V's scales and minimums, spill at 128. PIPE holds two tiles' codes: 12 warps (168) for int4, 8 (up to
+// 255) for int8.
 template <int BITS, int VSPAN, bool PIPE = false>
 constexpr int KEY_FORM_WARPS_PER_SM = PIPE ? (BITS == 4 ? 12 : 8) : (BITS == 4 && VSPAN == 1 ? 16 : 12);
 
@@ -1047,8 +1048,8 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
         if constexpr (PIPE) load_next_v(edge, tile + WARPS);  // and V's (with its scales) until its products
     };
     // prefetch > 0 (DENSE): a warp asks L2 for its tile `prefetch` tiles ahead as it starts one, a 128-byte
-    // line a lane, so that tile's loads meet L2's latency instead of HBM's. Registers hold one tile's
-    // codes at a time (a second set would take the occupancy below 16 warps an SM); L2 holds the next.
+    // line a lane, so that tile's loads meet L2's latency instead of HBM's, at no cost in registers
+    // (PIPE holds the next tile's codes in registers instead, at fewer warps an SM).
     const unsigned char* k_head = K + b * k_sb + kvh * k_sh;
     const unsigned char* v_head = V + b * v_sb + kvh * v_sh;
     auto prefetch_tile = [&](int ahead) {
@@ -1208,7 +1209,7 @@ bitdecode_combine(const float* __restrict__ part_o, const float* __restrict__ pa
 }
 
 #ifdef KBENCH_INSTANTIATE
-// nvcc build check (tests/): the instances kbench launches (cupy_bitdecode.py's INSTANCES).
+// nvcc build check (tests/): the instances kbench launches (cupy_bitdecode.py's default_instances()).
 #define KBENCH_BD_PARTIAL(BITS, BF16, D, TN, W, VSPAN, KG1, STAGES) \
     template __global__ void bitdecode_partial<BITS, BF16, D, TN, W, VSPAN, KG1, STAGES>(BITDECODE_PARTIAL_PARAMS);
 #define KBENCH_BD_KEYS(BITS, BF16, D, TN, W, VSPAN, KG1, VFOLD, DENSE, PIPE) \

@@ -37,7 +37,9 @@ that tile's loads wait on L2 instead of HBM; 0 asks for nothing.
 registers, K's once its products are done and V's (with V's scales) once its own are, so that they
 arrive while the tile's softmax and products run; the loop without masks stops a round early so that
 its tiles' next ones are unmasked too. Two tiles' codes in registers take 168 registers a thread for
-int4 (12 warps an SM instead of 16) and up to 255 for int8 (8 instead of 12).
+int4 (12 warps an SM instead of 16) and up to 255 for int8 (8 instead of 12). Both are off by default:
+on an H100, neither made a call more than 3 % faster, and prefetch made most of them slower
+(docs/performance.md).
 ``--param masks=all``: every tile clamps its keys' addresses to the cache and masks its scores;
 ``masks=edge``: only a piece's last tiles do, the tiles before them (whose keys are all in the cache
 and visible to every query) run a copy of the loop without either, about 6-10 % fewer instructions a
