@@ -756,10 +756,10 @@ __device__ __forceinline__ unsigned transpose_8x8(unsigned x) {
 
 // 16 warps an SM (128 registers a thread) for int4 codes whose V strip lies in one group; 12 (168)
 // otherwise: int8 and 16-bit values (twice and four times the words a lane holds), and a second set of
-// V's scales and minimums, spill at 128. PIPE holds two tiles' codes: 12 warps (168) for int4, 8 (up to
-// 255) for int8.
-template <int BITS, int VSPAN, bool PIPE = false>
-constexpr int KEY_FORM_WARPS_PER_SM = PIPE ? (BITS == 4 ? 12 : 8) : (BITS == 4 && VSPAN == 1 ? 16 : 12);
+// V's scales and minimums, spill at 128. PIPE 2 holds two tiles' codes: 12 warps (168) for int4, 8 (up to
+// 255) for int8; PIPE 1 (the next tile's K only) keeps the counts without it.
+template <int BITS, int VSPAN, int PIPE = 0>
+constexpr int KEY_FORM_WARPS_PER_SM = PIPE == 2 ? (BITS == 4 ? 12 : 8) : (BITS == 4 && VSPAN == 1 ? 16 : 12);
 
 // VFOLD: V's groups span the head (group >= D: one scale and minimum a token), and they are applied to
 // P instead of to every dequantized V element. A key's row of V is scale · (codes - c) + middle, with c
@@ -777,7 +777,7 @@ constexpr int KEY_FORM_WARPS_PER_SM = PIPE ? (BITS == 4 ? 12 : 8) : (BITS == 4 &
 // bytes; with VFOLD, V's scales and minimums one element a token). The loop's tiles before the
 // piece's edge then address each row as the tile's first row plus a constant, which ptxas folds into
 // the load instruction, instead of a multiply and a 64-bit add of a run-time stride every row.
-template <int BITS, bool BF16, int D, int TN, int WARPS, int VSPAN, bool KG1, bool VFOLD, bool DENSE, bool PIPE>
+template <int BITS, bool BF16, int D, int TN, int WARPS, int VSPAN, bool KG1, bool VFOLD, bool DENSE, int PIPE>
 __global__ void __launch_bounds__(WARPS * 32, WARPS <= KEY_FORM_WARPS_PER_SM<BITS, VSPAN, PIPE> ? KEY_FORM_WARPS_PER_SM<BITS, VSPAN, PIPE> / WARPS : 1)
 bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
     using LN = Lanes<BITS, D>;
@@ -886,7 +886,8 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
                 }
         }
     };
-    // PIPE: the warp's next tile (tile + WARPS). A tile of the loop without masks has its next one there
+    // PIPE (1: K's codes, 2: K's and V's): the warp's next tile (tile + WARPS), loaded during this one. A
+    // tile of the loop without masks has its next one there
     // too (the loop stops a round early), whose rows it loads from constants (DENSE); a masked tile
     // loads the next one's rows clamped to the cache, or nothing past the piece.
     auto load_next_k = [&](auto edge, int next) {
@@ -908,10 +909,9 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
         constexpr bool EDGE = decltype(edge)::value;
         auto in_cache = [&](int key) { return EDGE ? min(key, L - 1) : key; };
         const int key0 = start + tile * TN;
-        if constexpr (!PIPE) {  // the tile's codes as it starts (PIPE: loaded during the tile before)
-            load_k(edge, tile);
-            load_v(edge, tile);
-        }
+        // the tile's codes as it starts, those PIPE does not load during the tile before
+        if constexpr (PIPE < 1) load_k(edge, tile);
+        if constexpr (PIPE < 2) load_v(edge, tile);
 
         // ---- S^T = K Q^T ------------------------------------------------------------------------------
         float s[MT][4];
@@ -970,7 +970,7 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
                 for (int e = 0; e < 4; ++e)
                     if (key0 + 16 * mt + g + 8 * (e >> 1) >= limit[e & 1]) s[mt][e] = neg_inf();
         }
-        if constexpr (PIPE) load_next_k(edge, tile + WARPS);  // K's registers are free until the next tile
+        if constexpr (PIPE >= 1) load_next_k(edge, tile + WARPS);  // K's registers are free until the next tile
 
         // ---- online softmax: row 2t + e is column e of the lane's C registers, over keys g, g + 8 of
         // every m16 tile; the 8 lanes of one t (lanes t, t + 4, ..., t + 28) hold the tile's 32 keys.
@@ -1045,7 +1045,7 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
                 mma_16816<BF16>(o[mi], a, pb[j][0], pb[j][1]);
             }
         }
-        if constexpr (PIPE) load_next_v(edge, tile + WARPS);  // and V's (with its scales) until its products
+        if constexpr (PIPE == 2) load_next_v(edge, tile + WARPS);  // and V's (with its scales) until its products
     };
     // prefetch > 0 (DENSE): a warp asks L2 for its tile `prefetch` tiles ahead as it starts one, a 128-byte
     // line a lane, so that tile's loads meet L2's latency instead of HBM's, at no cost in registers
@@ -1074,13 +1074,13 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
     }
     // PIPE: the loop without masks stops a round early, so that each of its tiles' next one is in it too.
     const int unmasked = PIPE ? interior - WARPS : interior;
-    if constexpr (PIPE) {  // the first tile's codes; each tile then loads the next one's
+    if constexpr (PIPE) {  // the first tile's codes that PIPE loads ahead; each tile then loads the next one's
         if (tile < unmasked) {
             load_k(Flag<false>(), tile);
-            load_v(Flag<false>(), tile);
+            if constexpr (PIPE == 2) load_v(Flag<false>(), tile);
         } else if (tile < n_tiles) {
             load_k(Flag<true>(), tile);
-            load_v(Flag<true>(), tile);
+            if constexpr (PIPE == 2) load_v(Flag<true>(), tile);
         }
     }
     for (; tile < unmasked; tile += WARPS) {
@@ -1221,87 +1221,107 @@ bitdecode_combine(const float* __restrict__ part_o, const float* __restrict__ pa
 KBENCH_BD_PARTIAL(4, false, 64, 32, 4, 1, true, 0)
 KBENCH_BD_PARTIAL(4, false, 64, 32, 4, 1, false, 0)
 KBENCH_BD_PARTIAL(4, false, 64, 32, 4, 2, false, 0)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, false, true, false)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, false, false, false)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, false, true, false)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, false, false, false)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 2, false, false, true, false)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 2, false, false, false, false)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, true, true, false)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, true, false, false)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, true, true, false)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, true, false, false)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, false, true, true)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, false, true, true)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 2, false, false, true, true)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, true, true, true)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, true, true, true)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, false, true, 0)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, false, false, 0)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, false, true, 0)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, false, false, 0)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 2, false, false, true, 0)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 2, false, false, false, 0)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, true, true, 0)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, true, false, 0)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, true, true, 0)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, true, false, 0)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, false, true, 1)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, false, true, 1)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 2, false, false, true, 1)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, true, true, 1)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, true, true, 1)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, false, true, 2)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, false, true, 2)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 2, false, false, true, 2)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, true, true, 2)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, true, true, 2)
 KBENCH_BD_PARTIAL(4, false, 128, 32, 4, 1, true, 0)
 KBENCH_BD_PARTIAL(4, false, 128, 32, 4, 1, false, 0)
 KBENCH_BD_PARTIAL(4, false, 128, 32, 4, 2, false, 0)
-KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, true, false, true, false)
-KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, true, false, false, false)
-KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, false, false, true, false)
-KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, false, false, false, false)
-KBENCH_BD_KEYS(4, false, 128, 32, 4, 2, false, false, true, false)
-KBENCH_BD_KEYS(4, false, 128, 32, 4, 2, false, false, false, false)
-KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, true, true, true, false)
-KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, true, true, false, false)
-KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, false, true, true, false)
-KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, false, true, false, false)
-KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, true, false, true, true)
-KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, false, false, true, true)
-KBENCH_BD_KEYS(4, false, 128, 32, 4, 2, false, false, true, true)
-KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, true, true, true, true)
-KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, false, true, true, true)
+KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, true, false, true, 0)
+KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, true, false, false, 0)
+KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, false, false, true, 0)
+KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, false, false, false, 0)
+KBENCH_BD_KEYS(4, false, 128, 32, 4, 2, false, false, true, 0)
+KBENCH_BD_KEYS(4, false, 128, 32, 4, 2, false, false, false, 0)
+KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, true, true, true, 0)
+KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, true, true, false, 0)
+KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, false, true, true, 0)
+KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, false, true, false, 0)
+KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, true, false, true, 1)
+KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, false, false, true, 1)
+KBENCH_BD_KEYS(4, false, 128, 32, 4, 2, false, false, true, 1)
+KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, true, true, true, 1)
+KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, false, true, true, 1)
+KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, true, false, true, 2)
+KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, false, false, true, 2)
+KBENCH_BD_KEYS(4, false, 128, 32, 4, 2, false, false, true, 2)
+KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, true, true, true, 2)
+KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, false, true, true, 2)
 KBENCH_BD_PARTIAL(8, false, 64, 32, 4, 1, true, 0)
 KBENCH_BD_PARTIAL(8, false, 64, 32, 4, 1, false, 0)
 KBENCH_BD_PARTIAL(8, false, 64, 32, 4, 2, false, 0)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, false, true, false)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, false, false, false)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, false, true, false)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, false, false, false)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 2, false, false, true, false)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 2, false, false, false, false)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, true, true, false)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, true, false, false)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, true, true, false)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, true, false, false)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, false, true, true)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, false, true, true)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 2, false, false, true, true)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, true, true, true)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, true, true, true)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, false, true, 0)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, false, false, 0)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, false, true, 0)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, false, false, 0)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 2, false, false, true, 0)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 2, false, false, false, 0)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, true, true, 0)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, true, false, 0)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, true, true, 0)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, true, false, 0)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, false, true, 1)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, false, true, 1)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 2, false, false, true, 1)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, true, true, 1)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, true, true, 1)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, false, true, 2)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, false, true, 2)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 2, false, false, true, 2)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, true, true, 2)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, true, true, 2)
 KBENCH_BD_PARTIAL(8, false, 128, 32, 4, 1, true, 0)
 KBENCH_BD_PARTIAL(8, false, 128, 32, 4, 1, false, 0)
 KBENCH_BD_PARTIAL(8, false, 128, 32, 4, 2, false, 0)
-KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, true, false, true, false)
-KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, true, false, false, false)
-KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, false, false, true, false)
-KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, false, false, false, false)
-KBENCH_BD_KEYS(8, false, 128, 32, 4, 2, false, false, true, false)
-KBENCH_BD_KEYS(8, false, 128, 32, 4, 2, false, false, false, false)
-KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, true, true, true, false)
-KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, true, true, false, false)
-KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, false, true, true, false)
-KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, false, true, false, false)
-KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, true, false, true, true)
-KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, false, false, true, true)
-KBENCH_BD_KEYS(8, false, 128, 32, 4, 2, false, false, true, true)
-KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, true, true, true, true)
-KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, false, true, true, true)
+KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, true, false, true, 0)
+KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, true, false, false, 0)
+KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, false, false, true, 0)
+KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, false, false, false, 0)
+KBENCH_BD_KEYS(8, false, 128, 32, 4, 2, false, false, true, 0)
+KBENCH_BD_KEYS(8, false, 128, 32, 4, 2, false, false, false, 0)
+KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, true, true, true, 0)
+KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, true, true, false, 0)
+KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, false, true, true, 0)
+KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, false, true, false, 0)
+KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, true, false, true, 1)
+KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, false, false, true, 1)
+KBENCH_BD_KEYS(8, false, 128, 32, 4, 2, false, false, true, 1)
+KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, true, true, true, 1)
+KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, false, true, true, 1)
+KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, true, false, true, 2)
+KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, false, false, true, 2)
+KBENCH_BD_KEYS(8, false, 128, 32, 4, 2, false, false, true, 2)
+KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, true, true, true, 2)
+KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, false, true, true, 2)
 KBENCH_BD_PARTIAL(16, false, 64, 32, 4, 1, false, 0)
-KBENCH_BD_KEYS(16, false, 64, 32, 4, 1, false, false, true, false)
-KBENCH_BD_KEYS(16, false, 64, 32, 4, 1, false, false, false, false)
+KBENCH_BD_KEYS(16, false, 64, 32, 4, 1, false, false, true, 0)
+KBENCH_BD_KEYS(16, false, 64, 32, 4, 1, false, false, false, 0)
 KBENCH_BD_PARTIAL(16, false, 128, 32, 4, 1, false, 0)
-KBENCH_BD_KEYS(16, false, 128, 32, 4, 1, false, false, true, false)
-KBENCH_BD_KEYS(16, false, 128, 32, 4, 1, false, false, false, false)
+KBENCH_BD_KEYS(16, false, 128, 32, 4, 1, false, false, true, 0)
+KBENCH_BD_KEYS(16, false, 128, 32, 4, 1, false, false, false, 0)
 KBENCH_BD_PARTIAL(16, true, 64, 32, 4, 1, false, 0)
-KBENCH_BD_KEYS(16, true, 64, 32, 4, 1, false, false, true, false)
-KBENCH_BD_KEYS(16, true, 64, 32, 4, 1, false, false, false, false)
+KBENCH_BD_KEYS(16, true, 64, 32, 4, 1, false, false, true, 0)
+KBENCH_BD_KEYS(16, true, 64, 32, 4, 1, false, false, false, 0)
 KBENCH_BD_PARTIAL(16, true, 128, 32, 4, 1, false, 0)
-KBENCH_BD_KEYS(16, true, 128, 32, 4, 1, false, false, true, false)
-KBENCH_BD_KEYS(16, true, 128, 32, 4, 1, false, false, false, false)
+KBENCH_BD_KEYS(16, true, 128, 32, 4, 1, false, false, true, 0)
+KBENCH_BD_KEYS(16, true, 128, 32, 4, 1, false, false, false, 0)
 KBENCH_BD_COMBINE(64, false)
 KBENCH_BD_COMBINE(64, true)
 KBENCH_BD_COMBINE(128, false)

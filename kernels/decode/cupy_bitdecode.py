@@ -33,13 +33,15 @@ of that many tiles a warp in shared memory, filled by ``cp.async`` that many til
 ``--param prefetch=N`` (the keys form, over a cache whose tokens follow one another): as a warp starts a
 tile it asks L2 for its tile N ahead (``prefetch.global.L2``, a 128-byte line a lane, no registers), so
 that tile's loads wait on L2 instead of HBM; 0 asks for nothing.
-``--param pipe=1`` (the keys form, int4 and int8 caches): each tile loads the next one's codes into
-registers, K's once its products are done and V's (with V's scales) once its own are, so that they
-arrive while the tile's softmax and products run; the loop without masks stops a round early so that
-its tiles' next ones are unmasked too. Two tiles' codes in registers take 168 registers a thread for
-int4 (12 warps an SM instead of 16) and up to 255 for int8 (8 instead of 12). Both are off by default:
-on an H100, neither made a call more than 3 % faster, and prefetch made most of them slower
-(docs/performance.md).
+``--param pipe=k|kv`` (the keys form, int4 and int8 caches): each tile loads the next one's K codes into
+registers once its own products with K are done (``k``), and also the next one's V codes (with V's
+scales) once its products with V are (``kv``), so that they arrive while the tile's softmax and products
+run; the loop without masks stops a round early so that its tiles' next ones are unmasked too; ``none``
+(the default) loads a tile's codes as the warp starts it. ``k`` keeps the warps an SM (int4: 128
+registers a thread, 52 bytes spilled; int8: 168, none); ``kv`` holds two tiles' codes, 168 registers
+for int4 (12 warps an SM instead of 16) and up to 255 for int8 (8 instead of 12). prefetch and
+``pipe=kv`` are off by default: on an H100, neither made a call more than 3 % faster, and prefetch made
+most of them slower (docs/performance.md).
 ``--param masks=all``: every tile clamps its keys' addresses to the cache and masks its scores;
 ``masks=edge``: only a piece's last tiles do, the tiles before them (whose keys are all in the cache
 and visible to every query) run a copy of the loop without either, about 6-10 % fewer instructions a
@@ -134,9 +136,11 @@ def resolve_masks(masks: str, bits: int) -> str:
 
 
 PREFETCH = range(0, 5)  # tiles ahead a warp asks L2 for (form=keys over a dense cache); 0: none
-PIPE = (0, 1)  # 1: each tile loads the next one's codes into registers (form=keys, int4 and int8 caches)
+# Which of the next tile's codes each tile loads into registers (form=keys, int4 and int8 caches): none,
+# K's, or K's and V's; the .cu's PIPE 0, 1, 2.
+PIPE = {"none": 0, "k": 1, "kv": 2}
 DEFAULT_PARAMS = {"splits": 0, "tile": 32, "warps": 4, "stages": 0, "masks": "auto", "form": "auto",
-                  "v_scales": "auto", "prefetch": 0, "pipe": 0}
+                  "v_scales": "auto", "prefetch": 0, "pipe": "none"}
 
 
 def v_span(d: int, group: int, bits: int) -> int | None:
@@ -162,16 +166,16 @@ def name_expression(bits: int, bf16: bool, d: int, tile: int, warps: int, vspan:
 
 
 def keys_form_name(bits: int, bf16: bool, d: int, tile: int, warps: int, vspan: int, one_group: bool = False,
-                   v_fold: bool = False, dense: bool = True, pipe: bool = False) -> str:
+                   v_fold: bool = False, dense: bool = True, pipe: str = "none") -> str:
     """The template instance of the keys-as-rows partial kernel (form=keys); ``v_fold``: V's scales
     applied to P (v_scales=p); ``dense``: the cache's tokens one after the other (see :func:`dense_rows`);
-    ``pipe``: each tile loads the next one's codes (pipe=1)."""
+    ``pipe``: which of the next tile's codes each tile loads (PIPE)."""
     return _cupy.instance_name("bitdecode_partial_keys", bits, bf16, d, tile, warps, vspan, one_group, v_fold, dense,
-                               pipe)
+                               PIPE[pipe])
 
 
 def instance(case, tile: int, warps: int, stages: int, form: str = "rows", v_scales: str = "values",
-             dense: bool = True, pipe: bool = False) -> str:
+             dense: bool = True, pipe: str = "none") -> str:
     """The partial kernel's instance for a case (``v_scales``: values or p)."""
     bits = CODE_BITS[case.kv_dtype]
     fold = v_scales == "p"
@@ -246,7 +250,7 @@ def split_plan(length: int, programs: int, sms: int, resident: int, tile: int, w
 
 
 def check_config(case, tile: int, warps: int, form: str = "auto", stages: int = 0,
-                 v_scales: str = "auto", prefetch: int = 0, pipe: int = 0) -> str | None:
+                 v_scales: str = "auto", prefetch: int = 0, pipe: str = "none") -> str | None:
     """Why this case, block shape and form cannot run, or None."""
     if seq_lengths.is_ragged(case):  # --l 1000+130000
         return "a ragged batch (one length a sequence): cupy-bitdecode takes one length for every sequence"
@@ -265,9 +269,9 @@ def check_config(case, tile: int, warps: int, form: str = "auto", stages: int = 
         return "form=keys loads each tile into registers: stages=0 only"
     if prefetch and resolve_form(form, stages) != "keys":
         return "prefetch asks L2 for the tiles ahead in the keys form: form=keys (or auto) and stages=0"
-    if pipe and (resolve_form(form, stages) != "keys" or CODE_BITS[case.kv_dtype] == 16):
-        return ("pipe=1 holds two tiles' codes in registers: the keys form (form=keys or auto, stages=0) "
-                "over an int4 or int8 cache")
+    if pipe != "none" and (resolve_form(form, stages) != "keys" or CODE_BITS[case.kv_dtype] == 16):
+        return (f"pipe={pipe} loads the next tile's codes into registers: the keys form (form=keys or auto, "
+                "stages=0) over an int4 or int8 cache")
     if v_scales == "p" and not (resolve_form(form, stages) == "keys"
                                 and v_whole(case.d, case.group, CODE_BITS[case.kv_dtype])):
         return ("v_scales=p folds V's scales into P: the keys form over a quantized cache whose V groups "
@@ -290,9 +294,9 @@ def default_instances() -> list[str]:
             names += [name_expression(bits, bf16, d, tile, warps, vspan, one_group, stages) for vspan, one_group in shapes]
             names += [keys_form_name(bits, bf16, d, tile, warps, vspan, one_group, fold, dense)
                       for vspan, one_group, fold in keys for dense in (True, False)]
-            if bits < 16:  # each tile loading the next one's codes (pipe=1), over dense caches
-                names += [keys_form_name(bits, bf16, d, tile, warps, vspan, one_group, fold, True, True)
-                          for vspan, one_group, fold in keys]
+            if bits < 16:  # each tile loading the next one's codes (pipe=k|kv), over dense caches
+                names += [keys_form_name(bits, bf16, d, tile, warps, vspan, one_group, fold, True, pipe)
+                          for pipe in ("k", "kv") for vspan, one_group, fold in keys]
     names += [combine_name(d, bf16) for d in HEAD_DIMS for bf16 in (False, True)]
     return names
 
@@ -354,7 +358,7 @@ def lane_table(bits: int, d: int, form: str) -> list[dict]:
 
 
 def _plan(case, tile: int, warps: int, splits: int, sms: int, resident: int, stages: int = 0,
-          form: str = "rows", v_scales: str = "values", dense: bool = True, pipe: bool = False) -> dict:
+          form: str = "rows", v_scales: str = "values", dense: bool = True, pipe: str = "none") -> dict:
     bits = CODE_BITS[case.kv_dtype]
     rows = case.hq // case.hkv * case.q
     blocks = row_blocks(rows, form)
@@ -382,7 +386,7 @@ def explain(case, params) -> dict:
     masks = resolve_masks(params["masks"], bits)
     form = resolve_form(params["form"], stages)
     v_scales = resolve_v_scales(params["v_scales"], case, form)
-    name = instance(case, tile, warps, stages, form, v_scales, pipe=bool(params["pipe"]))
+    name = instance(case, tile, warps, stages, form, v_scales, pipe=params["pipe"])
     smem = smem_bytes(case.d, warps, bits, tile, stages, form)
     try:
         resources, failure = from_nvcc(SOURCE, name), None
@@ -391,7 +395,7 @@ def explain(case, params) -> dict:
     resident = blocks_per_sm(32 * warps, resources["registers"], smem)["blocks_per_sm"] if resources else 1
     h200 = by_key("h200")
     plan = _plan(case, tile, warps, params["splits"], h200.sms, resident, stages, form, v_scales,
-                 pipe=bool(params["pipe"]))
+                 pipe=params["pipe"])
     blocks = plan["grid"][0] * plan["grid"][1]
     block_rows, keys_form = plan["block_rows"], form == "keys"
     figures = {
@@ -410,8 +414,10 @@ def explain(case, params) -> dict:
                  "the query rows as the mma rows (S = Q Kᵀ, O += P V), an m16 tile")
                 + (" (form=auto for this cache)" if params["form"] == "auto" else ""),
         "block": f"{warps} warps, each its own tiles of {tile} keys",
-        "loads": ("codes into registers during the tile before (K's after its products, V's after its own), "
-                  "two tiles' codes in registers" if params["pipe"] else
+        "loads": ("K's codes into registers during the tile before (after its products with K), V's as a warp "
+                  "starts a tile" if params["pipe"] == "k" else
+                  "codes into registers during the tile before (K's after its products with K, V's after its own), "
+                  "two tiles' codes in registers" if params["pipe"] == "kv" else
                   "codes into registers as a warp starts a tile" if stages == 0 else
                   f"a ring of {stages} tiles a warp in shared memory, cp.async {stages - 1} tiles ahead")
                  + ("; K's scales once a k16 step for the tile's one group" if one_group_a_tile(case.group, tile, bits)
@@ -507,7 +513,7 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form, 
     v_scales = resolve_v_scales(v_scales, case, form)
     dense = dense_rows(k, v, scales[2] if v_scales == "p" else None)
     prefetch = prefetch if dense else 0  # the kernel prefetches a tile's rows as whole lines: dense caches only
-    kernel = _cupy.compiled(str(SOURCE), instance(case, tile, warps, stages, form, v_scales, dense, bool(pipe)))
+    kernel = _cupy.compiled(str(SOURCE), instance(case, tile, warps, stages, form, v_scales, dense, pipe))
     smem = smem_bytes(case.d, warps, bits, tile, stages, form)
     if smem > 48 * 1024:  # above 48 KiB a block must opt in to its dynamic shared memory
         if smem > _cupy.smem_optin_limit(q):
@@ -517,7 +523,7 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form, 
     capability = (props.major, props.minor) if (props.major, props.minor) in LIMITS else (9, 0)
     resident = blocks_per_sm(32 * warps, kernel.num_regs, smem + kernel.shared_size_bytes, capability)["blocks_per_sm"]
     plan = _plan(case, tile, warps, splits, props.multi_processor_count, resident, stages, form, v_scales, dense,
-                 bool(pipe))
+                 pipe)
     n_splits, rbs = plan["splits"], plan["row_blocks"]
     group_heads = case.hq // case.hkv
 

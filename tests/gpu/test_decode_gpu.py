@@ -204,18 +204,18 @@ def test_cupy_bitdecode_reads_a_cache_whose_tokens_are_apart(registry, kv_dtype,
     assert (dense.double() - ref).abs().max().item() < 0.05 * ref.abs().max().item()
 
 
-LOAD_ORDERS = [{"prefetch": p} for p in (1, 2, 4)] + [{"pipe": 1}, {"pipe": 1, "prefetch": 1}]
+LOAD_ORDERS = [{"prefetch": p} for p in (1, 2, 4)] + [{"pipe": "k"}, {"pipe": "kv"}, {"pipe": "kv", "prefetch": 1}]
 
 
 @pytest.mark.usefixtures("needs_cupy")
 @pytest.mark.parametrize("kv_dtype, group, masks", [("int4", 128, "edge"), ("int8", 128, "all"), ("fp16", 128, "edge"),
                                                     ("int4", 128, "all"), ("int4", 48, "edge"), ("int8", 32, "edge")])
 def test_cupy_bitdecode_load_order_changes_no_bit(registry, kv_dtype, group, masks):
-    """prefetch=N (L2 asked for the tiles ahead) and pipe=1 (each tile loading the next one's codes) only
+    """prefetch=N (L2 asked for the tiles ahead) and pipe=k|kv (each tile loading the next one's codes) only
     move loads: over 4099 keys (a short last tile), 131072, and 300 (fewer tiles than a piece's warps), in
     pieces and in one, both loops, V's scales on P (groups of 128) and on the values, the output is the
     same bit for bit as with neither, and the record says what ran (pipe: quantized caches only). The
-    pieces are fixed: pipe=1 changes the occupancy, from which splits=0 would choose other pieces (and
+    pieces are fixed: pipe=kv changes the occupancy, from which splits=0 would choose other pieces (and
     another order of the sums)."""
     import torch
 

@@ -435,10 +435,10 @@ def test_supported_cases(impl):
 
 def test_params_are_checked_before_anything_runs(impl):
     assert impl.params == {"splits": 0, "tile": 32, "warps": 4, "stages": 0, "masks": "auto", "form": "auto",
-                           "v_scales": "auto", "prefetch": 0, "pipe": 0}
+                           "v_scales": "auto", "prefetch": 0, "pipe": "none"}
     for arg, message in (("tile=48", "is not one of 16, 32, 64"), ("warps=3", "is not one of 2, 4, 8"),
                          ("masks=none", "is not one of auto, all, edge"), ("form=cols", "is not one of auto, rows, keys"),
-                         ("v_scales=k", "is not one of auto, values, p"), ("prefetch=5", "is not one of 0, 1, 2, 3, 4"), ("pipe=2", "is not one of 0, 1"),
+                         ("v_scales=k", "is not one of auto, values, p"), ("prefetch=5", "is not one of 0, 1, 2, 3, 4"), ("pipe=2", "is not one of none, k, kv"),
                          ("splits=-2", "splits takes 0"), ("splits=two", "is not an integer")):
         with pytest.raises(UserError, match=message):
             variants([impl], parse_param_args([arg]))
@@ -623,15 +623,17 @@ def test_form_auto_takes_the_keys_form_where_it_can_run(bd):
     assert "prefetch asks L2" in bd.check_config(case(d=128), 32, 4, "rows", 0, "auto", 1)  # the keys form only
     assert "prefetch asks L2" in bd.check_config(case(d=128), 32, 4, "auto", 2, "auto", 1)
     assert bd.check_config(case(d=128), 32, 4, "auto", 0, "auto", 2) is None
-    # pipe=1: two tiles' codes in registers, quantized caches in the keys form only
+    # pipe=k|kv: the next tile's codes into registers, quantized caches in the keys form only
     int4 = case(d=128, kv_dtype="int4", group=128)
-    assert bd.check_config(int4, 32, 4, "auto", 0, "auto", 0, 1) is None
-    assert "int4 or int8 cache" in bd.check_config(case(d=128, kv_dtype="fp16"), 32, 4, "auto", 0, "auto", 0, 1)
-    assert "the keys form" in bd.check_config(int4, 32, 4, "rows", 0, "auto", 0, 1)
-    assert bd.instance(int4, 32, 4, 0, "keys", "p", pipe=True) == \
-        "bitdecode_partial_keys<4, false, 128, 32, 4, 1, true, true, true, true>"
+    assert bd.check_config(int4, 32, 4, "auto", 0, "auto", 0, "kv") is None
+    assert bd.check_config(int4, 32, 4, "auto", 0, "auto", 0, "k") is None
+    assert "int4 or int8 cache" in bd.check_config(case(d=128, kv_dtype="fp16"), 32, 4, "auto", 0, "auto", 0, "k")
+    assert "the keys form" in bd.check_config(int4, 32, 4, "rows", 0, "auto", 0, "kv")
+    assert bd.instance(int4, 32, 4, 0, "keys", "p", pipe="kv") == \
+        "bitdecode_partial_keys<4, false, 128, 32, 4, 1, true, true, true, 2>"
+    assert bd.instance(int4, 32, 4, 0, "keys", "p", pipe="k").endswith("true, true, true, 1>")
     c = case(d=128, kv_dtype="int4", group=32)
-    assert bd.instance(c, 32, 4, 0, "keys") == "bitdecode_partial_keys<4, false, 128, 32, 4, 1, true, false, true, false>"
+    assert bd.instance(c, 32, 4, 0, "keys") == "bitdecode_partial_keys<4, false, 128, 32, 4, 1, true, false, true, 0>"
     assert bd.smem_bytes(128, 4, 4, 32, 0, "keys") == 4 * 8 * (2 + 128 + 4) * 4
 
 
@@ -649,9 +651,9 @@ def test_v_scales_on_p_where_a_token_has_one_group(bd):
     assert "--group >= d = 128" in bd.check_config(strips, 32, 4, "keys", 0, "p")
     assert "--group >= d = 128" in bd.check_config(whole, 32, 4, "rows", 0, "p")
     assert bd.check_config(whole, 32, 4, "auto", 0, "p") is None
-    assert bd.instance(whole, 32, 4, 0, "keys", "p") == "bitdecode_partial_keys<4, false, 128, 32, 4, 1, true, true, true, false>"
+    assert bd.instance(whole, 32, 4, 0, "keys", "p") == "bitdecode_partial_keys<4, false, 128, 32, 4, 1, true, true, true, 0>"
     assert (bd.instance(whole, 32, 4, 0, "keys", "values", dense=False)
-            == "bitdecode_partial_keys<4, false, 128, 32, 4, 1, true, false, false, false>")
+            == "bitdecode_partial_keys<4, false, 128, 32, 4, 1, true, false, false, 0>")
 
 
 def test_dense_rows_is_whether_tokens_follow_one_another(bd):
