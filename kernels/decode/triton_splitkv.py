@@ -19,7 +19,8 @@ split into their channels in registers), and each tile is dequantized in registe
 and minimums: each code becomes fp16 under the exponent bits of 1024 (no conversion instruction), then
 code · scale + minimum is one fp16 fma, rounded once as the product's operand is. ``--param splits=N`` fixes the
 number of pieces; ``auto`` takes as many as keep the programs within four an SM, or two where four would
-cut a piece under 64 tiles (fewer where the cache is short), one piece on the CPU interpreter's small
+cut a piece under 64 tiles (except for an int4 cache, whose dequantization wants the warps of four),
+fewer where the cache is short, one piece on the CPU interpreter's small
 cases; a ragged batch counts as its tokens in sequences of the longest length. ``--param loads=tma`` reads each K/V tile with one TMA copy from a tensor descriptor, ``pointers``
 with every thread loading its part; ``auto`` (the default) takes TMA on sm_90 and later except for an
 int4 or int2 cache. ``--param pdl=1`` launches the merge as a programmatic dependent of the partial
@@ -62,6 +63,11 @@ MAX_ROWS = 64  # rows of one tile; a larger group x queries takes several row bl
 PROGRAMS_PER_SM = 4
 SHORT_PIECE_PROGRAMS_PER_SM = 2
 LONG_PIECE_TILES = 64
+# An int4 cache keeps four programs an SM at any piece length: its dequantization, not its bytes, sets
+# its speed, and two programs an SM leave it short of warps. On an H100 (GQA 32/8, d 128, groups of 128,
+# one sequence, three stages either way) 64 pieces a head (512 programs) ran 1.15x and 1.19x faster
+# than 32 or 33 at 32k and 128k tokens (docs/performance.md).
+ALWAYS_FULL_BITS = (4,)
 # stages=auto: three pipeline stages from this many pieces a sequence x head (one sequence: 32 or 33 at
 # 32k and 128k tokens on an H200), two below it (eight sequences: 8 pieces).
 DEEP_PIPELINE_SPLITS = 16
@@ -262,20 +268,24 @@ if triton is not None:
         tl.store(Out + b * so_b + head * so_h + (row % NQ) * so_q + offs_d, (acc / total).to(Out.dtype.element_ty))
 
 
-def auto_programs_per_sm(tiles: int, sequences_x_heads: int, sms: int) -> int:
-    """The programs an SM splits=auto allows for a cache of ``tiles`` K/V tiles: PROGRAMS_PER_SM while
-    each piece keeps LONG_PIECE_TILES tiles, else SHORT_PIECE_PROGRAMS_PER_SM."""
+def auto_programs_per_sm(tiles: int, sequences_x_heads: int, sms: int, bits: int = 0) -> int:
+    """The programs an SM splits=auto allows for a cache of ``tiles`` K/V tiles of ``bits``-bit codes (0:
+    16-bit values): PROGRAMS_PER_SM while each piece keeps LONG_PIECE_TILES tiles, or always for
+    ALWAYS_FULL_BITS, else SHORT_PIECE_PROGRAMS_PER_SM."""
     pieces = max(1, PROGRAMS_PER_SM * sms // sequences_x_heads)
-    return PROGRAMS_PER_SM if tiles >= pieces * LONG_PIECE_TILES else SHORT_PIECE_PROGRAMS_PER_SM
+    if bits in ALWAYS_FULL_BITS or tiles >= pieces * LONG_PIECE_TILES:
+        return PROGRAMS_PER_SM
+    return SHORT_PIECE_PROGRAMS_PER_SM
 
 
-def split_plan(length: int, sequences_x_heads: int, sms: int, splits="auto", block_n: int = BLOCK_N) -> tuple[int, int]:
-    """(splits, keys a split) for a cache of ``length`` tokens: ``splits`` pieces of whole K/V tiles,
-    ``auto`` as many as keep the programs within PROGRAMS_PER_SM an SM while each piece holds
-    LONG_PIECE_TILES tiles, else within SHORT_PIECE_PROGRAMS_PER_SM; never more than the cache has tiles."""
+def split_plan(length: int, sequences_x_heads: int, sms: int, splits="auto", block_n: int = BLOCK_N,
+               bits: int = 0) -> tuple[int, int]:
+    """(splits, keys a split) for a cache of ``length`` tokens of ``bits``-bit codes (0: 16-bit values):
+    ``splits`` pieces of whole K/V tiles, ``auto`` as many as keep the programs within
+    auto_programs_per_sm an SM; never more than the cache has tiles."""
     tiles = max(1, math.ceil(length / block_n))
     if splits == "auto":
-        wanted = max(1, auto_programs_per_sm(tiles, sequences_x_heads, sms) * sms // sequences_x_heads)
+        wanted = max(1, auto_programs_per_sm(tiles, sequences_x_heads, sms, bits) * sms // sequences_x_heads)
     else:
         wanted = int(splits)
         if wanted < 1:
@@ -332,7 +342,7 @@ def launch_plan(case, sms: int, bits: int, splits="auto", block_n: int = BLOCK_N
     reads once (0: read once per element)."""
     bh = case.batch * case.hkv
     n_splits, keys_per_split = split_plan(seq_lengths.cache_length(case), sequences_x_heads_as_cut(case), sms, splits,
-                                          block_n)
+                                          block_n, bits)
     rows = case.hq // case.hkv * case.q
     block_m, row_blocks = row_tiling(rows)
     k_spread = min(case.group, block_n) if bits and (block_n % case.group == 0 or case.group % block_n == 0) else 0
@@ -439,7 +449,7 @@ def explain(case, params) -> dict:
                           f"tile(s) of {plan['block_m']} rows ({plan['block_m'] * plan['row_blocks'] - rows} zero "
                           "rows: tl.dot's M is at least 16)",
         "pieces of the cache": f"{plan['splits']} of {plan['keys_per_split']:,} keys a sequence x K/V head ("
-                               + (f"automatic: at most {auto_programs_per_sm(-(-seq_lengths.cache_length(case) // block_n), sequences_x_heads_as_cut(case), h200.sms)}"
+                               + (f"automatic: at most {auto_programs_per_sm(-(-seq_lengths.cache_length(case) // block_n), sequences_x_heads_as_cut(case), h200.sms, bits)}"
                                   " programs an SM on an H200"
                                   if params["splits"] == "auto" else "fixed") + ")",
         **({"pieces a sequence": seq_lengths.pieces_a_sequence(case, plan["splits"], plan["keys_per_split"],

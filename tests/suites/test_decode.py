@@ -286,6 +286,13 @@ def test_split_plan_covers_the_cache_in_whole_tiles(splitkv):
     assert splitkv.split_plan(131072, sequences_x_heads=64, sms=132) == (8, 16384)
     assert splitkv.split_plan(32768, sequences_x_heads=64, sms=132) == (8, 4096)  # 64 tiles: still long
     assert splitkv.split_plan(32768, sequences_x_heads=8, sms=132) == (32, 1024)
+    # an int4 cache keeps four programs an SM at one sequence too (64 pieces of 32 and 8 tiles); eight
+    # sequences' pieces are long anyway
+    assert splitkv.split_plan(131072, sequences_x_heads=8, sms=132, bits=4) == (64, 2048)
+    assert splitkv.split_plan(32768, sequences_x_heads=8, sms=132, bits=4) == (64, 512)
+    assert splitkv.split_plan(131072, sequences_x_heads=64, sms=132, bits=4) == (8, 16384)
+    assert splitkv.split_plan(131072, sequences_x_heads=8, sms=132, bits=8) == (33, 4032)
+    assert splitkv.launch_plan(case(l=131072, hq=32, hkv=8, d=128, kv_dtype="int4", group=128), 132, 4)["splits"] == 64
     assert splitkv.row_tiling(4) == (16, 1) and splitkv.row_tiling(96) == (64, 2)
 
 
