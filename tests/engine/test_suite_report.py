@@ -258,7 +258,7 @@ def test_table_footnotes_mark_rows_with_notes():
     assert "SM MHz" not in text  # no record carries a clock
 
 
-def testspeedup_cell_shows_its_interval():
+def test_speedup_cell_shows_its_interval():
     fast = _record("fast", median=1.0, speedup=1.44, speedup_interval=[1.41, 1.47])
     unknown = _record("few", median=1.2, speedup=1.25, speedup_interval=[0.0, float("inf")])
     rows = [_record("naive", speedup=1.0, speedup_interval=[0.98, 1.02]), fast, unknown,
