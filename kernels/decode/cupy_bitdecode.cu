@@ -886,22 +886,32 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
                 }
         }
     };
-    // PIPE (1: K's codes, 2: K's and V's): the warp's next tile (tile + WARPS), loaded during this one. A
-    // tile of the loop without masks has its next one there
-    // too (the loop stops a round early), whose rows it loads from constants (DENSE); a masked tile
-    // loads the next one's rows clamped to the cache, or nothing past the piece.
-    auto load_next_k = [&](auto edge, int next) {
-        if constexpr (decltype(edge)::value) {
-            if (next < n_tiles) load_k(edge, next);
-        } else {
-            load_k(edge, next);
-        }
+    // PIPE (1: K's codes, 2: K's and V's): the warp's next tile (tile + WARPS), loaded by `load` (load_k or
+    // load_v) during this one. A tile of the loop without masks has its next one there too (the loop stops
+    // a round early), whose rows it loads from constants (DENSE); a masked tile loads the next one's rows
+    // clamped to the cache, or nothing past the piece.
+    auto load_next = [&](auto load, auto edge, int next) {
+        if (!decltype(edge)::value || next < n_tiles) load(edge, next);
     };
-    auto load_next_v = [&](auto edge, int next) {
-        if constexpr (decltype(edge)::value) {
-            if (next < n_tiles) load_v(edge, next);
-        } else {
-            load_v(edge, next);
+    // prefetch > 0 (DENSE): a warp asks L2 for its tile `prefetch` tiles ahead as it starts one, a 128-byte
+    // line a lane, so that tile's loads meet L2's latency instead of HBM's, at no cost in registers
+    // (PIPE holds the next tile's codes in registers instead, at fewer warps an SM).
+    const unsigned char* k_head = K + b * k_sb + kvh * k_sh;
+    const unsigned char* v_head = V + b * v_sb + kvh * v_sh;
+    auto prefetch_tile = [&](int ahead) {
+        constexpr int LINES = TN * ROW_BYTES / 128;  // 128-byte lines of a tile's K rows (and of its V rows)
+        static_assert(TN * ROW_BYTES % 128 == 0, "a tile's rows are whole lines");
+        if (ahead >= n_tiles) return;
+        const int key0 = start + ahead * TN;
+        const int bytes = (min(key0 + TN, end) - key0) * ROW_BYTES;  // the piece's last tile may be short
+#pragma unroll
+        for (int i = lane; i < 2 * LINES; i += 32) {
+            const int at = (i % LINES) * 128;
+            if (at < bytes) prefetch_l2((i < LINES ? k_head : v_head) + static_cast<long long>(key0) * ROW_BYTES + at);
+        }
+        if constexpr (VFOLD) {  // V's scales and minimums of the tile's keys, 2 bytes a key
+            if (lane == 0) prefetch_l2(hc.vs_row + key0);
+            if (lane == 1) prefetch_l2(hc.vm_row + key0);
         }
     };
 
@@ -909,6 +919,7 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
         constexpr bool EDGE = decltype(edge)::value;
         auto in_cache = [&](int key) { return EDGE ? min(key, L - 1) : key; };
         const int key0 = start + tile * TN;
+        if (DENSE && prefetch > 0) prefetch_tile(tile + prefetch * WARPS);
         // the tile's codes as it starts, those PIPE does not load during the tile before
         if constexpr (PIPE < 1) load_k(edge, tile);
         if constexpr (PIPE < 2) load_v(edge, tile);
@@ -970,7 +981,7 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
                 for (int e = 0; e < 4; ++e)
                     if (key0 + 16 * mt + g + 8 * (e >> 1) >= limit[e & 1]) s[mt][e] = neg_inf();
         }
-        if constexpr (PIPE >= 1) load_next_k(edge, tile + WARPS);  // K's registers are free until the next tile
+        if constexpr (PIPE >= 1) load_next(load_k, edge, tile + WARPS);  // K's registers are free until the next tile
 
         // ---- online softmax: row 2t + e is column e of the lane's C registers, over keys g, g + 8 of
         // every m16 tile; the 8 lanes of one t (lanes t, t + 4, ..., t + 28) hold the tile's 32 keys.
@@ -1045,28 +1056,7 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
                 mma_16816<BF16>(o[mi], a, pb[j][0], pb[j][1]);
             }
         }
-        if constexpr (PIPE == 2) load_next_v(edge, tile + WARPS);  // and V's (with its scales) until its products
-    };
-    // prefetch > 0 (DENSE): a warp asks L2 for its tile `prefetch` tiles ahead as it starts one, a 128-byte
-    // line a lane, so that tile's loads meet L2's latency instead of HBM's, at no cost in registers
-    // (PIPE holds the next tile's codes in registers instead, at fewer warps an SM).
-    const unsigned char* k_head = K + b * k_sb + kvh * k_sh;
-    const unsigned char* v_head = V + b * v_sb + kvh * v_sh;
-    auto prefetch_tile = [&](int ahead) {
-        constexpr int LINES = TN * ROW_BYTES / 128;  // 128-byte lines of a tile's K rows (and of its V rows)
-        static_assert(TN * ROW_BYTES % 128 == 0, "a tile's rows are whole lines");
-        if (ahead >= n_tiles) return;
-        const int key0 = start + ahead * TN;
-        const int bytes = (min(key0 + TN, end) - key0) * ROW_BYTES;  // the piece's last tile may be short
-#pragma unroll
-        for (int i = lane; i < 2 * LINES; i += 32) {
-            const int at = (i % LINES) * 128;
-            if (at < bytes) prefetch_l2((i < LINES ? k_head : v_head) + static_cast<long long>(key0) * ROW_BYTES + at);
-        }
-        if constexpr (VFOLD) {  // V's scales and minimums of the tile's keys, 2 bytes a key
-            if (lane == 0) prefetch_l2(hc.vs_row + key0);
-            if (lane == 1) prefetch_l2(hc.vm_row + key0);
-        }
+        if constexpr (PIPE == 2) load_next(load_v, edge, tile + WARPS);  // and V's (with its scales) until its products
     };
     int tile = warp;
     if (DENSE && prefetch > 0) {
@@ -1083,14 +1073,8 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
             if constexpr (PIPE == 2) load_v(Flag<true>(), tile);
         }
     }
-    for (; tile < unmasked; tile += WARPS) {
-        if (DENSE && prefetch > 0) prefetch_tile(tile + prefetch * WARPS);
-        run_tile(Flag<false>(), tile);
-    }
-    for (; tile < n_tiles; tile += WARPS) {
-        if (DENSE && prefetch > 0) prefetch_tile(tile + prefetch * WARPS);
-        run_tile(Flag<true>(), tile);
-    }
+    for (; tile < unmasked; tile += WARPS) run_tile(Flag<false>(), tile);
+    for (; tile < n_tiles; tile += WARPS) run_tile(Flag<true>(), tile);
 
     // VFOLD: each row's sum of P x middle value over the warp's keys (the 8 lanes of a t), added to every channel
     if constexpr (VFOLD) {

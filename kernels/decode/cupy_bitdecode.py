@@ -576,7 +576,8 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form, 
     # would go to the next tensors allocated, which the kernel would then overwrite).
     run.workspace = (part_o, part_m, part_l) if n_splits > 1 else ()
     run.config = {"splits": n_splits, "keys_per_split": plan["keys_per_split"], "tile": tile, "warps": warps,
-                  "stages": stages, "masks": masks, "form": form, "v_scales": v_scales, "prefetch": prefetch, "pipe": pipe, "dense_rows": dense, "one_group_a_tile": one_group_a_tile(case.group, tile, bits),
+                  "stages": stages, "masks": masks, "form": form, "v_scales": v_scales, "prefetch": prefetch,
+                  "pipe": pipe, "dense_rows": dense, "one_group_a_tile": one_group_a_tile(case.group, tile, bits),
                   "row_blocks": rbs, "resident_blocks_per_sm": resident, "v_span": vspan,
                   **_cupy.kernel_config(kernel, grid, block, smem)}
     return run
