@@ -408,6 +408,113 @@ __device__ __forceinline__ void write_block(const float* sm_m, const float* sm_l
     }
 }
 
+// merge=last: instead of a second kernel (bitdecode_combine), the last block of a program (sequence x
+// K/V head x row block) to finish its piece merges every piece's state. Each block counts itself in
+// counts[program] once its state is written; the one that takes the last ticket reads the others'
+// states (fenced before the count, so the count orders them) and resets the count for the next call.
+// At one sequence the merge kernel's launch and its own trip to memory were a fifth of a 32k-key call.
+__device__ __forceinline__ bool last_piece(int* counts, long long program, int splits) {
+    __shared__ int last;
+    __threadfence();  // this thread's part of the state visible to every block before the block counts
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        last = atomicAdd(counts + program, 1) == splits - 1;
+        if (last) {
+            counts[program] = 0;  // every piece has counted itself: ready for the next call
+            __threadfence();      // the count seen before the states are read
+        }
+    }
+    __syncthreads();
+    return last;
+}
+
+// The pieces' states of a program's rows merged by log-sum-exp into O by one block: warp w takes row
+// (w / WAYS) + k WARPS / WAYS and every WAYS-th piece from w % WAYS (WAYS = WARPS / rows where the rows
+// are fewer than the warps, else 1), a lane D / 32 channels (one float4 or float2 of O a piece), MERGE_PIECES
+// pieces' loads in flight; where a row has several ways, they meet in shared memory (`scratch`, WARPS x
+// (D + 2) floats). The states are read from L2 (ld.global.cg): other blocks wrote them.
+constexpr int MERGE_PIECES = 8;
+
+template <int D, int WARPS, bool BF16>
+__device__ __forceinline__ void merge_pieces(const float* part_o, const float* part_m, const float* part_l,
+                                             long long program, int splits, int rows_here, float* scratch,
+                                             unsigned short* O, int first_row, int b, int kvh, int gqa, int nq,
+                                             long long o_sb, long long o_sh, long long o_sq) {
+    constexpr int V = D / 32;  // channels a lane
+    static_assert(V == 2 || V == 4, "d = 64 or 128");
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int ways = rows_here >= WARPS ? 1 : WARPS / rows_here;
+    const int way = warp % ways, row_step = WARPS / ways;
+    float* mine = scratch + warp * (D + 2);
+    for (int r0 = 0; r0 < rows_here; r0 += row_step) {  // the same trips for every warp: the barrier below
+        const int r = r0 + warp / ways;
+        float mx = neg_inf(), l = 0.f, acc[V] = {};
+        if (r < rows_here) {
+            for (int s0 = way; s0 < splits; s0 += MERGE_PIECES * ways) {
+                float m[MERGE_PIECES], sum[MERGE_PIECES], o[MERGE_PIECES][V];
+#pragma unroll
+                for (int i = 0; i < MERGE_PIECES; ++i) {
+                    const int s = s0 + i * ways;
+                    const long long at = (program * splits + min(s, splits - 1)) * 16 + r;
+                    m[i] = s < splits ? __ldcg(part_m + at) : neg_inf();  // past the last piece: weight 0
+                    sum[i] = __ldcg(part_l + at);
+                    const float* src = part_o + at * D + lane * V;
+                    if constexpr (V == 4) {
+                        const float4 x = __ldcg(reinterpret_cast<const float4*>(src));
+                        o[i][0] = x.x, o[i][1] = x.y, o[i][2] = x.z, o[i][3] = x.w;
+                    } else {
+                        const float2 x = __ldcg(reinterpret_cast<const float2*>(src));
+                        o[i][0] = x.x, o[i][1] = x.y;
+                    }
+                }
+                float round_max = mx;
+#pragma unroll
+                for (int i = 0; i < MERGE_PIECES; ++i) round_max = fmaxf(round_max, m[i]);
+                const float shift = (round_max == neg_inf()) ? 0.f : round_max;  // nothing visible so far
+                const float alpha = fast_exp2(mx - shift);
+                l *= alpha;
+#pragma unroll
+                for (int j = 0; j < V; ++j) acc[j] *= alpha;
+#pragma unroll
+                for (int i = 0; i < MERGE_PIECES; ++i) {
+                    const float weight = fast_exp2(m[i] - shift);  // a piece with nothing visible weighs 0
+                    l += weight * sum[i];
+#pragma unroll
+                    for (int j = 0; j < V; ++j) acc[j] += weight * o[i][j];
+                }
+                mx = round_max;
+            }
+        }
+        if (ways > 1) {  // each way's state in shared memory, then the first way of the row merges them
+            if (lane == 0) mine[D] = mx, mine[D + 1] = l;
+#pragma unroll
+            for (int j = 0; j < V; ++j) mine[lane * V + j] = acc[j];
+            __syncthreads();
+            if (way == 0 && r < rows_here) {
+                float top = neg_inf();
+                for (int w = warp; w < warp + ways; ++w) top = fmaxf(top, scratch[w * (D + 2) + D]);
+                const float shift = (top == neg_inf()) ? 0.f : top;
+                l = 0.f;
+#pragma unroll
+                for (int j = 0; j < V; ++j) acc[j] = 0.f;
+                for (int w = warp; w < warp + ways; ++w) {
+                    const float* theirs = scratch + w * (D + 2);
+                    const float weight = fast_exp2(theirs[D] - shift);
+                    l += weight * theirs[D + 1];
+#pragma unroll
+                    for (int j = 0; j < V; ++j) acc[j] += weight * theirs[lane * V + j];
+                }
+            }
+            __syncthreads();  // scratch free for the next rows
+        }
+        if (way == 0 && r < rows_here) {
+            unsigned short* dst = O + group_row(b, kvh, gqa, nq, first_row + r, o_sb, o_sh, o_sq) + lane * V;
+#pragma unroll
+            for (int j = 0; j < V; ++j) dst[j] = to_bits<BF16>(acc[j] / l);
+        }
+    }
+}
+
 // ---- the kernels ------------------------------------------------------------------------------------
 
 // The partial kernels' arguments (both forms take the same; the host passes them in this order).
@@ -415,7 +522,7 @@ __device__ __forceinline__ void write_block(const float* sm_m, const float* sm_l
     const unsigned short* __restrict__ Q, const unsigned char* __restrict__ K, const unsigned char* __restrict__ V,  \
         const unsigned short* __restrict__ KS, const unsigned short* __restrict__ KM,                             \
         const unsigned short* __restrict__ VS, const unsigned short* __restrict__ VM, unsigned short* __restrict__ O, \
-        float* __restrict__ part_o, float* __restrict__ part_m, float* __restrict__ part_l,                       \
+        float* __restrict__ part_o, float* __restrict__ part_m, float* __restrict__ part_l, int* __restrict__ counts, \
         int hkv, int gqa, int nq, int L, int keys_per_split, int splits, int row_blocks, int group,                \
         int edge_masks, unsigned group_magic, unsigned group_shift,                                              \
         long long q_sb, long long q_sh, long long q_sq,                                                          \
@@ -720,11 +827,15 @@ bitdecode_partial(BITDECODE_PARTIAL_PARAMS) {
     __syncthreads();
 
     const int rows_here = min(16, rows - rb * 16);
-    const long long slot = (static_cast<long long>(bh) * row_blocks + rb) * splits + split;
+    const long long program = static_cast<long long>(bh) * row_blocks + rb;  // its pieces' states: slots program x splits ..
+    const long long slot = program * splits + split;
     // O was stored in fragment order: column 8 jn + c holds channel c D/8 + jn.
     write_block<D, 16, SM::OSTRIDE, WARPS, BF16>(
         sm_m, sm_l, sm_o, rows_here, [](int stored) { return (stored % 8) * LN::VCH + stored / 8; }, O, part_o, part_m,
         part_l, slot, rb * 16, b, kvh, gqa, nq, o_sb, o_sh, o_sq);
+    if (counts != nullptr && last_piece(counts, program, splits))
+        merge_pieces<D, WARPS, BF16>(part_o, part_m, part_l, program, splits, rows_here, smem, O, rb * 16, b, kvh, gqa,
+                                     nq, o_sb, o_sh, o_sq);
 }
 
 // ---- keys as the m16 rows ---------------------------------------------------------------------------
@@ -1113,9 +1224,13 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
     __syncthreads();
 
     const int rows_here = min(ROWS, rows - rb * ROWS);
-    const long long slot = (static_cast<long long>(bh) * row_blocks + rb) * splits + split;
+    const long long program = static_cast<long long>(bh) * row_blocks + rb;  // its pieces' states: slots program x splits ..
+    const long long slot = program * splits + split;
     write_block<D, ROWS, OSTRIDE, WARPS, BF16>(sm_m, sm_l, sm_o, rows_here, [](int c) { return c; }, O, part_o, part_m,
                                                part_l, slot, rb * ROWS, b, kvh, gqa, nq, o_sb, o_sh, o_sq);
+    if (counts != nullptr && last_piece(counts, program, splits))
+        merge_pieces<D, WARPS, BF16>(part_o, part_m, part_l, program, splits, rows_here, smem, O, rb * ROWS, b, kvh,
+                                     gqa, nq, o_sb, o_sh, o_sq);
 }
 
 // The pieces' states of one row merged by log-sum-exp: a block per (sequence x K/V head x row block, row

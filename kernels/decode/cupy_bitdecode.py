@@ -42,6 +42,10 @@ registers a thread, 52 bytes spilled; int8: 168, none); ``kv`` holds two tiles' 
 for int4 (12 warps an SM instead of 16) and up to 255 for int8 (8 instead of 12). prefetch and
 ``pipe=kv`` are off by default: on an H100, neither made a call more than 3 % faster, and prefetch made
 most of them slower (docs/performance.md).
+``--param merge=kernel`` (the default) merges the pieces' states in a second kernel; ``merge=last`` has the
+last block of each sequence x K/V head x row block to finish merge them in the partial kernel: each
+block counts itself in once its state is written (a fenced atomic add), and the one that takes the last
+count reads the others' states from L2 and writes the output, so there is no second launch.
 ``--param masks=all``: every tile clamps its keys' addresses to the cache and masks its scores;
 ``masks=edge``: only a piece's last tiles do, the tiles before them (whose keys are all in the cache
 and visible to every query) run a copy of the loop without either, about 6-10 % fewer instructions a
@@ -96,6 +100,7 @@ FORM_ROWS = {"rows": ROWS, "keys": 8}  # query rows of a block in each form (key
 COMBINE_CHANNELS = 32  # a warp of the merge of the pieces, a lane a channel (the .cu's COMBINE_CHANNELS)
 COMBINE_PIECES = 32  # pieces each lane of the merge loads at once (the .cu's COMBINE_PIECES)
 COMBINE_WARPS = 2  # warps of a merge block, each its own pieces of a round (the .cu's COMBINE_WARPS)
+MERGE_PIECES = 8  # pieces' states a lane loads at once in the partial kernel's merge (merge=last; the .cu's)
 CODE_BITS = {"int4": 4, "int8": 8, "fp16": 16, "bf16": 16}  # what a cache's elements are read as
 STAGES = (0, 2, 3, 4)
 MASKS = ("auto", "all", "edge")  # which tiles clamp addresses and mask scores: every one, or a piece's last ones
@@ -139,8 +144,11 @@ PREFETCH = range(0, 5)  # tiles ahead a warp asks L2 for (form=keys over a dense
 # Which of the next tile's codes each tile loads into registers (form=keys, int4 and int8 caches): none,
 # K's, or K's and V's; the .cu's PIPE 0, 1, 2.
 PIPE = {"none": 0, "k": 1, "kv": 2}
+# How the pieces' states are merged: a second kernel (bitdecode_combine) after the partial one, or the
+# last block of each sequence x K/V head x row block to finish, in the partial kernel (no second launch).
+MERGES = ("kernel", "last")
 DEFAULT_PARAMS = {"splits": 0, "tile": 32, "warps": 4, "stages": 0, "masks": "auto", "form": "auto",
-                  "v_scales": "auto", "prefetch": 0, "pipe": "none"}
+                  "v_scales": "auto", "prefetch": 0, "pipe": "none", "merge": "kernel"}
 
 
 def v_span(d: int, group: int, bits: int) -> int | None:
@@ -407,6 +415,10 @@ def explain(case, params) -> dict:
                                   if params["splits"] == 0 else "fixed") + ")",
         "grid": f"{plan['grid'][0]} (row blocks x pieces) x {plan['grid'][1]} (sequences x K/V heads) = {blocks} "
                 "blocks, then " + ("no second kernel (one piece)" if plan["splits"] == 1 else
+                                   f"in each of the {plan['programs']} sequence x K/V head x row block, the last block "
+                                   "to finish merges the pieces by log-sum-exp (no second kernel; a warp a row, a lane "
+                                   f"{case.d // 32} channels, {MERGE_PIECES} pieces' states loaded at a time)"
+                                   if params["merge"] == "last" else
                                    f"the log-sum-exp merge: {plan['programs'] * min(block_rows, plan['rows']) * (case.d // COMBINE_CHANNELS)} "
                                    f"blocks of {COMBINE_WARPS} warps (a row, a lane a channel), each lane loading "
                                    f"{COMBINE_PIECES} pieces' states at a time"),
@@ -465,12 +477,12 @@ def _supports(case):
     supports=_supports, params=dict(DEFAULT_PARAMS), explain=explain,
     allowed={"splits": lambda value: None if value >= 0 else "splits takes 0 (automatic) or a positive number",
              "tile": TILES, "warps": WARPS, "stages": STAGES, "masks": MASKS, "form": FORMS, "v_scales": V_SCALES,
-             "prefetch": PREFETCH, "pipe": PIPE},
+             "prefetch": PREFETCH, "pipe": PIPE, "merge": MERGES},
     description="BitDecoding-style decode in CUDA C++: mma.sync m16n8k16 with the keys (or the GQA group) as "
                 "the rows, int4/int8 codes dequantized into the fragments by lop3/prmt, split-KV merged by "
                 "log-sum-exp",
 )
-def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form, v_scales, prefetch, pipe):
+def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form, v_scales, prefetch, pipe, merge):
     import numpy as np
     import torch
 
@@ -535,6 +547,9 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form, 
         parts = _cupy.pointer_args(part_o, part_m, part_l)
     else:
         parts = (np.uint64(0),) * 3  # the kernel writes O itself
+    fused = n_splits > 1 and merge == "last"
+    # merge=last: a count a program of the blocks whose state is written; the last block resets it to zero
+    counts = torch.zeros(plan["programs"], dtype=torch.int32, device=q.device) if fused else None
 
     def strides(t):
         return tuple(np.int64(s) for s in t.stride()[:3])
@@ -550,13 +565,14 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form, 
         scale_ptrs = (np.uint64(0),) * 4
         scale_strides = (np.int64(0),) * 6
     args = (*_cupy.pointer_args(q, k, v), *scale_ptrs, *_cupy.pointer_args(out), *parts,
+            *(_cupy.pointer_args(counts) if fused else (np.uint64(0),)),
             np.int32(case.hkv), np.int32(group_heads), np.int32(case.q), np.int32(case.l),
             np.int32(plan["keys_per_split"]), np.int32(n_splits), np.int32(rbs), np.int32(case.group),
             np.int32(masks == "edge"), *(np.uint32(x) for x in divisor(case.group)),
             *strides(q), *byte_strides(k), *byte_strides(v), *scale_strides, *strides(out),
             np.float32(case.d**-0.5 * LOG2_E), np.int32(prefetch))
     grid, block = plan["grid"], plan["block"]
-    if n_splits > 1:
+    if n_splits > 1 and not fused:
         combine = _cupy.compiled(str(SOURCE), combine_name(case.d, bf16))
         combine_args = (*parts, *_cupy.pointer_args(out), np.int32(case.hkv), np.int32(group_heads),
                         np.int32(case.q), np.int32(n_splits), np.int32(rbs), np.int32(plan["block_rows"]),
@@ -574,10 +590,10 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form, 
     run = _cupy.on_torch_stream(body)
     # The kernels get raw pointers: the closure must keep the workspace alive (freed, its memory
     # would go to the next tensors allocated, which the kernel would then overwrite).
-    run.workspace = (part_o, part_m, part_l) if n_splits > 1 else ()
+    run.workspace = (part_o, part_m, part_l, counts) if n_splits > 1 else ()
     run.config = {"splits": n_splits, "keys_per_split": plan["keys_per_split"], "tile": tile, "warps": warps,
                   "stages": stages, "masks": masks, "form": form, "v_scales": v_scales, "prefetch": prefetch,
-                  "pipe": pipe, "dense_rows": dense, "one_group_a_tile": one_group_a_tile(case.group, tile, bits),
+                  "pipe": pipe, "merge": merge if n_splits > 1 else "none (one piece)", "dense_rows": dense, "one_group_a_tile": one_group_a_tile(case.group, tile, bits),
                   "row_blocks": rbs, "resident_blocks_per_sm": resident, "v_span": vspan,
                   **_cupy.kernel_config(kernel, grid, block, smem)}
     return run

@@ -110,6 +110,26 @@ def test_cupy_bitdecode_merges_pieces_over_many_rounds(cli, tmp_path):
 
 
 @pytest.mark.usefixtures("needs_cupy")
+@pytest.mark.parametrize("lengths, splits", [("4099", "0,7"), ("131072", "600")], ids=["pieces", "many-rounds"])
+def test_cupy_bitdecode_merge_in_the_partial_kernel_is_right(cli, tmp_path, lengths, splits):
+    """merge=last: the last block of each sequence x K/V head x row block merges the pieces. A K/V head's
+    rows: 1 (one query head a K/V head, one new query: the four warps take a quarter of the pieces each and
+    meet in shared memory), 3, 4 and 12 (GQA 32/8 x 3 new queries: blocks of 8 and 4 rows in the keys form,
+    one of 12 in the rows form); d 64 and 128; 7, automatic and about 600 pieces (75 rounds of loads a warp).
+    kbench checks every timed call, so a count not reset for the next call fails the row."""
+    out = tmp_path / "decode.jsonl"
+    result = cli("run", "decode", "--l", lengths, "--hq", "32", "--hkv", "8,32", "--q", "1,3", "--d", "64,128",
+                 "--batch", "2", "--kv-dtype", "int4,fp16", "--device", "cuda", "--impl", "cupy-bitdecode",
+                 "--param", "merge=last", "--param", "form=keys,rows", "--param", f"splits={splits}",
+                 "--timeout", "300", "--max-time", "0.05", "--out", out)
+    records = [r for r in results.read(out) if r.impl == "cupy-bitdecode"]
+    wrong = {(r.label, r.case_key): (r.status, r.reason) for r in records if r.status != "OK"}
+    assert records and not wrong and result.exit_code == 0, f"{wrong}\n{result.output[-3000:]}"
+    assert len(records) == 2 * 2 * 2 * 2 * 2 * len(splits.split(","))
+    assert all(r.config["merge"] == "last" and r.config["splits"] > 1 for r in records)
+
+
+@pytest.mark.usefixtures("needs_cupy")
 def test_cupy_bitdecode_ring_is_right(cli, tmp_path):
     """Codes through a ring of 2 and 3 tiles a warp in shared memory (cp.async), tiles of 16 and 32 keys,
     K groups of 32 tokens (whole tiles) and 48 (a 32-key tile across two groups), every cache type."""
