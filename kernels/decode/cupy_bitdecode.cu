@@ -430,10 +430,16 @@ __device__ __forceinline__ bool last_piece(int* counts, long long program, int s
 
 // The pieces' states of a program's rows merged by log-sum-exp into O by one block: warp w takes row
 // (w / WAYS) + k WARPS / WAYS and every WAYS-th piece from w % WAYS (WAYS = WARPS / rows where the rows
-// are fewer than the warps, else 1), a lane D / 32 channels (one float4 or float2 of O a piece), MERGE_PIECES
-// pieces' loads in flight; where a row has several ways, they meet in shared memory (`scratch`, WARPS x
-// (D + 2) floats). The states are read from L2 (ld.global.cg): other blocks wrote them.
-constexpr int MERGE_PIECES = 8;
+// are fewer than the warps, else 1), a lane D / 32 channels of O. A round takes MERGE_PIECES<D> pieces:
+// lane i loads piece i's maximum and sum, every lane its channels of each piece's O (one float4 or
+// float2 a piece), all at once; the round's maximum and sum come from warp shuffles, and each piece's
+// weight from its lane. So 66 pieces (one sequence, GQA 32/8, an H100's 132 SMs x 4 blocks) are five
+// trips to L2 a warp at d = 128, and 8 pieces (eight sequences) one. (With 24 pieces a round at d = 128,
+// ptxas for sm_90 spills three of the int4 loop's registers, 6 local accesses a tile; with 16, it
+// reloads one, 3 instructions more a tile than without the merge.) Where a row has several ways, they meet in shared memory (`scratch`, WARPS x (D + 2)
+// floats). The states are read from L2 (ld.global.cg): other blocks wrote them.
+template <int D>
+constexpr int MERGE_PIECES = 2048 / D;  // 16 or 32: O's loads in flight, 64 registers a lane
 
 template <int D, int WARPS, bool BF16>
 __device__ __forceinline__ void merge_pieces(const float* part_o, const float* part_m, const float* part_l,
@@ -441,6 +447,7 @@ __device__ __forceinline__ void merge_pieces(const float* part_o, const float* p
                                              unsigned short* O, int first_row, int b, int kvh, int gqa, int nq,
                                              long long o_sb, long long o_sh, long long o_sq) {
     constexpr int V = D / 32;  // channels a lane
+    constexpr int P = MERGE_PIECES<D>;
     static_assert(V == 2 || V == 4, "d = 64 or 128");
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int ways = rows_here >= WARPS ? 1 : WARPS / rows_here;
@@ -450,14 +457,16 @@ __device__ __forceinline__ void merge_pieces(const float* part_o, const float* p
         const int r = r0 + warp / ways;
         float mx = neg_inf(), l = 0.f, acc[V] = {};
         if (r < rows_here) {
-            for (int s0 = way; s0 < splits; s0 += MERGE_PIECES * ways) {
-                float m[MERGE_PIECES], sum[MERGE_PIECES], o[MERGE_PIECES][V];
+            const long long first = program * splits * 16 + r;  // piece s's row: first + 16 s
+            for (int s0 = way; s0 < splits; s0 += P * ways) {
+                const int s = s0 + lane * ways;  // this lane's piece of the round (lanes past P: none)
+                const bool mine_here = lane < P && s < splits;
+                const float m_lane = mine_here ? __ldcg(part_m + first + 16LL * s) : neg_inf();
+                const float l_lane = mine_here ? __ldcg(part_l + first + 16LL * s) : 0.f;
+                float o[P][V];
 #pragma unroll
-                for (int i = 0; i < MERGE_PIECES; ++i) {
-                    const int s = s0 + i * ways;
-                    const long long at = (program * splits + min(s, splits - 1)) * 16 + r;
-                    m[i] = s < splits ? __ldcg(part_m + at) : neg_inf();  // past the last piece: weight 0
-                    sum[i] = __ldcg(part_l + at);
+                for (int i = 0; i < P; ++i) {
+                    const long long at = first + 16LL * min(s0 + i * ways, splits - 1);  // past the last: weight 0
                     const float* src = part_o + at * D + lane * V;
                     if constexpr (V == 4) {
                         const float4 x = __ldcg(reinterpret_cast<const float4*>(src));
@@ -467,20 +476,24 @@ __device__ __forceinline__ void merge_pieces(const float* part_o, const float* p
                         o[i][0] = x.x, o[i][1] = x.y;
                     }
                 }
-                float round_max = mx;
+                float round_max = fmaxf(mx, m_lane);
 #pragma unroll
-                for (int i = 0; i < MERGE_PIECES; ++i) round_max = fmaxf(round_max, m[i]);
+                for (int step = 16; step > 0; step /= 2)
+                    round_max = fmaxf(round_max, __shfl_xor_sync(0xffffffffu, round_max, step));
                 const float shift = (round_max == neg_inf()) ? 0.f : round_max;  // nothing visible so far
                 const float alpha = fast_exp2(mx - shift);
-                l *= alpha;
+                const float weight = fast_exp2(m_lane - shift);  // this lane's piece; none or nothing visible: 0
+                float round_l = weight * l_lane;
+#pragma unroll
+                for (int step = 16; step > 0; step /= 2) round_l += __shfl_xor_sync(0xffffffffu, round_l, step);
+                l = l * alpha + round_l;
 #pragma unroll
                 for (int j = 0; j < V; ++j) acc[j] *= alpha;
 #pragma unroll
-                for (int i = 0; i < MERGE_PIECES; ++i) {
-                    const float weight = fast_exp2(m[i] - shift);  // a piece with nothing visible weighs 0
-                    l += weight * sum[i];
+                for (int i = 0; i < P; ++i) {
+                    const float w = __shfl_sync(0xffffffffu, weight, i);
 #pragma unroll
-                    for (int j = 0; j < V; ++j) acc[j] += weight * o[i][j];
+                    for (int j = 0; j < V; ++j) acc[j] += w * o[i][j];
                 }
                 mx = round_max;
             }

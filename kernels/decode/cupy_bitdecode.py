@@ -100,7 +100,7 @@ FORM_ROWS = {"rows": ROWS, "keys": 8}  # query rows of a block in each form (key
 COMBINE_CHANNELS = 32  # a warp of the merge of the pieces, a lane a channel (the .cu's COMBINE_CHANNELS)
 COMBINE_PIECES = 32  # pieces each lane of the merge loads at once (the .cu's COMBINE_PIECES)
 COMBINE_WARPS = 2  # warps of a merge block, each its own pieces of a round (the .cu's COMBINE_WARPS)
-MERGE_PIECES = 8  # pieces' states a lane loads at once in the partial kernel's merge (merge=last; the .cu's)
+MERGE_PIECES = {128: 16, 64: 32}  # pieces a warp's round of the partial kernel's merge loads (merge=last; the .cu's)
 CODE_BITS = {"int4": 4, "int8": 8, "fp16": 16, "bf16": 16}  # what a cache's elements are read as
 STAGES = (0, 2, 3, 4)
 MASKS = ("auto", "all", "edge")  # which tiles clamp addresses and mask scores: every one, or a piece's last ones
@@ -417,7 +417,7 @@ def explain(case, params) -> dict:
                 "blocks, then " + ("no second kernel (one piece)" if plan["splits"] == 1 else
                                    f"in each of the {plan['programs']} sequence x K/V head x row block, the last block "
                                    "to finish merges the pieces by log-sum-exp (no second kernel; a warp a row, a lane "
-                                   f"{case.d // 32} channels, {MERGE_PIECES} pieces' states loaded at a time)"
+                                   f"{case.d // 32} channels, {MERGE_PIECES[case.d]} pieces' states loaded at a time)"
                                    if params["merge"] == "last" else
                                    f"the log-sum-exp merge: {plan['programs'] * min(block_rows, plan['rows']) * (case.d // COMBINE_CHANNELS)} "
                                    f"blocks of {COMBINE_WARPS} warps (a row, a lane a channel), each lane loading "
