@@ -60,20 +60,6 @@ __device__ __forceinline__ void mbarrier_wait(unsigned bar, unsigned parity) {
 
 // ---- TMA ---------------------------------------------------------------------------------------
 
-// `bytes` (a multiple of 16) from global memory at `src` into this CTA's shared memory at `dst`, both
-// 16-byte aligned, by the TMA unit without a tensor map; completes `bytes` of the mbarrier at `bar`.
-__device__ __forceinline__ void bulk_load(unsigned dst, const void* src, unsigned bytes, unsigned bar) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
-                 ::"r"(dst), "l"(src), "r"(bytes), "r"(bar)
-                 : "memory");
-}
-
-// Ends an mbarrier's life, so that its 8 bytes may hold other data.
-__device__ __forceinline__ void mbarrier_inval(unsigned bar) {
-    asm volatile("mbarrier.inval.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
-}
-
-
 __device__ __forceinline__ void tensormap_prefetch(const TensorMap* map) {
     asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<unsigned long long>(map)) : "memory");
 }

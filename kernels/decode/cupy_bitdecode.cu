@@ -50,7 +50,6 @@
 // No CUDA headers, so NVRTC (cupy.RawModule) and nvcc compile it alike.
 
 #include "kbench_ptx.cuh"
-#include "kbench_sm90.cuh"
 
 namespace bitdecode {
 
@@ -59,7 +58,6 @@ using kbench_ptx::exp2_row;
 using kbench_ptx::Flag;
 using kbench_ptx::mma_16816;
 using kbench_ptx::neg_inf;
-using kbench_ptx::smem_addr;
 using kbench_ptx::pack2;
 using kbench_ptx::row_max_of;
 
@@ -313,68 +311,6 @@ __device__ __forceinline__ int first_hidden_key(int row, int rows, int end, int 
 
 using namespace bitdecode;
 
-// ---- pipe=ring: each warp's ring of tiles in shared memory, filled by the TMA unit ---------------------
-// Bulk copies and the mbarriers' transaction counts exist from sm_90 on. The host runs the ring there
-// only; for older targets these compile as traps, so that one source builds every instance everywhere.
-namespace ring {
-
-__device__ __forceinline__ void init(unsigned bar) {
-#if __CUDA_ARCH__ >= 900
-    kbench_sm90::mbarrier_init(bar, 1);
-    kbench_sm90::mbarrier_init_fence();
-#else
-    __trap();
-#endif
-}
-
-// The stage at `dst` (two tiles of `bytes`: K's rows from k, V's from v) asked for, its mbarrier at `bar`
-// told to expect both.
-__device__ __forceinline__ void fill(unsigned dst, const void* k, const void* v, unsigned bytes, unsigned bar) {
-#if __CUDA_ARCH__ >= 900
-    kbench_sm90::mbarrier_arrive_expect_tx(bar, 2 * bytes);
-    kbench_sm90::bulk_load(dst, k, bytes, bar);
-    kbench_sm90::bulk_load(dst + bytes, v, bytes, bar);
-#else
-    __trap();
-#endif
-}
-
-__device__ __forceinline__ void wait(unsigned bar, unsigned parity) {
-#if __CUDA_ARCH__ >= 900
-    kbench_sm90::mbarrier_wait(bar, parity);
-#else
-    __trap();
-#endif
-}
-
-__device__ __forceinline__ void retire(unsigned bar) {
-#if __CUDA_ARCH__ >= 900
-    kbench_sm90::mbarrier_inval(bar);
-#else
-    __trap();
-#endif
-}
-
-}  // namespace ring
-
-// WORDS (1, 2 or a multiple of 4) 32-bit words from shared memory at p (aligned to their size).
-template <int WORDS>
-__device__ __forceinline__ void read_shared(unsigned (&w)[WORDS], const unsigned char* p) {
-    if constexpr (WORDS % 4 == 0) {
-#pragma unroll
-        for (int i = 0; i < WORDS; i += 4) {
-            const uint4 x = *reinterpret_cast<const uint4*>(p + 4 * i);
-            w[i] = x.x, w[i + 1] = x.y, w[i + 2] = x.z, w[i + 3] = x.w;
-        }
-    } else if constexpr (WORDS == 2) {
-        const uint2 x = *reinterpret_cast<const uint2*>(p);
-        w[0] = x.x, w[1] = x.y;
-    } else {
-        static_assert(WORDS == 1, "1, 2 or a multiple of 4 words");
-        w[0] = *reinterpret_cast<const unsigned*>(p);
-    }
-}
-
 // ---- what both forms of the partial kernel share --------------------------------------------------
 
 // One K/V head's cache as a lane reads it: its K and V rows from the lane's own bytes, the scales and
@@ -607,7 +543,7 @@ __device__ __forceinline__ void merge_pieces(const float* part_o, const float* p
         long long v_sb, long long v_sh, long long v_sl,                                                          \
         long long ks_sb, long long ks_sh, long long ks_sg,                                                       \
         long long vs_sb, long long vs_sh, long long vs_sl,                                                       \
-        long long o_sb, long long o_sh, long long o_sq, float scale_log2, int prefetch, int ring_tiles
+        long long o_sb, long long o_sh, long long o_sq, float scale_log2, int prefetch
 
 // Bytes of dynamic shared memory of bitdecode_partial: the Q fragments during the loop, then the
 // warps' states for the merge (the same bytes, reused after a barrier).
@@ -979,11 +915,6 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
     static_assert(BITS == 4 || BITS == 8 || BITS == 16, "4- or 8-bit codes, or 16-bit values");
     static_assert(!QUANT || !BF16, "a quantized cache's queries and output are fp16");
     static_assert(!VFOLD || (QUANT && VSPAN == 1), "V's scales fold into P for a quantized cache, one group a token");
-    // PIPE 3 (pipe=ring): the unmasked tiles' codes come through a ring in shared memory instead of being
-    // loaded into registers ahead (AHEAD: which of the next tile's codes are, PIPE 1 and 2).
-    constexpr bool RING = PIPE == 3;
-    constexpr int AHEAD = RING ? 0 : PIPE;
-    static_assert(!RING || (QUANT && DENSE), "the ring copies a tile's rows whole: a quantized cache, rows one after another");
 
     extern __shared__ __align__(16) float smem[];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -1052,24 +983,6 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
                 load_stream<LN::KWORDS>(kc[mt][h], FIXED_ROWS ? k_first + (16 * mt + 8 * h) * ROW_BYTES
                                                               : hc.k_lane + in_cache(key0 + 16 * mt + 8 * h + g) * hc.ksl);
     };
-    // (VFOLD) V's scales and minimums of a tile's keys whose P this lane holds.
-    auto load_v_scales_of_p = [&](auto edge, int tile) {
-        if constexpr (VFOLD) {
-            constexpr bool EDGE = decltype(edge)::value, FIXED_ROWS = DENSE && !EDGE;
-            auto in_cache = [&](int key) { return EDGE ? min(key, L - 1) : key; };
-            const int key0 = start + tile * TN;
-            const unsigned first = 2u * (key0 + g);  // bytes to key key0 + g's (DENSE: one element a key)
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    const unsigned at = FIXED_ROWS ? first + 2u * (16 * mt + 8 * h)
-                                                   : 2u * in_cache(key0 + 16 * mt + 8 * h + g) * hc.vssl;
-                    v_scale[mt][h] = load_half(hc.vs_row, at);
-                    v_min[mt][h] = load_half(hc.vm_row, at);
-                }
-        }
-    };
     // V's codes of a tile, and (VFOLD) V's scales and minimums of its keys.
     auto load_v = [&](auto edge, int tile) {
         constexpr bool EDGE = decltype(edge)::value, FIXED_ROWS = DENSE && !EDGE;
@@ -1084,7 +997,18 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
                 load_stream<LN::VWORDS>(vc[j][e], FIXED_ROWS ? v_first + key * ROW_BYTES
                                                              : hc.v_lane + in_cache(key0 + 2 * t + key) * hc.vsl);
             }
-        load_v_scales_of_p(edge, tile);
+        if constexpr (VFOLD) {
+            const unsigned first = 2u * (key0 + g);  // bytes to key key0 + g's (DENSE: one element a key)
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const unsigned at = FIXED_ROWS ? first + 2u * (16 * mt + 8 * h)
+                                                   : 2u * in_cache(key0 + 16 * mt + 8 * h + g) * hc.vssl;
+                    v_scale[mt][h] = load_half(hc.vs_row, at);
+                    v_min[mt][h] = load_half(hc.vm_row, at);
+                }
+        }
     };
     // PIPE (1: K's codes, 2: K's and V's): the warp's next tile (tile + WARPS), loaded by `load` (load_k or
     // load_v) during this one. A tile of the loop without masks has its next one there too (the loop stops
@@ -1115,48 +1039,14 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
         }
     };
 
-    // AHEAD: the loop without masks stops a round early, so that each of its tiles' next one is in it too.
-    const int unmasked = AHEAD ? interior - WARPS : interior;
-    // RING: warp w's `ring_tiles` stages (each a tile's K rows, then its V rows: the cache's own bytes, copied
-    // whole) from byte w ring_tiles 2 TILE_BYTES of shared memory, their mbarriers after every warp's stages.
-    // Stage i holds the warp's unmasked tiles i, i + ring_tiles, ...; each is asked for as the tile
-    // `ring_tiles` before it ends, so that `ring_tiles` - 1 tiles are on their way while the warp computes.
-    constexpr int TILE_BYTES = TN * ROW_BYTES;
-    [[maybe_unused]] const unsigned ring_base = smem_addr(smem) + warp * ring_tiles * 2 * TILE_BYTES;
-    [[maybe_unused]] const unsigned ring_bar0 = smem_addr(smem) + WARPS * ring_tiles * 2 * TILE_BYTES + warp * ring_tiles * 8;
-    [[maybe_unused]] const unsigned char* ring_mem = reinterpret_cast<const unsigned char*>(smem) + warp * ring_tiles * 2 * TILE_BYTES;
-    [[maybe_unused]] int ring_stage = 0;
-    [[maybe_unused]] unsigned ring_parity = 0;
-    auto ring_fill = [&](int tile, int stage) {
-        const long long at = static_cast<long long>(start + tile * TN) * ROW_BYTES;
-        ring::fill(ring_base + stage * 2 * TILE_BYTES, k_head + at, v_head + at, TILE_BYTES, ring_bar0 + 8 * stage);
-    };
-
     auto run_tile = [&](auto edge, int tile) {
         constexpr bool EDGE = decltype(edge)::value;
         auto in_cache = [&](int key) { return EDGE ? min(key, L - 1) : key; };
         const int key0 = start + tile * TN;
         if (DENSE && prefetch > 0) prefetch_tile(tile + prefetch * WARPS);
-        if constexpr (RING && !EDGE) {  // the tile's codes from its stage of the ring, once the copies landed
-            ring::wait(ring_bar0 + 8 * ring_stage, ring_parity);
-            const unsigned char* k_tile = ring_mem + ring_stage * 2 * TILE_BYTES;
-            const unsigned char* v_tile = k_tile + TILE_BYTES;
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-                for (int h = 0; h < 2; ++h)
-                    read_shared<LN::KWORDS>(kc[mt][h], k_tile + (16 * mt + 8 * h + g) * ROW_BYTES + t * LN::KWORDS * 4);
-#pragma unroll
-            for (int j = 0; j < MT; ++j)
-#pragma unroll
-                for (int e = 0; e < 4; ++e)
-                    read_shared<LN::VWORDS>(vc[j][e], v_tile + (16 * j + 2 * t + (e & 1) + 8 * (e >> 1)) * ROW_BYTES
-                                                          + g * LN::VWORDS * 4);
-            load_v_scales_of_p(edge, tile);
-        } else {  // the tile's codes as it starts, those AHEAD does not load during the tile before
-            if constexpr (AHEAD < 1) load_k(edge, tile);
-            if constexpr (AHEAD < 2) load_v(edge, tile);
-        }
+        // the tile's codes as it starts, those PIPE does not load during the tile before
+        if constexpr (PIPE < 1) load_k(edge, tile);
+        if constexpr (PIPE < 2) load_v(edge, tile);
 
         // ---- S^T = K Q^T ------------------------------------------------------------------------------
         float s[MT][4];
@@ -1215,7 +1105,7 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
                 for (int e = 0; e < 4; ++e)
                     if (key0 + 16 * mt + g + 8 * (e >> 1) >= limit[e & 1]) s[mt][e] = neg_inf();
         }
-        if constexpr (AHEAD >= 1) load_next(load_k, edge, tile + WARPS);  // K's registers are free until the next tile
+        if constexpr (PIPE >= 1) load_next(load_k, edge, tile + WARPS);  // K's registers are free until the next tile
 
         // ---- online softmax: row 2t + e is column e of the lane's C registers, over keys g, g + 8 of
         // every m16 tile; the 8 lanes of one t (lanes t, t + 4, ..., t + 28) hold the tile's 32 keys.
@@ -1290,42 +1180,25 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
                 mma_16816<BF16>(o[mi], a, pb[j][0], pb[j][1]);
             }
         }
-        if constexpr (AHEAD == 2) load_next(load_v, edge, tile + WARPS);  // and V's (with its scales) until its products
-        if constexpr (RING && !EDGE) {  // every lane is done with the stage: its next tile, `ring_tiles` on
-            __syncwarp();
-            const int next = tile + ring_tiles * WARPS;
-            if (lane == 0 && next < unmasked) ring_fill(next, ring_stage);
-            if (++ring_stage == ring_tiles) ring_stage = 0, ring_parity ^= 1u;
-        }
+        if constexpr (PIPE == 2) load_next(load_v, edge, tile + WARPS);  // and V's (with its scales) until its products
     };
     int tile = warp;
     if (DENSE && prefetch > 0) {
         for (int i = 1; i < prefetch; ++i) prefetch_tile(tile + i * WARPS);  // the loop asks from `prefetch` on
     }
-    if constexpr (AHEAD) {  // the first tile's codes that AHEAD loads ahead; each tile then loads the next one's
+    // PIPE: the loop without masks stops a round early, so that each of its tiles' next one is in it too.
+    const int unmasked = PIPE ? interior - WARPS : interior;
+    if constexpr (PIPE) {  // the first tile's codes that PIPE loads ahead; each tile then loads the next one's
         if (tile < unmasked) {
             load_k(Flag<false>(), tile);
-            if constexpr (AHEAD == 2) load_v(Flag<false>(), tile);
+            if constexpr (PIPE == 2) load_v(Flag<false>(), tile);
         } else if (tile < n_tiles) {
             load_k(Flag<true>(), tile);
-            if constexpr (AHEAD == 2) load_v(Flag<true>(), tile);
+            if constexpr (PIPE == 2) load_v(Flag<true>(), tile);
         }
-    }
-    if constexpr (RING) {  // the warp's ring: its barriers, and its first `ring_tiles` unmasked tiles asked for
-        if (lane == 0) {
-            for (int i = 0; i < ring_tiles; ++i) ring::init(ring_bar0 + 8 * i);
-            for (int i = 0; i < ring_tiles && tile + i * WARPS < unmasked; ++i) ring_fill(tile + i * WARPS, i);
-        }
-        __syncwarp();
     }
     for (; tile < unmasked; tile += WARPS) run_tile(Flag<false>(), tile);
     for (; tile < n_tiles; tile += WARPS) run_tile(Flag<true>(), tile);
-    if constexpr (RING) {  // every copy was waited for; the ring's bytes hold the warps' states next
-        __syncwarp();
-        if (lane == 0)
-            for (int i = 0; i < ring_tiles; ++i) ring::retire(ring_bar0 + 8 * i);
-        __syncthreads();
-    }
 
     // VFOLD: each row's sum of P x middle value over the warp's keys (the 8 lanes of a t), added to every channel
     if constexpr (VFOLD) {
@@ -1480,11 +1353,6 @@ KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, false, true, 2)
 KBENCH_BD_KEYS(4, false, 64, 32, 4, 2, false, false, true, 2)
 KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, true, true, 2)
 KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, true, true, 2)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, false, true, 3)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, false, true, 3)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 2, false, false, true, 3)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, true, true, 3)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, true, true, 3)
 KBENCH_BD_PARTIAL(4, false, 128, 32, 4, 1, true, 0)
 KBENCH_BD_PARTIAL(4, false, 128, 32, 4, 1, false, 0)
 KBENCH_BD_PARTIAL(4, false, 128, 32, 4, 2, false, 0)
@@ -1508,11 +1376,6 @@ KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, false, false, true, 2)
 KBENCH_BD_KEYS(4, false, 128, 32, 4, 2, false, false, true, 2)
 KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, true, true, true, 2)
 KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, false, true, true, 2)
-KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, true, false, true, 3)
-KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, false, false, true, 3)
-KBENCH_BD_KEYS(4, false, 128, 32, 4, 2, false, false, true, 3)
-KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, true, true, true, 3)
-KBENCH_BD_KEYS(4, false, 128, 32, 4, 1, false, true, true, 3)
 KBENCH_BD_PARTIAL(8, false, 64, 32, 4, 1, true, 0)
 KBENCH_BD_PARTIAL(8, false, 64, 32, 4, 1, false, 0)
 KBENCH_BD_PARTIAL(8, false, 64, 32, 4, 2, false, 0)
@@ -1536,11 +1399,6 @@ KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, false, true, 2)
 KBENCH_BD_KEYS(8, false, 64, 32, 4, 2, false, false, true, 2)
 KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, true, true, 2)
 KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, true, true, 2)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, false, true, 3)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, false, true, 3)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 2, false, false, true, 3)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, true, true, 3)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, true, true, 3)
 KBENCH_BD_PARTIAL(8, false, 128, 32, 4, 1, true, 0)
 KBENCH_BD_PARTIAL(8, false, 128, 32, 4, 1, false, 0)
 KBENCH_BD_PARTIAL(8, false, 128, 32, 4, 2, false, 0)
@@ -1564,11 +1422,6 @@ KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, false, false, true, 2)
 KBENCH_BD_KEYS(8, false, 128, 32, 4, 2, false, false, true, 2)
 KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, true, true, true, 2)
 KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, false, true, true, 2)
-KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, true, false, true, 3)
-KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, false, false, true, 3)
-KBENCH_BD_KEYS(8, false, 128, 32, 4, 2, false, false, true, 3)
-KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, true, true, true, 3)
-KBENCH_BD_KEYS(8, false, 128, 32, 4, 1, false, true, true, 3)
 KBENCH_BD_PARTIAL(16, false, 64, 32, 4, 1, false, 0)
 KBENCH_BD_KEYS(16, false, 64, 32, 4, 1, false, false, true, 0)
 KBENCH_BD_KEYS(16, false, 64, 32, 4, 1, false, false, false, 0)

@@ -135,25 +135,20 @@ def resolve_v_scales(v_scales: str, case, form: str) -> str:
     return "p" if form == "keys" and v_whole(case.d, case.group, CODE_BITS[case.kv_dtype]) else "values"
 
 
-def resolve_masks(masks: str, bits: int, pipe: str = "none") -> str:
-    """masks=auto as the loop form it takes for a cache of ``bits``-bit elements (edge with pipe=ring, which
-    serves the tiles without masks); all or edge as given."""
-    if masks != "auto":
-        return masks
-    return "edge" if pipe == "ring" else AUTO_MASKS[bits]
+def resolve_masks(masks: str, bits: int) -> str:
+    """masks=auto as the loop form it takes for a cache of ``bits``-bit elements; all or edge as given."""
+    return AUTO_MASKS[bits] if masks == "auto" else masks
 
 
 PREFETCH = range(0, 5)  # tiles ahead a warp asks L2 for (form=keys over a dense cache); 0: none
 # Which of the next tile's codes each tile loads into registers (form=keys, int4 and int8 caches): none,
-# K's, or K's and V's; or (ring) the unmasked tiles' codes through a ring of `ring` tiles a warp in shared
-# memory, copied whole by the TMA unit (sm_90 on, caches whose tokens follow one another); the .cu's PIPE.
-PIPE = {"none": 0, "k": 1, "kv": 2, "ring": 3}
-RING_TILES = (2, 3, 4)  # pipe=ring: tiles a warp's ring holds
+# K's, or K's and V's; the .cu's PIPE 0, 1, 2.
+PIPE = {"none": 0, "k": 1, "kv": 2}
 # How the pieces' states are merged: a second kernel (bitdecode_combine) after the partial one, or the
 # last block of each sequence x K/V head x row block to finish, in the partial kernel (no second launch).
 MERGES = ("kernel", "last")
 DEFAULT_PARAMS = {"splits": 0, "tile": 32, "warps": 4, "stages": 0, "masks": "auto", "form": "auto",
-                  "v_scales": "auto", "prefetch": 0, "pipe": "none", "ring": 3, "merge": "kernel"}
+                  "v_scales": "auto", "prefetch": 0, "pipe": "none", "merge": "kernel"}
 
 
 def v_span(d: int, group: int, bits: int) -> int | None:
@@ -212,15 +207,13 @@ def combine_name(d: int, bf16: bool) -> str:
     return _cupy.instance_name("bitdecode_combine", d, bf16)
 
 
-def smem_bytes(d: int, warps: int, bits: int = 16, tile: int = 32, stages: int = 0, form: str = "rows",
-               ring: int = 0) -> int:
+def smem_bytes(d: int, warps: int, bits: int = 16, tile: int = 32, stages: int = 0, form: str = "rows") -> int:
     """The partial kernel's dynamic shared memory (PartialSmem in the .cu): Q's fragments and the ring of
     ``stages`` code tiles a warp (a lane's words of a tile rounded up to 16 bytes), then, in the same
     bytes, each warp's 16 maxima, 16 sums and 16 rows of d + 8 floats of O. form=keys keeps Q in
-    registers: only each warp's 8 maxima, 8 sums and 8 rows of d + 4 floats, in the bytes that, with
-    pipe=ring, held each warp's ``ring`` stages (a tile's K rows and V rows) and their 8-byte mbarriers."""
+    registers: only each warp's 8 maxima, 8 sums and 8 rows of d + 4 floats."""
     if form == "keys":
-        return max(warps * FORM_ROWS["keys"] * (2 + d + 4) * 4, warps * ring * (2 * tile * d * bits // 8 + 8))
+        return warps * FORM_ROWS["keys"] * (2 + d + 4) * 4
     lane_words = (tile // 8) * (d // 4) * bits // 32 + (tile // 16) * 4 * (d // 8) * bits // 32
     ring = stages * warps * math.ceil(lane_words / 4) * 512
     return max(d // 16 * 32 * 16 + ring, warps * ROWS * (2 + d + 8) * 4)
@@ -265,7 +258,7 @@ def split_plan(length: int, programs: int, sms: int, resident: int, tile: int, w
 
 
 def check_config(case, tile: int, warps: int, form: str = "auto", stages: int = 0,
-                 v_scales: str = "auto", prefetch: int = 0, pipe: str = "none", masks: str = "auto") -> str | None:
+                 v_scales: str = "auto", prefetch: int = 0, pipe: str = "none") -> str | None:
     """Why this case, block shape and form cannot run, or None."""
     if seq_lengths.is_ragged(case):  # --l 1000+130000
         return "a ragged batch (one length a sequence): cupy-bitdecode takes one length for every sequence"
@@ -285,10 +278,8 @@ def check_config(case, tile: int, warps: int, form: str = "auto", stages: int = 
     if prefetch and resolve_form(form, stages) != "keys":
         return "prefetch asks L2 for the tiles ahead in the keys form: form=keys (or auto) and stages=0"
     if pipe != "none" and (resolve_form(form, stages) != "keys" or CODE_BITS[case.kv_dtype] == 16):
-        return (f"pipe={pipe} brings the next tiles' codes early: the keys form (form=keys or auto, "
+        return (f"pipe={pipe} loads the next tile's codes into registers: the keys form (form=keys or auto, "
                 "stages=0) over an int4 or int8 cache")
-    if pipe == "ring" and masks == "all":
-        return "pipe=ring serves the tiles without masks: masks=edge or auto"
     if v_scales == "p" and not (resolve_form(form, stages) == "keys"
                                 and v_whole(case.d, case.group, CODE_BITS[case.kv_dtype])):
         return ("v_scales=p folds V's scales into P: the keys form over a quantized cache whose V groups "
@@ -311,9 +302,9 @@ def default_instances() -> list[str]:
             names += [name_expression(bits, bf16, d, tile, warps, vspan, one_group, stages) for vspan, one_group in shapes]
             names += [keys_form_name(bits, bf16, d, tile, warps, vspan, one_group, fold, dense)
                       for vspan, one_group, fold in keys for dense in (True, False)]
-            if bits < 16:  # the next tiles' codes early (pipe=k|kv|ring), over dense caches
+            if bits < 16:  # each tile loading the next one's codes (pipe=k|kv), over dense caches
                 names += [keys_form_name(bits, bf16, d, tile, warps, vspan, one_group, fold, True, pipe)
-                          for pipe in ("k", "kv", "ring") for vspan, one_group, fold in keys]
+                          for pipe in ("k", "kv") for vspan, one_group, fold in keys]
     names += [combine_name(d, bf16) for d in HEAD_DIMS for bf16 in (False, True)]
     return names
 
@@ -384,7 +375,7 @@ def _plan(case, tile: int, warps: int, splits: int, sms: int, resident: int, sta
     return {"bits": bits, "rows": rows, "row_blocks": blocks, "programs": programs, "splits": n_splits,
             "keys_per_split": keys, "grid": (blocks * n_splits, case.batch * case.hkv), "block": (32 * warps,),
             "name": instance(case, tile, warps, stages, form, v_scales, dense, pipe),
-            "block_rows": FORM_ROWS[form]}
+            "smem": smem_bytes(case.d, warps, bits, tile, stages, form), "block_rows": FORM_ROWS[form]}
 
 
 def explain(case, params) -> dict:
@@ -396,16 +387,15 @@ def explain(case, params) -> dict:
 
     tile, warps, stages = params["tile"], params["warps"], params["stages"]
     reason = check_config(case, tile, warps, params["form"], stages, params["v_scales"], params["prefetch"],
-                          params["pipe"], params["masks"])
+                          params["pipe"])
     if reason:
         return {"configuration": f"not runnable: {reason}"}
     bits = CODE_BITS[case.kv_dtype]
-    masks = resolve_masks(params["masks"], bits, params["pipe"])
+    masks = resolve_masks(params["masks"], bits)
     form = resolve_form(params["form"], stages)
     v_scales = resolve_v_scales(params["v_scales"], case, form)
     name = instance(case, tile, warps, stages, form, v_scales, pipe=params["pipe"])
-    ring = params["ring"] if params["pipe"] == "ring" else 0
-    smem = smem_bytes(case.d, warps, bits, tile, stages, form, ring)
+    smem = smem_bytes(case.d, warps, bits, tile, stages, form)
     try:
         resources, failure = from_nvcc(SOURCE, name), None
     except RuntimeError as exc:
@@ -436,11 +426,7 @@ def explain(case, params) -> dict:
                  "the query rows as the mma rows (S = Q Kᵀ, O += P V), an m16 tile")
                 + (" (form=auto for this cache)" if params["form"] == "auto" else ""),
         "block": f"{warps} warps, each its own tiles of {tile} keys",
-        "loads": (f"the unmasked tiles' K and V rows through a ring of {ring} tiles a warp in shared memory "
-                  f"({ring * 2 * tile * case.d * bits // 8} bytes), each stage filled by two bulk copies (the TMA "
-                  "unit, one lane asking) the tile before it ends; the masked tiles' codes into registers as a "
-                  "warp starts them" if ring else
-                  "K's codes into registers during the tile before (after its products with K), V's as a warp "
+        "loads": ("K's codes into registers during the tile before (after its products with K), V's as a warp "
                   "starts a tile" if params["pipe"] == "k" else
                   "codes into registers during the tile before (K's after its products with K, V's after its own), "
                   "two tiles' codes in registers" if params["pipe"] == "kv" else
@@ -491,19 +477,18 @@ def _supports(case):
     supports=_supports, params=dict(DEFAULT_PARAMS), explain=explain,
     allowed={"splits": lambda value: None if value >= 0 else "splits takes 0 (automatic) or a positive number",
              "tile": TILES, "warps": WARPS, "stages": STAGES, "masks": MASKS, "form": FORMS, "v_scales": V_SCALES,
-             "prefetch": PREFETCH, "pipe": PIPE, "ring": RING_TILES, "merge": MERGES},
+             "prefetch": PREFETCH, "pipe": PIPE, "merge": MERGES},
     description="BitDecoding-style decode in CUDA C++: mma.sync m16n8k16 with the keys (or the GQA group) as "
                 "the rows, int4/int8 codes dequantized into the fragments by lop3/prmt, split-KV merged by "
                 "log-sum-exp",
 )
-def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form, v_scales, prefetch, pipe, ring,
-                   merge):
+def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form, v_scales, prefetch, pipe, merge):
     import numpy as np
     import torch
 
     from kbench.occupancy import LIMITS, blocks_per_sm
 
-    reason = check_config(case, tile, warps, form, stages, v_scales, prefetch, pipe, masks)
+    reason = check_config(case, tile, warps, form, stages, v_scales, prefetch, pipe)
     if reason:
         raise Unsupported(reason)
     q = inputs["q"]
@@ -516,6 +501,7 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form, 
         k, v = inputs["k"], inputs["v"]
         scales = ()
         bits = 16
+    masks = resolve_masks(masks, bits)
     for t in (q, k, v, out, *scales):
         if t.stride(-1) != 1:
             raise Unsupported("cupy-bitdecode needs a contiguous last dimension")
@@ -539,14 +525,8 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form, 
     v_scales = resolve_v_scales(v_scales, case, form)
     dense = dense_rows(k, v, scales[2] if v_scales == "p" else None)
     prefetch = prefetch if dense else 0  # the kernel prefetches a tile's rows as whole lines: dense caches only
-    if pipe == "ring":
-        if torch.cuda.get_device_capability(q.device) < (9, 0):
-            raise Unsupported("pipe=ring copies tiles with the TMA unit: sm_90 and later")
-        pipe = pipe if dense else "none"  # the ring copies a tile's rows whole: dense caches only
-    ring = ring if pipe == "ring" else 0
-    masks = resolve_masks(masks, bits, pipe)
     kernel = _cupy.compiled(str(SOURCE), instance(case, tile, warps, stages, form, v_scales, dense, pipe))
-    smem = smem_bytes(case.d, warps, bits, tile, stages, form, ring)
+    smem = smem_bytes(case.d, warps, bits, tile, stages, form)
     if smem > 48 * 1024:  # above 48 KiB a block must opt in to its dynamic shared memory
         if smem > _cupy.smem_optin_limit(q):
             raise Unsupported(f"needs {smem // 1024} KiB of shared memory per block")
@@ -590,7 +570,7 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form, 
             np.int32(plan["keys_per_split"]), np.int32(n_splits), np.int32(rbs), np.int32(case.group),
             np.int32(masks == "edge"), *(np.uint32(x) for x in divisor(case.group)),
             *strides(q), *byte_strides(k), *byte_strides(v), *scale_strides, *strides(out),
-            np.float32(case.d**-0.5 * LOG2_E), np.int32(prefetch), np.int32(ring))
+            np.float32(case.d**-0.5 * LOG2_E), np.int32(prefetch))
     grid, block = plan["grid"], plan["block"]
     if n_splits > 1 and not fused:
         combine = _cupy.compiled(str(SOURCE), combine_name(case.d, bf16))
@@ -613,7 +593,7 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form, 
     run.workspace = (part_o, part_m, part_l, counts) if n_splits > 1 else ()
     run.config = {"splits": n_splits, "keys_per_split": plan["keys_per_split"], "tile": tile, "warps": warps,
                   "stages": stages, "masks": masks, "form": form, "v_scales": v_scales, "prefetch": prefetch,
-                  "pipe": pipe, "ring": ring, "merge": merge if n_splits > 1 else "none (one piece)", "dense_rows": dense, "one_group_a_tile": one_group_a_tile(case.group, tile, bits),
+                  "pipe": pipe, "merge": merge if n_splits > 1 else "none (one piece)", "dense_rows": dense, "one_group_a_tile": one_group_a_tile(case.group, tile, bits),
                   "row_blocks": rbs, "resident_blocks_per_sm": resident, "v_span": vspan,
                   **_cupy.kernel_config(kernel, grid, block, smem)}
     return run

@@ -435,10 +435,10 @@ def test_supported_cases(impl):
 
 def test_params_are_checked_before_anything_runs(impl):
     assert impl.params == {"splits": 0, "tile": 32, "warps": 4, "stages": 0, "masks": "auto", "form": "auto",
-                           "v_scales": "auto", "prefetch": 0, "pipe": "none", "ring": 3, "merge": "kernel"}
-    for arg, message in (("merge=first", "is not one of kernel, last"), ("ring=5", "is not one of 2, 3, 4"), ("tile=48", "is not one of 16, 32, 64"), ("warps=3", "is not one of 2, 4, 8"),
+                           "v_scales": "auto", "prefetch": 0, "pipe": "none", "merge": "kernel"}
+    for arg, message in (("merge=first", "is not one of kernel, last"), ("tile=48", "is not one of 16, 32, 64"), ("warps=3", "is not one of 2, 4, 8"),
                          ("masks=none", "is not one of auto, all, edge"), ("form=cols", "is not one of auto, rows, keys"),
-                         ("v_scales=k", "is not one of auto, values, p"), ("prefetch=5", "is not one of 0, 1, 2, 3, 4"), ("pipe=2", "is not one of none, k, kv, ring"),
+                         ("v_scales=k", "is not one of auto, values, p"), ("prefetch=5", "is not one of 0, 1, 2, 3, 4"), ("pipe=2", "is not one of none, k, kv"),
                          ("splits=-2", "splits takes 0"), ("splits=two", "is not an integer")):
         with pytest.raises(UserError, match=message):
             variants([impl], parse_param_args([arg]))
@@ -635,15 +635,6 @@ def test_form_auto_takes_the_keys_form_where_it_can_run(bd):
     c = case(d=128, kv_dtype="int4", group=32)
     assert bd.instance(c, 32, 4, 0, "keys") == "bitdecode_partial_keys<4, false, 128, 32, 4, 1, true, false, true, 0>"
     assert bd.smem_bytes(128, 4, 4, 32, 0, "keys") == 4 * 8 * (2 + 128 + 4) * 4
-    # pipe=ring: the unmasked tiles through shared memory, so masks=all (no tile without masks) is refused,
-    # auto takes edge; each warp's stages, a tile's K and V rows each, and an 8-byte mbarrier a stage
-    assert bd.check_config(int4, 32, 4, "auto", 0, "auto", 0, "ring") is None
-    assert "masks=edge or auto" in bd.check_config(int4, 32, 4, "auto", 0, "auto", 0, "ring", "all")
-    assert "int4 or int8 cache" in bd.check_config(case(d=128, kv_dtype="bf16"), 32, 4, "auto", 0, "auto", 0, "ring")
-    assert bd.resolve_masks("auto", 8, "ring") == "edge" and bd.resolve_masks("auto", 8) == "all"
-    assert bd.instance(int4, 32, 4, 0, "keys", "p", pipe="ring").endswith("true, true, true, 3>")
-    assert bd.smem_bytes(128, 4, 4, 32, 0, "keys", ring=3) == 4 * 3 * (2 * 32 * 64 + 8)
-    assert bd.smem_bytes(128, 4, 8, 32, 0, "keys", ring=2) == 4 * 2 * (2 * 32 * 128 + 8)
 
 
 def test_v_scales_on_p_where_a_token_has_one_group(bd):
