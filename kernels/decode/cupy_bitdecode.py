@@ -42,10 +42,12 @@ registers a thread, 52 bytes spilled; int8: 168, none); ``kv`` holds two tiles' 
 for int4 (12 warps an SM instead of 16) and up to 255 for int8 (8 instead of 12). prefetch and
 ``pipe=kv`` are off by default: on an H100, neither made a call more than 3 % faster, and prefetch made
 most of them slower (docs/performance.md).
-``--param merge=kernel`` (the default) merges the pieces' states in a second kernel; ``merge=last`` has the
-last block of each sequence x K/V head x row block to finish merge them in the partial kernel: each
-block counts itself in once its state is written (a fenced atomic add), and the one that takes the last
-count reads the others' states from L2 and writes the output, so there is no second launch.
+``--param merge=last`` (the default) has the last block of each sequence x K/V head x row block to finish
+merge the pieces' states in the partial kernel: each block counts itself in once its state is written (a
+fenced atomic add), and the one that takes the last count reads the others' states from L2 and writes the
+output, so there is no second launch. On an H200 (GQA 32/8, d = 128, 32k and 128k keys, one and eight
+sequences) it ran 1.00-1.05x as fast as ``merge=kernel`` (a second kernel, bitdecode_combine) at eight
+sequences, 0.99-1.02x at one (docs/performance.md).
 ``--param masks=all``: every tile clamps its keys' addresses to the cache and masks its scores;
 ``masks=edge``: only a piece's last tiles do, the tiles before them (whose keys are all in the cache
 and visible to every query) run a copy of the loop without either, about 6-10 % fewer instructions a
@@ -148,7 +150,7 @@ PIPE = {"none": 0, "k": 1, "kv": 2}
 # last block of each sequence x K/V head x row block to finish, in the partial kernel (no second launch).
 MERGES = ("kernel", "last")
 DEFAULT_PARAMS = {"splits": 0, "tile": 32, "warps": 4, "stages": 0, "masks": "auto", "form": "auto",
-                  "v_scales": "auto", "prefetch": 0, "pipe": "none", "merge": "kernel"}
+                  "v_scales": "auto", "prefetch": 0, "pipe": "none", "merge": "last"}
 
 
 def v_span(d: int, group: int, bits: int) -> int | None:
