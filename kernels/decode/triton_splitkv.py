@@ -68,6 +68,14 @@ LONG_PIECE_TILES = 64
 # one sequence, three stages either way) 64 pieces a head (512 programs) ran 1.15x and 1.19x faster
 # than 32 or 33 at 32k and 128k tokens (docs/performance.md).
 ALWAYS_FULL_BITS = (4,)
+# An int4 or int8 cache takes at least 64 pieces a sequence x head, while each keeps 8 tiles or more:
+# many short programs instead of a few long ones. On an H200 (GQA 32/8, d 128, groups of 128, 32k and
+# 128k tokens, interleaved against the pieces before this rule) eight sequences in 64 pieces instead of
+# 8 ran 1.31x and 1.37x faster for int8 and 1.07x and 1.10x for int4 (1.23-1.27x and 1.07-1.08x with
+# the pipeline depth held at two stages); one int8 sequence in 64 instead of 32 or 33, 0.97-0.98x
+# (docs/performance.md).
+QUANTIZED_MIN_PIECES = {4: 64, 8: 64}
+QUANTIZED_MIN_PIECE_TILES = 8
 # stages=auto: three pipeline stages from this many pieces a sequence x head (one sequence: 32 or 33 at
 # 32k and 128k tokens on an H200), two below it (eight sequences: 8 pieces).
 DEEP_PIPELINE_SPLITS = 16
@@ -278,14 +286,26 @@ def auto_programs_per_sm(tiles: int, sequences_x_heads: int, sms: int, bits: int
     return SHORT_PIECE_PROGRAMS_PER_SM
 
 
+def auto_pieces(tiles: int, sequences_x_heads: int, sms: int, bits: int = 0) -> tuple[int, str]:
+    """splits=auto's pieces a sequence x head for a cache of ``tiles`` K/V tiles of ``bits``-bit codes, and
+    what set them (for kbench explain): the programs an SM, or an int4 or int8 cache's floor."""
+    per_sm = auto_programs_per_sm(tiles, sequences_x_heads, sms, bits)
+    pieces = max(1, per_sm * sms // sequences_x_heads)
+    floor = min(QUANTIZED_MIN_PIECES.get(bits, 1), tiles // QUANTIZED_MIN_PIECE_TILES)
+    if floor > pieces:
+        return floor, (f"at least {floor} for an int{bits} cache, {QUANTIZED_MIN_PIECE_TILES} tiles or more a piece")
+    return pieces, f"at most {per_sm} programs an SM"
+
+
 def split_plan(length: int, sequences_x_heads: int, sms: int, splits="auto", block_n: int = BLOCK_N,
                bits: int = 0) -> tuple[int, int]:
     """(splits, keys a split) for a cache of ``length`` tokens of ``bits``-bit codes (0: 16-bit values):
     ``splits`` pieces of whole K/V tiles, ``auto`` as many as keep the programs within
-    auto_programs_per_sm an SM; never more than the cache has tiles."""
+    auto_programs_per_sm an SM, and for an int4 or int8 cache at least QUANTIZED_MIN_PIECES where each
+    piece keeps QUANTIZED_MIN_PIECE_TILES tiles; never more than the cache has tiles."""
     tiles = max(1, math.ceil(length / block_n))
     if splits == "auto":
-        wanted = max(1, auto_programs_per_sm(tiles, sequences_x_heads, sms, bits) * sms // sequences_x_heads)
+        wanted, _ = auto_pieces(tiles, sequences_x_heads, sms, bits)
     else:
         wanted = int(splits)
         if wanted < 1:
@@ -449,9 +469,9 @@ def explain(case, params) -> dict:
                           f"tile(s) of {plan['block_m']} rows ({plan['block_m'] * plan['row_blocks'] - rows} zero "
                           "rows: tl.dot's M is at least 16)",
         "pieces of the cache": f"{plan['splits']} of {plan['keys_per_split']:,} keys a sequence x K/V head ("
-                               + (f"automatic: at most {auto_programs_per_sm(-(-seq_lengths.cache_length(case) // block_n), sequences_x_heads_as_cut(case), h200.sms, bits)}"
-                                  " programs an SM on an H200"
-                                  if params["splits"] == "auto" else "fixed") + ")",
+                               + ("automatic: " + auto_pieces(-(-seq_lengths.cache_length(case) // block_n),
+                                                              sequences_x_heads_as_cut(case), h200.sms, bits)[1]
+                                  + " on an H200" if params["splits"] == "auto" else "fixed") + ")",
         **({"pieces a sequence": seq_lengths.pieces_a_sequence(case, plan["splits"], plan["keys_per_split"],
                                                                case.hkv * plan["row_blocks"])}
            if seq_lengths.is_ragged(case) else {}),

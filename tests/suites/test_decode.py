@@ -290,8 +290,13 @@ def test_split_plan_covers_the_cache_in_whole_tiles(splitkv):
     # sequences' pieces are long anyway
     assert splitkv.split_plan(131072, sequences_x_heads=8, sms=132, bits=4) == (64, 2048)
     assert splitkv.split_plan(32768, sequences_x_heads=8, sms=132, bits=4) == (64, 512)
-    assert splitkv.split_plan(131072, sequences_x_heads=64, sms=132, bits=4) == (8, 16384)
-    assert splitkv.split_plan(131072, sequences_x_heads=8, sms=132, bits=8) == (33, 4032)
+    # int4 and int8 caches: at least 64 pieces while each keeps 8 tiles (eight sequences: 64 instead of 8;
+    # 4099 tokens, 65 tiles: 8 pieces of 9 tiles instead of 4, not 64 of one); int2 and 16-bit caches keep 8
+    assert splitkv.split_plan(131072, sequences_x_heads=64, sms=132, bits=4) == (64, 2048)
+    assert splitkv.split_plan(32768, sequences_x_heads=64, sms=132, bits=8) == (64, 512)
+    assert splitkv.split_plan(131072, sequences_x_heads=8, sms=132, bits=8) == (64, 2048)
+    assert splitkv.split_plan(4099, sequences_x_heads=64, sms=132, bits=8) == (8, 576)
+    assert splitkv.split_plan(131072, sequences_x_heads=64, sms=132, bits=2) == (8, 16384)
     assert splitkv.launch_plan(case(l=131072, hq=32, hkv=8, d=128, kv_dtype="int4", group=128), 132, 4)["splits"] == 64
     assert splitkv.row_tiling(4) == (16, 1) and splitkv.row_tiling(96) == (64, 2)
 
@@ -320,7 +325,9 @@ def test_int4_and_int2_programs_are_held_to_128_registers_in_their_default_form(
         c = case(l=131072, batch=8, hq=32, hkv=8, d=128, kv_dtype=kv_dtype, group=group)
         bits = splitkv.CACHE_BITS[kv_dtype]
         return splitkv.partial_options(splitkv.launch_plan(c, 132, bits), bits, 4, loads)
-    assert options("int4") == {"num_warps": 4, "num_stages": 2, "maxnreg": 128} == options("int2")
+    # eight sequences: int4 in 64 pieces (three stages), int2 in 8 (two)
+    assert options("int4") == {"num_warps": 4, "num_stages": 3, "maxnreg": 128}
+    assert options("int2") == {"num_warps": 4, "num_stages": 2, "maxnreg": 128}
     assert options("int4", group=128)["maxnreg"] == 128
     for unbounded in (options("int8"), options("fp16"), options("int4", loads="tma"), options("int4", group=48)):
         assert "maxnreg" not in unbounded
@@ -349,7 +356,8 @@ def test_kbench_run_decode_on_the_cpu(cli, tmp_path):
 
 def test_kbench_explain_shows_the_pieces_programs_and_depth_of_triton_splitkv(cli):
     """On an H200 (132 SMs): one sequence of 32k tokens is cut into 32 pieces a head, three stages deep;
-    eight sequences of 128k tokens into 8, two deep; the grid counts the programs and the merge's."""
+    eight sequences of 128k tokens into 8, two deep, but 64 for an int4 cache; the grid counts the programs
+    and the merge's."""
     def explained(*args):
         result = cli("explain", "decode", "--impl", "triton-splitkv", "--q", "1", "--hq", "32", "--hkv", "8",
                      "--d", "128", *args)
@@ -362,9 +370,12 @@ def test_kbench_explain_shows_the_pieces_programs_and_depth_of_triton_splitkv(cl
     assert "each one TMA copy from a tensor descriptor (loads=auto)" in text
     assert "the merge: 128 programs of one row and 32 channels, each loading 32 pieces' states at once" in text
     assert "4 of the GQA group (query heads x 1 queries) in 1 tile(s) of 16 rows (12 zero rows" in text
-    text = explained("--l", "131072", "--batch", "8", "--kv-dtype", "int4")
+    text = explained("--l", "131072", "--batch", "8", "--kv-dtype", "int2")
     assert "8 of 16,384 keys a sequence x K/V head (automatic: at most 4 programs an SM" in text
     assert "= 512 programs" in text and "pipelined 2 deep" in text
+    text = explained("--l", "131072", "--batch", "8", "--kv-dtype", "int4")
+    assert "64 of 2,048 keys a sequence x K/V head (automatic: at least 64 for an int4 cache, 8 tiles" in text
+    assert "= 4096 programs" in text and "pipelined 3 deep" in text
     assert "int4 codes two a byte" in text and "K's scales read once a tile, V's read once a tile" in text
     assert "loaded through pointers (loads=auto)" in text
     text = explained("--l", "1000+130000")  # a ragged batch: its pieces a sequence
