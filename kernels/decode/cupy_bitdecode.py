@@ -37,11 +37,12 @@ that tile's loads wait on L2 instead of HBM; 0 asks for nothing.
 registers once its own products with K are done (``k``), and also the next one's V codes (with V's
 scales) once its products with V are (``kv``), so that they arrive while the tile's softmax and products
 run; the loop without masks stops a round early so that its tiles' next ones are unmasked too; ``none``
-(the default) loads a tile's codes as the warp starts it. ``k`` keeps the warps an SM (int4: 128
-registers a thread, 52 bytes spilled; int8: 168, none); ``kv`` holds two tiles' codes, 168 registers
-for int4 (12 warps an SM instead of 16) and up to 255 for int8 (8 instead of 12). prefetch and
-``pipe=kv`` are off by default: on an H100, neither made a call more than 3 % faster, and prefetch made
-most of them slower (docs/performance.md).
+loads a tile's codes as the warp starts it. ``k`` keeps the warps an SM (int4: 128 registers a thread,
+52 bytes spilled; int8: 168, none); ``kv`` holds two tiles' codes, 168 registers for int4 (12 warps an
+SM instead of 16) and up to 255 for int8 (8 instead of 12). ``pipe=auto`` (the default) takes kv for an
+int8 cache whose tokens follow one another and none elsewhere: on an H200, kv ran int8 1.02-1.05x as fast
+as none and int4 0.96-1.00x. prefetch is off by default: on an H200 it made every call 2-12 % slower
+(docs/performance.md).
 ``--param merge=last`` (the default) has the last block of each sequence x K/V head x row block to finish
 merge the pieces' states in the partial kernel: each block counts itself in once its state is written (a
 fenced atomic add), and the one that takes the last count reads the others' states from L2 and writes the
@@ -146,11 +147,24 @@ PREFETCH = range(0, 5)  # tiles ahead a warp asks L2 for (form=keys over a dense
 # Which of the next tile's codes each tile loads into registers (form=keys, int4 and int8 caches): none,
 # K's, or K's and V's; the .cu's PIPE 0, 1, 2.
 PIPE = {"none": 0, "k": 1, "kv": 2}
+PIPES = ("auto", *PIPE)
+# pipe=auto: kv for an int8 cache whose tokens follow one another in the keys form, none elsewhere. On an
+# H200 (GQA 32/8, d = 128, groups of 128, 32k and 128k keys, one and eight sequences, interleaved) pipe=kv
+# ran int8 1.02-1.05x as fast as none, int4 0.96-1.00x (docs/performance.md).
+AUTO_PIPE_BITS = (8,)
+
+
+def resolve_pipe(pipe: str, bits: int, form: str, dense: bool = True) -> str:
+    """pipe=auto as the loads it takes (kv where AUTO_PIPE_BITS, the keys form and a dense cache meet, else
+    none); none, k or kv as given."""
+    if pipe != "auto":
+        return pipe
+    return "kv" if bits in AUTO_PIPE_BITS and form == "keys" and dense else "none"
 # How the pieces' states are merged: a second kernel (bitdecode_combine) after the partial one, or the
 # last block of each sequence x K/V head x row block to finish, in the partial kernel (no second launch).
 MERGES = ("kernel", "last")
 DEFAULT_PARAMS = {"splits": 0, "tile": 32, "warps": 4, "stages": 0, "masks": "auto", "form": "auto",
-                  "v_scales": "auto", "prefetch": 0, "pipe": "none", "merge": "last"}
+                  "v_scales": "auto", "prefetch": 0, "pipe": "auto", "merge": "last"}
 
 
 def v_span(d: int, group: int, bits: int) -> int | None:
@@ -279,7 +293,7 @@ def check_config(case, tile: int, warps: int, form: str = "auto", stages: int = 
         return "form=keys loads each tile into registers: stages=0 only"
     if prefetch and resolve_form(form, stages) != "keys":
         return "prefetch asks L2 for the tiles ahead in the keys form: form=keys (or auto) and stages=0"
-    if pipe != "none" and (resolve_form(form, stages) != "keys" or CODE_BITS[case.kv_dtype] == 16):
+    if pipe not in ("none", "auto") and (resolve_form(form, stages) != "keys" or CODE_BITS[case.kv_dtype] == 16):
         return (f"pipe={pipe} loads the next tile's codes into registers: the keys form (form=keys or auto, "
                 "stages=0) over an int4 or int8 cache")
     if v_scales == "p" and not (resolve_form(form, stages) == "keys"
@@ -396,7 +410,8 @@ def explain(case, params) -> dict:
     masks = resolve_masks(params["masks"], bits)
     form = resolve_form(params["form"], stages)
     v_scales = resolve_v_scales(params["v_scales"], case, form)
-    name = instance(case, tile, warps, stages, form, v_scales, pipe=params["pipe"])
+    pipe = resolve_pipe(params["pipe"], bits, form)
+    name = instance(case, tile, warps, stages, form, v_scales, pipe=pipe)
     smem = smem_bytes(case.d, warps, bits, tile, stages, form)
     try:
         resources, failure = from_nvcc(SOURCE, name), None
@@ -405,7 +420,7 @@ def explain(case, params) -> dict:
     resident = blocks_per_sm(32 * warps, resources["registers"], smem)["blocks_per_sm"] if resources else 1
     h200 = by_key("h200")
     plan = _plan(case, tile, warps, params["splits"], h200.sms, resident, stages, form, v_scales,
-                 pipe=params["pipe"])
+                 pipe=pipe)
     blocks = plan["grid"][0] * plan["grid"][1]
     block_rows, keys_form = plan["block_rows"], form == "keys"
     figures = {
@@ -429,11 +444,12 @@ def explain(case, params) -> dict:
                 + (" (form=auto for this cache)" if params["form"] == "auto" else ""),
         "block": f"{warps} warps, each its own tiles of {tile} keys",
         "loads": ("K's codes into registers during the tile before (after its products with K), V's as a warp "
-                  "starts a tile" if params["pipe"] == "k" else
+                  "starts a tile" if pipe == "k" else
                   "codes into registers during the tile before (K's after its products with K, V's after its own), "
-                  "two tiles' codes in registers" if params["pipe"] == "kv" else
+                  "two tiles' codes in registers" if pipe == "kv" else
                   "codes into registers as a warp starts a tile" if stages == 0 else
                   f"a ring of {stages} tiles a warp in shared memory, cp.async {stages - 1} tiles ahead")
+                 + (" (pipe=auto for this cache)" if params["pipe"] == "auto" and stages == 0 else "")
                  + ("; K's scales once a k16 step for the tile's one group" if one_group_a_tile(case.group, tile, bits)
                     else ("; K's scales once a k16 step and n8 tile" if bits < 16 else "")),
         "prefetch": (f"as a warp starts a tile, it asks L2 for its tile {params['prefetch']} ahead, a 128-byte line "
@@ -479,7 +495,7 @@ def _supports(case):
     supports=_supports, params=dict(DEFAULT_PARAMS), explain=explain,
     allowed={"splits": lambda value: None if value >= 0 else "splits takes 0 (automatic) or a positive number",
              "tile": TILES, "warps": WARPS, "stages": STAGES, "masks": MASKS, "form": FORMS, "v_scales": V_SCALES,
-             "prefetch": PREFETCH, "pipe": PIPE, "merge": MERGES},
+             "prefetch": PREFETCH, "pipe": PIPES, "merge": MERGES},
     description="BitDecoding-style decode in CUDA C++: mma.sync m16n8k16 with the keys (or the GQA group) as "
                 "the rows, int4/int8 codes dequantized into the fragments by lop3/prmt, split-KV merged by "
                 "log-sum-exp",
@@ -527,6 +543,7 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form, 
     v_scales = resolve_v_scales(v_scales, case, form)
     dense = dense_rows(k, v, scales[2] if v_scales == "p" else None)
     prefetch = prefetch if dense else 0  # the kernel prefetches a tile's rows as whole lines: dense caches only
+    pipe = resolve_pipe(pipe, bits, form, dense)
     kernel = _cupy.compiled(str(SOURCE), instance(case, tile, warps, stages, form, v_scales, dense, pipe))
     smem = smem_bytes(case.d, warps, bits, tile, stages, form)
     if smem > 48 * 1024:  # above 48 KiB a block must opt in to its dynamic shared memory

@@ -435,10 +435,10 @@ def test_supported_cases(impl):
 
 def test_params_are_checked_before_anything_runs(impl):
     assert impl.params == {"splits": 0, "tile": 32, "warps": 4, "stages": 0, "masks": "auto", "form": "auto",
-                           "v_scales": "auto", "prefetch": 0, "pipe": "none", "merge": "last"}
+                           "v_scales": "auto", "prefetch": 0, "pipe": "auto", "merge": "last"}
     for arg, message in (("merge=first", "is not one of kernel, last"), ("tile=48", "is not one of 16, 32, 64"), ("warps=3", "is not one of 2, 4, 8"),
                          ("masks=none", "is not one of auto, all, edge"), ("form=cols", "is not one of auto, rows, keys"),
-                         ("v_scales=k", "is not one of auto, values, p"), ("prefetch=5", "is not one of 0, 1, 2, 3, 4"), ("pipe=2", "is not one of none, k, kv"),
+                         ("v_scales=k", "is not one of auto, values, p"), ("prefetch=5", "is not one of 0, 1, 2, 3, 4"), ("pipe=2", "is not one of auto, none, k, kv"),
                          ("splits=-2", "splits takes 0"), ("splits=two", "is not an integer")):
         with pytest.raises(UserError, match=message):
             variants([impl], parse_param_args([arg]))
@@ -632,6 +632,11 @@ def test_form_auto_takes_the_keys_form_where_it_can_run(bd):
     assert bd.instance(int4, 32, 4, 0, "keys", "p", pipe="kv") == \
         "bitdecode_partial_keys<4, false, 128, 32, 4, 1, true, true, true, 2>"
     assert bd.instance(int4, 32, 4, 0, "keys", "p", pipe="k").endswith("true, true, true, 1>")
+    # pipe=auto: kv for a dense int8 cache in the keys form, none elsewhere (and no refusal: it asks nothing)
+    assert bd.resolve_pipe("auto", 8, "keys") == "kv" and bd.resolve_pipe("auto", 8, "keys", dense=False) == "none"
+    assert bd.resolve_pipe("auto", 4, "keys") == "none" == bd.resolve_pipe("auto", 8, "rows")
+    assert bd.resolve_pipe("auto", 16, "keys") == "none" and bd.resolve_pipe("k", 4, "keys") == "k"
+    assert bd.check_config(case(d=128, kv_dtype="fp16"), 32, 4, "rows", 0, "auto", 0, "auto") is None
     c = case(d=128, kv_dtype="int4", group=32)
     assert bd.instance(c, 32, 4, 0, "keys") == "bitdecode_partial_keys<4, false, 128, 32, 4, 1, true, false, true, 0>"
     assert bd.smem_bytes(128, 4, 4, 32, 0, "keys") == 4 * 8 * (2 + 128 + 4) * 4
