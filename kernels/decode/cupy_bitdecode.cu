@@ -10,7 +10,8 @@
 // row blocks (grid neighbours, so they read the same piece from L2). Each warp walks its own TN-key tiles
 // of the piece (tiles warp, warp + WARPS, ...) with its own online softmax; at the end the warps'
 // states are merged through shared memory, and the block writes either the output (one piece) or
-// its m, l and unnormalised O (fp32) for bitdecode_combine, which merges the pieces by log-sum-exp.
+// its m, l and unnormalised O (fp32), which the last block of its sequence x head x row block to
+// finish (merge_pieces), or a second kernel (bitdecode_combine), merges by log-sum-exp.
 //
 // Codes are read from global memory with 64/128-bit loads into registers (no shared memory: each
 // lane loads exactly the bytes of its own fragments), then turned into fp16 pairs with the
@@ -412,7 +413,8 @@ __device__ __forceinline__ void write_block(const float* sm_m, const float* sm_l
 // K/V head x row block) to finish its piece merges every piece's state. Each block counts itself in
 // counts[program] once its state is written; the one that takes the last ticket reads the others'
 // states (fenced before the count, so the count orders them) and resets the count for the next call.
-// At one sequence the merge kernel's launch and its own trip to memory were a fifth of a 32k-key call.
+// At one sequence the merge kernel was a fifth of a 32k-key int4 call under Nsight Compute on an H100
+// (5.2 of 24.8 us), its launch and its own trips to memory.
 __device__ __forceinline__ bool last_piece(int* counts, long long program, int splits) {
     __shared__ int last;
     __threadfence();  // this thread's part of the state visible to every block before the block counts
@@ -433,11 +435,12 @@ __device__ __forceinline__ bool last_piece(int* counts, long long program, int s
 // are fewer than the warps, else 1), a lane D / 32 channels of O. A round takes MERGE_PIECES<D> pieces:
 // lane i loads piece i's maximum and sum, every lane its channels of each piece's O (one float4 or
 // float2 a piece), all at once; the round's maximum and sum come from warp shuffles, and each piece's
-// weight from its lane. So 66 pieces (one sequence, GQA 32/8, an H100's 132 SMs x 4 blocks) are five
-// trips to L2 a warp at d = 128, and 8 pieces (eight sequences) one. (With 24 pieces a round at d = 128,
-// ptxas for sm_90 spills three of the int4 loop's registers, 6 local accesses a tile; with 16, it
-// reloads one, 3 instructions more a tile than without the merge.) Where a row has several ways, they meet in shared memory (`scratch`, WARPS x (D + 2)
-// floats). The states are read from L2 (ld.global.cg): other blocks wrote them.
+// weight from its lane. So 66 pieces (one sequence, GQA 32/8, 132 SMs x 4 blocks) are five trips to L2
+// a warp at d = 128, and 8 pieces (eight sequences) one. (With 24 pieces a round at d = 128, ptxas for
+// sm_90 spills three of the int4 loop's registers, 6 local accesses a tile; with 16, it reloads one, 3
+// instructions more a tile than without the merge.) Where a row has several ways, they meet in shared
+// memory (`scratch`, WARPS x (D + 2) floats). The states are read from L2 (ld.global.cg): other blocks
+// wrote them.
 template <int D>
 constexpr int MERGE_PIECES = 2048 / D;  // 16 or 32: O's loads in flight, 64 registers a lane
 
@@ -840,7 +843,8 @@ bitdecode_partial(BITDECODE_PARTIAL_PARAMS) {
     __syncthreads();
 
     const int rows_here = min(16, rows - rb * 16);
-    const long long program = static_cast<long long>(bh) * row_blocks + rb;  // its pieces' states: slots program x splits ..
+    // sequence x K/V head x row block: its pieces' states are slots program x splits + split
+    const long long program = static_cast<long long>(bh) * row_blocks + rb;
     const long long slot = program * splits + split;
     // O was stored in fragment order: column 8 jn + c holds channel c D/8 + jn.
     write_block<D, 16, SM::OSTRIDE, WARPS, BF16>(
@@ -1237,7 +1241,8 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
     __syncthreads();
 
     const int rows_here = min(ROWS, rows - rb * ROWS);
-    const long long program = static_cast<long long>(bh) * row_blocks + rb;  // its pieces' states: slots program x splits ..
+    // sequence x K/V head x row block: its pieces' states are slots program x splits + split
+    const long long program = static_cast<long long>(bh) * row_blocks + rb;
     const long long slot = program * splits + split;
     write_block<D, ROWS, OSTRIDE, WARPS, BF16>(sm_m, sm_l, sm_o, rows_here, [](int c) { return c; }, O, part_o, part_m,
                                                part_l, slot, rb * ROWS, b, kvh, gqa, nq, o_sb, o_sh, o_sq);
