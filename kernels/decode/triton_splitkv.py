@@ -68,8 +68,10 @@ LONG_PIECE_TILES = 64
 # one sequence, three stages either way) 64 pieces a head (512 programs) ran 1.15x and 1.19x faster
 # than 32 or 33 at 32k and 128k tokens (docs/performance.md).
 ALWAYS_FULL_BITS = (4,)
-# An int4 or int8 cache takes at least 64 pieces a sequence x head, while each keeps 8 tiles or more:
-# many short programs instead of a few long ones. On an H200 (GQA 32/8, d 128, groups of 128, 32k and
+# An int4 or int8 cache whose groups are whole tiles takes at least 64 pieces a sequence x head, while
+# each keeps 8 tiles or more: many short programs instead of a few long ones. (A tile that gathers its
+# scales element by element is left as it was: at 64 pieces stages=auto takes three stages, and its int4
+# build then spills 256 bytes, Triton 3.6 for sm_90.) On an H200 (GQA 32/8, d 128, groups of 128, 32k and
 # 128k tokens, interleaved against the pieces before this rule) eight sequences in 64 pieces instead of
 # 8 ran 1.31x and 1.37x faster for int8 and 1.07x and 1.10x for int4 (1.23-1.27x and 1.07-1.08x with
 # the pipeline depth held at two stages); one int8 sequence in 64 instead of 32 or 33, 0.97-0.98x
@@ -286,26 +288,29 @@ def auto_programs_per_sm(tiles: int, sequences_x_heads: int, sms: int, bits: int
     return SHORT_PIECE_PROGRAMS_PER_SM
 
 
-def auto_pieces(tiles: int, sequences_x_heads: int, sms: int, bits: int = 0) -> tuple[int, str]:
+def auto_pieces(tiles: int, sequences_x_heads: int, sms: int, bits: int = 0,
+                whole_groups: bool = True) -> tuple[int, str]:
     """splits=auto's pieces a sequence x head for a cache of ``tiles`` K/V tiles of ``bits``-bit codes, and
-    what set them (for kbench explain): the programs an SM, or an int4 or int8 cache's floor."""
+    what set them (for kbench explain): the programs an SM, or the floor of an int4 or int8 cache whose
+    groups are whole tiles (``whole_groups``)."""
     per_sm = auto_programs_per_sm(tiles, sequences_x_heads, sms, bits)
     pieces = max(1, per_sm * sms // sequences_x_heads)
-    floor = min(QUANTIZED_MIN_PIECES.get(bits, 1), tiles // QUANTIZED_MIN_PIECE_TILES)
+    floor = min(QUANTIZED_MIN_PIECES.get(bits, 1), tiles // QUANTIZED_MIN_PIECE_TILES) if whole_groups else 1
     if floor > pieces:
         return floor, (f"at least {floor} for an int{bits} cache, {QUANTIZED_MIN_PIECE_TILES} tiles or more a piece")
     return pieces, f"at most {per_sm} programs an SM"
 
 
 def split_plan(length: int, sequences_x_heads: int, sms: int, splits="auto", block_n: int = BLOCK_N,
-               bits: int = 0) -> tuple[int, int]:
+               bits: int = 0, whole_groups: bool = True) -> tuple[int, int]:
     """(splits, keys a split) for a cache of ``length`` tokens of ``bits``-bit codes (0: 16-bit values):
     ``splits`` pieces of whole K/V tiles, ``auto`` as many as keep the programs within
-    auto_programs_per_sm an SM, and for an int4 or int8 cache at least QUANTIZED_MIN_PIECES where each
-    piece keeps QUANTIZED_MIN_PIECE_TILES tiles; never more than the cache has tiles."""
+    auto_programs_per_sm an SM, and for an int4 or int8 cache whose groups are whole tiles at least
+    QUANTIZED_MIN_PIECES where each piece keeps QUANTIZED_MIN_PIECE_TILES tiles; never more than the cache
+    has tiles."""
     tiles = max(1, math.ceil(length / block_n))
     if splits == "auto":
-        wanted, _ = auto_pieces(tiles, sequences_x_heads, sms, bits)
+        wanted, _ = auto_pieces(tiles, sequences_x_heads, sms, bits, whole_groups)
     else:
         wanted = int(splits)
         if wanted < 1:
@@ -361,12 +366,12 @@ def launch_plan(case, sms: int, bits: int, splits="auto", block_n: int = BLOCK_N
     tile's keys (k_spread) and channels (v_spread) share each scale of a ``bits``-bit cache that a tile
     reads once (0: read once per element)."""
     bh = case.batch * case.hkv
-    n_splits, keys_per_split = split_plan(seq_lengths.cache_length(case), sequences_x_heads_as_cut(case), sms, splits,
-                                          block_n, bits)
-    rows = case.hq // case.hkv * case.q
-    block_m, row_blocks = row_tiling(rows)
     k_spread = min(case.group, block_n) if bits and (block_n % case.group == 0 or case.group % block_n == 0) else 0
     v_spread = case.group if bits and case.d % case.group == 0 else 0
+    n_splits, keys_per_split = split_plan(seq_lengths.cache_length(case), sequences_x_heads_as_cut(case), sms, splits,
+                                          block_n, bits, bool(k_spread and v_spread))
+    rows = case.hq // case.hkv * case.q
+    block_m, row_blocks = row_tiling(rows)
     return {"bh": bh, "splits": n_splits, "keys_per_split": keys_per_split, "rows": rows, "block_m": block_m,
             "row_blocks": row_blocks, "stages": resolve_stages(stages, n_splits), "k_spread": k_spread,
             "v_spread": v_spread, "whole_groups": case.group if k_spread and v_spread else 0,
@@ -470,7 +475,8 @@ def explain(case, params) -> dict:
                           "rows: tl.dot's M is at least 16)",
         "pieces of the cache": f"{plan['splits']} of {plan['keys_per_split']:,} keys a sequence x K/V head ("
                                + ("automatic: " + auto_pieces(-(-seq_lengths.cache_length(case) // block_n),
-                                                              sequences_x_heads_as_cut(case), h200.sms, bits)[1]
+                                                              sequences_x_heads_as_cut(case), h200.sms, bits,
+                                                              plan["whole_groups"] > 0)[1]
                                   + " on an H200" if params["splits"] == "auto" else "fixed") + ")",
         **({"pieces a sequence": seq_lengths.pieces_a_sequence(case, plan["splits"], plan["keys_per_split"],
                                                                case.hkv * plan["row_blocks"])}

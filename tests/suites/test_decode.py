@@ -297,6 +297,10 @@ def test_split_plan_covers_the_cache_in_whole_tiles(splitkv):
     assert splitkv.split_plan(131072, sequences_x_heads=8, sms=132, bits=8) == (64, 2048)
     assert splitkv.split_plan(4099, sequences_x_heads=64, sms=132, bits=8) == (8, 576)
     assert splitkv.split_plan(131072, sequences_x_heads=64, sms=132, bits=2) == (8, 16384)
+    # ... and only where its groups are whole tiles (groups of 48 gather their scales per element)
+    assert splitkv.split_plan(131072, sequences_x_heads=64, sms=132, bits=4, whole_groups=False) == (8, 16384)
+    assert splitkv.launch_plan(case(l=131072, batch=8, hq=32, hkv=8, d=128, kv_dtype="int4", group=48), 132,
+                               4)["splits"] == 8
     assert splitkv.launch_plan(case(l=131072, hq=32, hkv=8, d=128, kv_dtype="int4", group=128), 132, 4)["splits"] == 64
     assert splitkv.row_tiling(4) == (16, 1) and splitkv.row_tiling(96) == (64, 2)
 

@@ -50,8 +50,9 @@ def splitkv_builds():
     from kbench.suite import Case
 
     # 128k tokens, GQA 32/8, d 128: int4, int8 and int2 caches in groups of 32 (whole groups a tile), int4
-    # in groups of 48 (a scale gathered per element) and of 128 (a K scale a tile), at eight sequences (two
-    # stages); fp16 at eight and at one (three stages: stages=auto)
+    # in groups of 48 (a scale gathered per element) and of 128 (a K scale a tile), at eight sequences (int4
+    # and int8 in whole groups: 64 pieces, three stages; int2 and int4 in groups of 48: 8, two); fp16 at
+    # eight (two stages) and at one (three)
     for kv_dtype, group, batch in (("int4", 32, 8), ("int8", 32, 8), ("int2", 32, 8), ("int4", 48, 8), ("int4", 128, 8),
                                    ("fp16", 32, 8), ("fp16", 32, 1)):
         case = Case({"l": 131072, "q": 1, "batch": batch, "hq": 32, "hkv": 8, "d": 128, "kv_dtype": kv_dtype,
