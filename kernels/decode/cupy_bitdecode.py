@@ -160,6 +160,8 @@ def resolve_pipe(pipe: str, bits: int, form: str, dense: bool = True) -> str:
     if pipe != "auto":
         return pipe
     return "kv" if bits in AUTO_PIPE_BITS and form == "keys" and dense else "none"
+
+
 # How the pieces' states are merged: a second kernel (bitdecode_combine) after the partial one, or the
 # last block of each sequence x K/V head x row block to finish, in the partial kernel (no second launch).
 MERGES = ("kernel", "last")
@@ -381,8 +383,7 @@ def lane_table(bits: int, d: int, form: str) -> list[dict]:
     return rows
 
 
-def _plan(case, tile: int, warps: int, splits: int, sms: int, resident: int, stages: int = 0,
-          form: str = "rows", v_scales: str = "values", dense: bool = True, pipe: str = "none") -> dict:
+def _plan(case, tile: int, warps: int, splits: int, sms: int, resident: int, form: str = "rows") -> dict:
     bits = CODE_BITS[case.kv_dtype]
     rows = case.hq // case.hkv * case.q
     blocks = row_blocks(rows, form)
@@ -390,8 +391,7 @@ def _plan(case, tile: int, warps: int, splits: int, sms: int, resident: int, sta
     n_splits, keys = split_plan(case.l, programs, sms, resident, tile, warps, splits)
     return {"bits": bits, "rows": rows, "row_blocks": blocks, "programs": programs, "splits": n_splits,
             "keys_per_split": keys, "grid": (blocks * n_splits, case.batch * case.hkv), "block": (32 * warps,),
-            "name": instance(case, tile, warps, stages, form, v_scales, dense, pipe),
-            "smem": smem_bytes(case.d, warps, bits, tile, stages, form), "block_rows": FORM_ROWS[form]}
+            "block_rows": FORM_ROWS[form]}
 
 
 def explain(case, params) -> dict:
@@ -419,8 +419,7 @@ def explain(case, params) -> dict:
         resources, failure = None, f"could not compile: {exc}"
     resident = blocks_per_sm(32 * warps, resources["registers"], smem)["blocks_per_sm"] if resources else 1
     h200 = by_key("h200")
-    plan = _plan(case, tile, warps, params["splits"], h200.sms, resident, stages, form, v_scales,
-                 pipe=pipe)
+    plan = _plan(case, tile, warps, params["splits"], h200.sms, resident, form)
     blocks = plan["grid"][0] * plan["grid"][1]
     block_rows, keys_form = plan["block_rows"], form == "keys"
     figures = {
@@ -553,8 +552,7 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form, 
     props = torch.cuda.get_device_properties(q.device)
     capability = (props.major, props.minor) if (props.major, props.minor) in LIMITS else (9, 0)
     resident = blocks_per_sm(32 * warps, kernel.num_regs, smem + kernel.shared_size_bytes, capability)["blocks_per_sm"]
-    plan = _plan(case, tile, warps, splits, props.multi_processor_count, resident, stages, form, v_scales, dense,
-                 pipe)
+    plan = _plan(case, tile, warps, splits, props.multi_processor_count, resident, form)
     n_splits, rbs = plan["splits"], plan["row_blocks"]
     group_heads = case.hq // case.hkv
 
