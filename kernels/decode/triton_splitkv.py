@@ -368,13 +368,14 @@ def launch_plan(case, sms: int, bits: int, splits="auto", block_n: int = BLOCK_N
     bh = case.batch * case.hkv
     k_spread = min(case.group, block_n) if bits and (block_n % case.group == 0 or case.group % block_n == 0) else 0
     v_spread = case.group if bits and case.d % case.group == 0 else 0
+    whole_groups = bool(k_spread and v_spread)  # a tile reads each of its scales once
     n_splits, keys_per_split = split_plan(seq_lengths.cache_length(case), sequences_x_heads_as_cut(case), sms, splits,
-                                          block_n, bits, bool(k_spread and v_spread))
+                                          block_n, bits, whole_groups)
     rows = case.hq // case.hkv * case.q
     block_m, row_blocks = row_tiling(rows)
     return {"bh": bh, "splits": n_splits, "keys_per_split": keys_per_split, "rows": rows, "block_m": block_m,
             "row_blocks": row_blocks, "stages": resolve_stages(stages, n_splits), "k_spread": k_spread,
-            "v_spread": v_spread, "whole_groups": case.group if k_spread and v_spread else 0,
+            "v_spread": v_spread, "whole_groups": case.group if whole_groups else 0,
             "merge_channels": min(case.d, COMBINE_CHANNELS),
             "merge_pieces": min(MAX_COMBINE_PIECES, 1 << (n_splits - 1).bit_length())}
 
