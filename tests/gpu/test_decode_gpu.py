@@ -224,7 +224,8 @@ def test_cupy_bitdecode_reads_a_cache_whose_tokens_are_apart(registry, kv_dtype,
     assert (dense.double() - ref).abs().max().item() < 0.05 * ref.abs().max().item()
 
 
-LOAD_ORDERS = [{"prefetch": p} for p in (1, 2, 4)] + [{"pipe": "k"}, {"pipe": "kv"}, {"pipe": "kv", "prefetch": 1}]
+LOAD_ORDERS = ([{"prefetch": p} for p in (1, 2, 4)]
+               + [{"pipe": "none"}, {"pipe": "k"}, {"pipe": "kv"}, {"pipe": "kv", "prefetch": 1}])
 
 
 @pytest.mark.usefixtures("needs_cupy")
@@ -234,7 +235,8 @@ def test_cupy_bitdecode_load_order_changes_no_bit(registry, kv_dtype, group, mas
     """prefetch=N (L2 asked for the tiles ahead) and pipe=k|kv (each tile loading the next one's codes) only
     move loads: over 4099 keys (a short last tile), 131072, and 300 (fewer tiles than a piece's warps), in
     pieces and in one, both loops, V's scales on P (groups of 128) and on the values, the output is the
-    same bit for bit as with neither, and the record says what ran (pipe: quantized caches only). The
+    same bit for bit as the default's (pipe=auto: kv for int8, none elsewhere; pipe=none is one of the
+    orders), and the record says what ran (pipe: quantized caches only). The
     pieces are fixed: pipe=kv changes the occupancy, from which splits=0 would choose other pieces (and
     another order of the sums)."""
     import torch
