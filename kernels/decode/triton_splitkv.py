@@ -70,9 +70,10 @@ LONG_PIECE_TILES = 64
 ALWAYS_FULL_BITS = (4,)
 # An int4 or int8 cache whose groups are whole tiles takes at least 64 pieces a sequence x head, while
 # each keeps 8 tiles or more: many short programs instead of a few long ones. (A tile that gathers its
-# scales element by element is left as it was: at 64 pieces stages=auto takes three stages, and its int4
-# build then spills 256 bytes, Triton 3.6 for sm_90.) On an H200 (GQA 32/8, d 128, groups of 128, 32k and
-# 128k tokens, interleaved against the pieces before this rule) eight sequences in 64 pieces instead of
+# scales element by element is left as it was, not measured: at 64 pieces stages=auto takes three
+# stages, at which its int4 build for sm_90 takes 255 registers with Triton 3.6 and spills 256 bytes
+# with 3.9.) On an H200 (GQA 32/8, d 128, groups of 128, 32k and 128k tokens, interleaved against the
+# pieces before this rule) eight sequences in 64 pieces instead of
 # 8 ran 1.31x and 1.37x faster for int8 and 1.07x and 1.10x for int4 (1.23-1.27x and 1.07-1.08x with
 # the pipeline depth held at two stages); one int8 sequence in 64 instead of 32 or 33, 0.97-0.98x
 # (docs/performance.md).
@@ -86,9 +87,10 @@ DEEP_PIPELINE_SPLITS = 16
 COMBINE_CHANNELS = 32
 MAX_COMBINE_PIECES = 64
 # splits=auto plans four programs of 4 warps an SM, which 128 registers a thread allow: int4 and int2
-# tiles fit them without spilling (Triton 3.6, sm_90: 127-128 registers, none spilled, where Triton takes
-# 140-152 left to itself, three programs an SM), so their programs are capped there. int8's would spill
-# (112 bytes at 128), and 16-bit caches take 72-83.
+# tiles fit them (Triton 3.6, sm_90: 123-128 registers, where Triton takes 140-152 left to itself, three
+# programs an SM), so their programs are capped there. None spills but int2 at three stages (one
+# sequence, 32 or 33 pieces): 36 bytes, one reload a tile. int8's would spill (112 bytes at 128), and
+# 16-bit caches take 72-83.
 MAX_REGISTERS = {4: 128, 2: 128}
 # _partial's BITS for a cache type: 8, 4 or 2 bits a code (int4's two a byte, int2's four), 0 for the values
 CACHE_BITS = {"fp16": 0, "bf16": 0, "int8": 8, "int4": 4, "int2": 2}
