@@ -373,6 +373,26 @@ __device__ __forceinline__ void load_v_scales(unsigned (&vs)[2][VSPAN], unsigned
     }
 }
 
+// Softmax states i = first .. last - 1 (maximum m(i), sum sum(i), unnormalised O o(i, j) for j < V) merged
+// by log-sum-exp into l and acc; returns the merged maximum, -inf where no state saw a key (each state
+// then weighs 0, not NaN: its shift is 0).
+template <int V, typename Max, typename Sum, typename Out>
+__device__ __forceinline__ float merge_states(int first, int last, Max m, Sum sum, Out o, float& l, float (&acc)[V]) {
+    float top = neg_inf();
+    for (int i = first; i < last; ++i) top = fmaxf(top, m(i));
+    const float shift = (top == neg_inf()) ? 0.f : top;
+    l = 0.f;
+#pragma unroll
+    for (int j = 0; j < V; ++j) acc[j] = 0.f;
+    for (int i = first; i < last; ++i) {
+        const float weight = fast_exp2(m(i) - shift);
+        l += weight * sum(i);
+#pragma unroll
+        for (int j = 0; j < V; ++j) acc[j] += weight * o(i, j);
+    }
+    return top;
+}
+
 // The block's rows, once every warp has left its state in shared memory (sm_m, sm_l: WARPS x ROWS
 // maxima and sums; sm_o: WARPS x ROWS rows of OSTRIDE floats, column `stored` of a row holding channel
 // channel_of(stored)): merged by log-sum-exp, and written as the output (part_o null: one piece) or
@@ -385,22 +405,15 @@ __device__ __forceinline__ void write_block(const float* sm_m, const float* sm_l
     for (int idx = threadIdx.x; idx < rows_here * D; idx += WARPS * 32) {
         const int r = idx / D, stored = idx % D;
         const int c = channel_of(stored);
-        float mx = neg_inf();
-#pragma unroll
-        for (int w = 0; w < WARPS; ++w) mx = fmaxf(mx, sm_m[w * ROWS + r]);
-        const float shift = (mx == neg_inf()) ? 0.f : mx;  // no key of the piece visible to the row
-        float l = 0.f, acc = 0.f;
-#pragma unroll
-        for (int w = 0; w < WARPS; ++w) {
-            const float weight = fast_exp2(sm_m[w * ROWS + r] - shift);  // a warp that saw nothing weighs 0
-            l += weight * sm_l[w * ROWS + r];
-            acc += weight * sm_o[(w * ROWS + r) * OSTRIDE + stored];
-        }
+        float l, acc[1];
+        const float mx = merge_states(
+            0, WARPS, [&](int w) { return sm_m[w * ROWS + r]; }, [&](int w) { return sm_l[w * ROWS + r]; },
+            [&](int w, int) { return sm_o[(w * ROWS + r) * OSTRIDE + stored]; }, l, acc);
         if (part_o == nullptr) {  // the only piece: the output itself
             const int row = first_row + r;
-            O[group_row(b, kvh, gqa, nq, row, o_sb, o_sh, o_sq) + c] = to_bits<BF16>(acc / l);
+            O[group_row(b, kvh, gqa, nq, row, o_sb, o_sh, o_sq) + c] = to_bits<BF16>(acc[0] / l);
         } else {
-            part_o[(slot * 16 + r) * D + c] = acc;
+            part_o[(slot * 16 + r) * D + c] = acc[0];
             if (stored == 0) {
                 part_m[slot * 16 + r] = mx;
                 part_l[slot * 16 + r] = l;
@@ -507,19 +520,10 @@ __device__ __forceinline__ void merge_pieces(const float* part_o, const float* p
             for (int j = 0; j < V; ++j) mine[lane * V + j] = acc[j];
             __syncthreads();
             if (way == 0 && r < rows_here) {
-                float top = neg_inf();
-                for (int w = warp; w < warp + ways; ++w) top = fmaxf(top, scratch[w * (D + 2) + D]);
-                const float shift = (top == neg_inf()) ? 0.f : top;
-                l = 0.f;
-#pragma unroll
-                for (int j = 0; j < V; ++j) acc[j] = 0.f;
-                for (int w = warp; w < warp + ways; ++w) {
-                    const float* theirs = scratch + w * (D + 2);
-                    const float weight = fast_exp2(theirs[D] - shift);
-                    l += weight * theirs[D + 1];
-#pragma unroll
-                    for (int j = 0; j < V; ++j) acc[j] += weight * theirs[lane * V + j];
-                }
+                merge_states(
+                    warp, warp + ways, [&](int w) { return scratch[w * (D + 2) + D]; },
+                    [&](int w) { return scratch[w * (D + 2) + D + 1]; },
+                    [&](int w, int j) { return scratch[w * (D + 2) + lane * V + j]; }, l, acc);
             }
             __syncthreads();  // scratch free for the next rows
         }
@@ -1310,19 +1314,12 @@ bitdecode_combine(const float* __restrict__ part_o, const float* __restrict__ pa
     warp_o[warp][lane] = acc;
     __syncthreads();
     if (warp > 0) return;
-    float top = neg_inf();
-#pragma unroll
-    for (int w = 0; w < COMBINE_WARPS; ++w) top = fmaxf(top, warp_m[w]);
-    const float shift = (top == neg_inf()) ? 0.f : top;
-    l = 0.f, acc = 0.f;
-#pragma unroll
-    for (int w = 0; w < COMBINE_WARPS; ++w) {
-        const float weight = fast_exp2(warp_m[w] - shift);  // a warp that had no piece, or saw nothing: 0
-        l += weight * warp_l[w];
-        acc += weight * warp_o[w][lane];
-    }
+    float merged[1];  // a warp that had no piece, or saw nothing, weighs 0
+    merge_states(
+        0, COMBINE_WARPS, [&](int w) { return warp_m[w]; }, [&](int w) { return warp_l[w]; },
+        [&](int w, int) { return warp_o[w][lane]; }, l, merged);
     const int b = bh / hkv, kvh = bh % hkv;
-    O[group_row(b, kvh, gqa, nq, row, o_sb, o_sh, o_sq) + c] = to_bits<BF16>(acc / l);
+    O[group_row(b, kvh, gqa, nq, row, o_sb, o_sh, o_sq) + c] = to_bits<BF16>(merged[0] / l);
 }
 
 #ifdef KBENCH_INSTANTIATE
