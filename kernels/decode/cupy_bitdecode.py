@@ -51,9 +51,9 @@ sequences) it ran 1.00-1.05x as fast as ``merge=kernel`` (a second kernel, bitde
 sequences, 0.99-1.02x at one (docs/performance.md).
 ``--param masks=all``: every tile clamps its keys' addresses to the cache and masks its scores;
 ``masks=edge``: only a piece's last tiles do, the tiles before them (whose keys are all in the cache
-and visible to every query) run a copy of the loop without either, about 6-10 % fewer instructions a
-tile (ptxas for sm_90: 878 against 933 for an int4 cache at d = 128, 837 against 894 for int8, 408
-against 451 for fp16, in the rows form). ``masks=auto`` (the default) takes the one measured faster on
+and visible to every query) run a copy of the loop without either, about 6-13 % fewer instructions a
+tile (ptxas for sm_90: 875 against 928 for an int4 cache at d = 128, 842 against 901 for int8, 409
+against 468 for fp16, in the rows form). ``masks=auto`` (the default) takes the one measured faster on
 an H200 for the cache's element width in the rows form (AUTO_MASKS; docs/performance.md): edge for fp16,
 bf16 and int4, all for int8; in the keys form the two are within 1 % for fp16 and int8, and edge is 2 %
 faster for int4.
@@ -64,7 +64,7 @@ scale), c the middle code (8 for int4, 128 for int8), so P V is (P scaled key by
 codes, as fp16 integers, plus each row's sum of P x middle value, kept beside the row's sum and added to
 O at the end. That takes the
 ``fma.rn.f16x2`` of every V pair and the loads of V's scales in pairs out of the loop (ptxas, sm_90, int4
-at d = 128: 655 instructions a tile of 32 keys against 735): on an H200, int4 in groups of 128 at d =
+at d = 128: 694 instructions a tile of 32 keys against 759): on an H200, int4 in groups of 128 at d =
 128, GQA 32/8, 1.07-1.10x faster than ``values`` at 32k x 8, 128k x 1 and 128k x 8 keys, int8 1.03x at
 128k x 8, with the same error (docs/performance.md). P x scale is rounded to fp16 once, as P alone is
 with ``values``. The codes are centred so that the products' fp32 sums stay as large as the values'
