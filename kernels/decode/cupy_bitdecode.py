@@ -38,7 +38,7 @@ registers once its own products with K are done (``k``), and also the next one's
 scales) once its products with V are (``kv``), so that they arrive while the tile's softmax and products
 run; the loop without masks stops a round early so that its tiles' next ones are unmasked too; ``none``
 loads a tile's codes as the warp starts it. ``k`` keeps the warps an SM (int4: 128 registers a thread,
-52 bytes spilled; int8: 168, none); ``kv`` holds two tiles' codes, 168 registers for int4 (12 warps an
+4 bytes spilled; int8: 168, none); ``kv`` holds two tiles' codes, 168 registers for int4 (12 warps an
 SM instead of 16) and up to 255 for int8 (8 instead of 12). ``pipe=auto`` (the default) takes kv for an
 int8 cache whose tokens follow one another and none elsewhere: on an H200, kv ran int8 1.02-1.05x as fast
 as none and int4 0.96-1.00x. prefetch is off by default: on an H200 it made every call 2-12 % slower
