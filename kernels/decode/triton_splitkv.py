@@ -73,10 +73,9 @@ ALWAYS_FULL_BITS = (4,)
 # scales element by element is left as it was, not measured: at 64 pieces stages=auto takes three
 # stages, at which its int4 build for sm_90 takes 255 registers with Triton 3.6 and spills 256 bytes
 # with 3.9.) On an H200 (GQA 32/8, d 128, groups of 128, 32k and 128k tokens, interleaved against the
-# pieces before this rule) eight sequences in 64 pieces instead of
-# 8 ran 1.31x and 1.37x faster for int8 and 1.07x and 1.10x for int4 (1.23-1.27x and 1.07-1.08x with
-# the pipeline depth held at two stages); one int8 sequence in 64 instead of 32 or 33, 0.97-0.98x
-# (docs/performance.md).
+# pieces before this rule) eight sequences in 64 pieces instead of 8 ran 1.31x and 1.37x faster for int8
+# and 1.07x and 1.10x for int4 (1.23-1.27x and 1.07-1.08x with the pipeline depth held at two stages);
+# one int8 sequence in 64 instead of 32 or 33, 0.97-0.98x (docs/performance.md).
 QUANTIZED_MIN_PIECES = {4: 64, 8: 64}
 QUANTIZED_MIN_PIECE_TILES = 8
 # stages=auto: three pipeline stages from this many pieces a sequence x head (one sequence: 32 or 33 at
