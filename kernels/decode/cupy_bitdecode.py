@@ -26,7 +26,8 @@ states merged by log-sum-exp. What differs is the inner loop:
 
 ``--param splits=N`` fixes the number of pieces; 0 (the default) picks enough blocks for one wave at
 the kernel's occupancy (from its registers and shared memory), each piece at least one tile per warp.
-``--param tile=16|32|64`` and ``--param warps=2|4|8`` shape the block. ``--param stages=0`` (the
+``--param tile=16|32|64`` and ``--param warps=auto|2|4|8`` shape the block (warps=auto, the default: 8
+in the keys form, 4 in the rows form; AUTO_WARPS). ``--param stages=0`` (the
 default) loads each tile's codes into registers when the warp starts it; ``stages=2|3|4`` keeps a ring
 of that many tiles a warp in shared memory, filled by ``cp.async`` that many tiles minus one ahead
 (the rows form only).
@@ -94,6 +95,11 @@ LOG2_E = 1.4426950408889634
 HEAD_DIMS = (64, 128)
 TILES = (16, 32, 64)
 WARPS = (2, 4, 8)
+# warps=auto: 8 in the keys form, 4 in the rows form. On an H100 (d = 128, GQA 32/8, 32k and 128k keys,
+# interleaved; docs/performance.md) the keys form at 8 warps a block ran 1.03-1.06x as fast as at 4 for int4
+# and fp16 caches at one sequence (half the pieces, so the last block's merge takes fewer rounds) and
+# 1.00-1.01x at eight; int8 1.00-1.02x.
+AUTO_WARPS = {"keys": 8, "rows": 4}
 ROWS = 16  # query rows of a block: one m16 tile
 FORMS = ("auto", "rows", "keys")  # the products' M rows: the query rows (S = Q Kᵀ), or the keys (Sᵀ = K Qᵀ)
 # form=auto is keys wherever it can run (no ring of stages): on an H200 (d = 128, GQA 32/8, 32k and
@@ -138,6 +144,11 @@ def resolve_v_scales(v_scales: str, case, form: str) -> str:
     return "p" if form == "keys" and v_whole(case.d, case.group, CODE_BITS[case.kv_dtype]) else "values"
 
 
+def resolve_warps(warps, form: str) -> int:
+    """warps=auto as the warps a block takes in ``form`` (keys or rows, resolved); 2, 4 or 8 as given."""
+    return AUTO_WARPS[form] if warps == "auto" else warps
+
+
 def resolve_masks(masks: str, bits: int) -> str:
     """masks=auto as the loop form it takes for a cache of ``bits``-bit elements; all or edge as given."""
     return AUTO_MASKS[bits] if masks == "auto" else masks
@@ -165,7 +176,7 @@ def resolve_pipe(pipe: str, bits: int, form: str, dense: bool = True) -> str:
 # How the pieces' states are merged: a second kernel (bitdecode_combine) after the partial one, or the
 # last block of each sequence x K/V head x row block to finish, in the partial kernel (no second launch).
 MERGES = ("kernel", "last")
-DEFAULT_PARAMS = {"splits": 0, "tile": 32, "warps": 4, "stages": 0, "masks": "auto", "form": "auto",
+DEFAULT_PARAMS = {"splits": 0, "tile": 32, "warps": "auto", "stages": 0, "masks": "auto", "form": "auto",
                   "v_scales": "auto", "prefetch": 0, "pipe": "auto", "merge": "last"}
 
 
@@ -286,8 +297,8 @@ def check_config(case, tile: int, warps: int, form: str = "auto", stages: int = 
         return f"head dim {case.d} (cupy-bitdecode is built for d = 64 and 128)"
     if tile not in TILES:
         return f"tile={tile} is not one of {', '.join(map(str, TILES))}"
-    if warps not in WARPS:
-        return f"warps={warps} is not one of {', '.join(map(str, WARPS))}"
+    if warps != "auto" and warps not in WARPS:
+        return f"warps={warps} is not one of auto, {', '.join(map(str, WARPS))}"
     if v_span(case.d, case.group, CODE_BITS[case.kv_dtype]) is None:
         return (f"group {case.group} is shorter than d/8 = {case.d // 8} channels: a lane's strip of V "
                 "channels would span more than two scale groups")
@@ -317,11 +328,13 @@ def default_instances() -> list[str]:
             keys = [(vspan, one_group, False) for vspan, one_group in shapes]
             if bits < 16:  # V's scales folded into P (v_scales=p): one group a token, the keys whole tiles or not
                 keys += [(1, one_group, True) for one_group in (True, False)]
-            names += [name_expression(bits, bf16, d, tile, warps, vspan, one_group, stages) for vspan, one_group in shapes]
-            names += [keys_form_name(bits, bf16, d, tile, warps, vspan, one_group, fold, dense)
+            rows_warps, keys_warps = resolve_warps(warps, "rows"), resolve_warps(warps, "keys")
+            names += [name_expression(bits, bf16, d, tile, rows_warps, vspan, one_group, stages)
+                      for vspan, one_group in shapes]
+            names += [keys_form_name(bits, bf16, d, tile, keys_warps, vspan, one_group, fold, dense)
                       for vspan, one_group, fold in keys for dense in (True, False)]
             if bits < 16:  # each tile loading the next one's codes (pipe=k|kv), over dense caches
-                names += [keys_form_name(bits, bf16, d, tile, warps, vspan, one_group, fold, True, pipe)
+                names += [keys_form_name(bits, bf16, d, tile, keys_warps, vspan, one_group, fold, True, pipe)
                           for pipe in ("k", "kv") for vspan, one_group, fold in keys]
     names += [combine_name(d, bf16) for d in HEAD_DIMS for bf16 in (False, True)]
     return names
@@ -409,6 +422,7 @@ def explain(case, params) -> dict:
     bits = CODE_BITS[case.kv_dtype]
     masks = resolve_masks(params["masks"], bits)
     form = resolve_form(params["form"], stages)
+    warps = resolve_warps(warps, form)
     v_scales = resolve_v_scales(params["v_scales"], case, form)
     pipe = resolve_pipe(params["pipe"], bits, form)
     name = instance(case, tile, warps, stages, form, v_scales, pipe=pipe)
@@ -441,7 +455,8 @@ def explain(case, params) -> dict:
         "form": ("the keys as the mma rows (Sᵀ = K Qᵀ, Oᵀ += Vᵀ Pᵀ), the query rows an n8 tile" if keys_form else
                  "the query rows as the mma rows (S = Q Kᵀ, O += P V), an m16 tile")
                 + (" (form=auto for this cache)" if params["form"] == "auto" else ""),
-        "block": f"{warps} warps, each its own tiles of {tile} keys",
+        "block": f"{warps} warps, each its own tiles of {tile} keys"
+                 + (" (warps=auto for this form)" if params["warps"] == "auto" else ""),
         "loads": ("K's codes into registers during the tile before (after its products with K), V's as a warp "
                   "starts a tile" if pipe == "k" else
                   "codes into registers during the tile before (K's after its products with K, V's after its own), "
@@ -493,7 +508,7 @@ def _supports(case):
     "decode", "cupy-bitdecode", backend="cupy", cuda=True, modules=("torch", "cupy"), min_cc=(8, 0),
     supports=_supports, params=dict(DEFAULT_PARAMS), explain=explain,
     allowed={"splits": lambda value: None if value >= 0 else "splits takes 0 (automatic) or a positive number",
-             "tile": TILES, "warps": WARPS, "stages": STAGES, "masks": MASKS, "form": FORMS, "v_scales": V_SCALES,
+             "tile": TILES, "warps": ("auto", *WARPS), "stages": STAGES, "masks": MASKS, "form": FORMS, "v_scales": V_SCALES,
              "prefetch": PREFETCH, "pipe": PIPES, "merge": MERGES},
     description="BitDecoding-style decode in CUDA C++: mma.sync m16n8k16 with the keys (or the GQA group) as "
                 "the rows, int4/int8 codes dequantized into the fragments by lop3/prmt, split-KV merged by "
@@ -539,6 +554,7 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form, 
     bf16 = q.dtype == torch.bfloat16
     vspan = v_span(case.d, case.group, bits)
     form = resolve_form(form, stages)
+    warps = resolve_warps(warps, form)
     v_scales = resolve_v_scales(v_scales, case, form)
     dense = dense_rows(k, v, scales[2] if v_scales == "p" else None)
     prefetch = prefetch if dense else 0  # the kernel prefetches a tile's rows as whole lines: dense caches only

@@ -89,11 +89,11 @@ def _rows_of_params(cli, tmp_path, impl: str, kv_dtypes: str, *params: str) -> d
 
 @pytest.mark.usefixtures("needs_cupy")
 def test_cupy_bitdecode_params_are_right(cli, tmp_path):
-    """Tiles of 16 and 64 keys, 2 and 8 warps, and pieces fixed at 1 (the output written by the partial
+    """Tiles of 16 and 64 keys, 2, 4 and 8 warps, and pieces fixed at 1 (the output written by the partial
     kernel itself) and 7, or automatic, in the form auto takes and in form=rows."""
     rows = _rows_of_params(cli, tmp_path, "cupy-bitdecode", "int4,int8", "--param", "form=auto,rows",
-                           "--param", "tile=16,64", "--param", "warps=2,8", "--param", "splits=1,7,0")
-    assert len(rows) == 48
+                           "--param", "tile=16,64", "--param", "warps=2,4,8", "--param", "splits=1,7,0")
+    assert len(rows) == 72
 
 
 @pytest.mark.usefixtures("needs_cupy")

@@ -434,9 +434,9 @@ def test_supported_cases(impl):
 
 
 def test_params_are_checked_before_anything_runs(impl):
-    assert impl.params == {"splits": 0, "tile": 32, "warps": 4, "stages": 0, "masks": "auto", "form": "auto",
+    assert impl.params == {"splits": 0, "tile": 32, "warps": "auto", "stages": 0, "masks": "auto", "form": "auto",
                            "v_scales": "auto", "prefetch": 0, "pipe": "auto", "merge": "last"}
-    for arg, message in (("merge=first", "is not one of kernel, last"), ("tile=48", "is not one of 16, 32, 64"), ("warps=3", "is not one of 2, 4, 8"),
+    for arg, message in (("merge=first", "is not one of kernel, last"), ("tile=48", "is not one of 16, 32, 64"), ("warps=3", "is not one of auto, 2, 4, 8"),
                          ("masks=none", "is not one of auto, all, edge"), ("form=cols", "is not one of auto, rows, keys"),
                          ("v_scales=k", "is not one of auto, values, p"), ("prefetch=5", "is not one of 0, 1, 2, 3, 4"), ("pipe=2", "is not one of auto, none, k, kv"),
                          ("splits=-2", "splits takes 0"), ("splits=two", "is not an integer")):
