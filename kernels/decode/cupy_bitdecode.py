@@ -27,7 +27,7 @@ states merged by log-sum-exp. What differs is the inner loop:
 ``--param splits=N`` fixes the number of pieces; 0 (the default) picks enough blocks for one wave at
 the kernel's occupancy (from its registers and shared memory), each piece at least one tile per warp.
 ``--param tile=16|32|64`` and ``--param warps=auto|2|4|8`` shape the block (warps=auto, the default: 8
-in the keys form, 4 in the rows form; AUTO_WARPS). ``--param stages=0`` (the
+in the keys form at d = 128, else 4; AUTO_WARPS). ``--param stages=0`` (the
 default) loads each tile's codes into registers when the warp starts it; ``stages=2|3|4`` keeps a ring
 of that many tiles a warp in shared memory, filled by ``cp.async`` that many tiles minus one ahead
 (the rows form only).
@@ -95,11 +95,11 @@ LOG2_E = 1.4426950408889634
 HEAD_DIMS = (64, 128)
 TILES = (16, 32, 64)
 WARPS = (2, 4, 8)
-# warps=auto: 8 in the keys form, 4 in the rows form. On an H100 (d = 128, GQA 32/8, 32k and 128k keys,
+# warps=auto: 8 in the keys form at d = 128, else 4. On an H100 (d = 128, GQA 32/8, 32k and 128k keys,
 # interleaved; docs/performance.md) the keys form at 8 warps a block ran 1.03-1.06x as fast as at 4 for int4
 # and fp16 caches at one sequence (half the pieces, so the last block's merge takes fewer rounds) and
-# 1.00-1.01x at eight; int8 1.00-1.02x.
-AUTO_WARPS = {"keys": 8, "rows": 4}
+# 1.00-1.01x at eight; int8 1.00-1.02x. The rows form and d = 64 keep the 4 they were measured at.
+AUTO_WARPS = 8
 ROWS = 16  # query rows of a block: one m16 tile
 FORMS = ("auto", "rows", "keys")  # the products' M rows: the query rows (S = Q Kᵀ), or the keys (Sᵀ = K Qᵀ)
 # form=auto is keys wherever it can run (no ring of stages): on an H200 (d = 128, GQA 32/8, 32k and
@@ -144,9 +144,12 @@ def resolve_v_scales(v_scales: str, case, form: str) -> str:
     return "p" if form == "keys" and v_whole(case.d, case.group, CODE_BITS[case.kv_dtype]) else "values"
 
 
-def resolve_warps(warps, form: str) -> int:
-    """warps=auto as the warps a block takes in ``form`` (keys or rows, resolved); 2, 4 or 8 as given."""
-    return AUTO_WARPS[form] if warps == "auto" else warps
+def resolve_warps(warps, form: str, d: int) -> int:
+    """warps=auto as the warps a block takes in ``form`` (keys or rows, resolved) at head dim ``d``:
+    AUTO_WARPS in the keys form at d = 128, else 4; 2, 4 or 8 as given."""
+    if warps != "auto":
+        return warps
+    return AUTO_WARPS if form == "keys" and d == 128 else 4
 
 
 def resolve_masks(masks: str, bits: int) -> str:
@@ -328,7 +331,7 @@ def default_instances() -> list[str]:
             keys = [(vspan, one_group, False) for vspan, one_group in shapes]
             if bits < 16:  # V's scales folded into P (v_scales=p): one group a token, the keys whole tiles or not
                 keys += [(1, one_group, True) for one_group in (True, False)]
-            rows_warps, keys_warps = resolve_warps(warps, "rows"), resolve_warps(warps, "keys")
+            rows_warps, keys_warps = resolve_warps(warps, "rows", d), resolve_warps(warps, "keys", d)
             names += [name_expression(bits, bf16, d, tile, rows_warps, vspan, one_group, stages)
                       for vspan, one_group in shapes]
             names += [keys_form_name(bits, bf16, d, tile, keys_warps, vspan, one_group, fold, dense)
@@ -422,7 +425,7 @@ def explain(case, params) -> dict:
     bits = CODE_BITS[case.kv_dtype]
     masks = resolve_masks(params["masks"], bits)
     form = resolve_form(params["form"], stages)
-    warps = resolve_warps(warps, form)
+    warps = resolve_warps(warps, form, case.d)
     v_scales = resolve_v_scales(params["v_scales"], case, form)
     pipe = resolve_pipe(params["pipe"], bits, form)
     name = instance(case, tile, warps, stages, form, v_scales, pipe=pipe)
@@ -456,7 +459,7 @@ def explain(case, params) -> dict:
                  "the query rows as the mma rows (S = Q Kᵀ, O += P V), an m16 tile")
                 + (" (form=auto for this cache)" if params["form"] == "auto" else ""),
         "block": f"{warps} warps, each its own tiles of {tile} keys"
-                 + (" (warps=auto for this form)" if params["warps"] == "auto" else ""),
+                 + (" (warps=auto for this form and d)" if params["warps"] == "auto" else ""),
         "loads": ("K's codes into registers during the tile before (after its products with K), V's as a warp "
                   "starts a tile" if pipe == "k" else
                   "codes into registers during the tile before (K's after its products with K, V's after its own), "
@@ -554,7 +557,7 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form, 
     bf16 = q.dtype == torch.bfloat16
     vspan = v_span(case.d, case.group, bits)
     form = resolve_form(form, stages)
-    warps = resolve_warps(warps, form)
+    warps = resolve_warps(warps, form, case.d)
     v_scales = resolve_v_scales(v_scales, case, form)
     dense = dense_rows(k, v, scales[2] if v_scales == "p" else None)
     prefetch = prefetch if dense else 0  # the kernel prefetches a tile's rows as whole lines: dense caches only
