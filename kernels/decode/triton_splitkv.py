@@ -20,7 +20,8 @@ and minimums: each code becomes fp16 under the exponent bits of 1024 (no convers
 code · scale + minimum is one fp16 fma, rounded once as the product's operand is. ``--param splits=N`` fixes the
 number of pieces; ``auto`` takes as many as keep the programs within four an SM, or two where four would
 cut a piece under 64 tiles (except for an int4 cache, whose dequantization wants the warps of four),
-fewer where the cache is short, one piece on the CPU interpreter's small
+and at least 64 for an int4 or int8 cache whose groups are whole tiles where its pieces are long (four
+programs an SM), fewer where the cache is short, one piece on the CPU interpreter's small
 cases; a ragged batch counts as its tokens in sequences of the longest length. ``--param loads=tma`` reads each K/V tile with one TMA copy from a tensor descriptor, ``pointers``
 with every thread loading its part; ``auto`` (the default) takes TMA on sm_90 and later except for an
 int4 or int2 cache. ``--param pdl=1`` launches the merge as a programmatic dependent of the partial
@@ -75,7 +76,9 @@ ALWAYS_FULL_BITS = (4,)
 # with 3.9.) On an H200 (GQA 32/8, d 128, groups of 128, 32k and 128k tokens, interleaved against the
 # pieces before this rule) eight sequences in 64 pieces instead of 8 ran 1.31x and 1.37x faster for int8
 # and 1.07x and 1.10x for int4 (1.23-1.27x and 1.07-1.08x with the pipeline depth held at two stages);
-# one int8 sequence in 64 instead of 32 or 33, 0.97-0.98x (docs/performance.md).
+# one int8 sequence in 64 instead of 32 or 33, 0.97-0.98x (docs/performance.md). So the floor holds where
+# the pieces are long (four programs an SM): one int8 sequence keeps its 32 or 33 pieces, which on an H100
+# ran 1.08x and 1.11x as fast as 64 at 32k and 128k tokens (an int4 cache takes four programs an SM anyway).
 QUANTIZED_MIN_PIECES = {4: 64, 8: 64}
 QUANTIZED_MIN_PIECE_TILES = 8
 # stages=auto: three pipeline stages from this many pieces a sequence x head (one sequence: 32 or 33 at
@@ -293,10 +296,11 @@ def auto_pieces(tiles: int, sequences_x_heads: int, sms: int, bits: int = 0,
                 whole_groups: bool = True) -> tuple[int, str]:
     """splits=auto's pieces a sequence x head for a cache of ``tiles`` K/V tiles of ``bits``-bit codes, and
     what set them (for kbench explain): the programs an SM, or the floor of an int4 or int8 cache whose
-    groups are whole tiles (``whole_groups``)."""
+    groups are whole tiles (``whole_groups``), where its pieces are long (four programs an SM)."""
     per_sm = auto_programs_per_sm(tiles, sequences_x_heads, sms, bits)
     pieces = max(1, per_sm * sms // sequences_x_heads)
-    floor = min(QUANTIZED_MIN_PIECES.get(bits, 1), tiles // QUANTIZED_MIN_PIECE_TILES) if whole_groups else 1
+    floored = whole_groups and per_sm == PROGRAMS_PER_SM
+    floor = min(QUANTIZED_MIN_PIECES.get(bits, 1), tiles // QUANTIZED_MIN_PIECE_TILES) if floored else 1
     if floor > pieces:
         return floor, (f"at least {floor} for an int{bits} cache, {QUANTIZED_MIN_PIECE_TILES} tiles or more a piece")
     return pieces, f"at most {per_sm} programs an SM"

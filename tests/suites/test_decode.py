@@ -294,8 +294,12 @@ def test_split_plan_covers_the_cache_in_whole_tiles(splitkv):
     # 4099 tokens, 65 tiles: 8 pieces of 9 tiles instead of 4, not 64 of one); int2 and 16-bit caches keep 8
     assert splitkv.split_plan(131072, sequences_x_heads=64, sms=132, bits=4) == (64, 2048)
     assert splitkv.split_plan(32768, sequences_x_heads=64, sms=132, bits=8) == (64, 512)
-    assert splitkv.split_plan(131072, sequences_x_heads=8, sms=132, bits=8) == (64, 2048)
-    assert splitkv.split_plan(4099, sequences_x_heads=64, sms=132, bits=8) == (8, 576)
+    assert splitkv.split_plan(4099, sequences_x_heads=64, sms=132, bits=4) == (8, 576)
+    # ... where the pieces are long (four programs an SM): one int8 sequence, and 4099 tokens of 64
+    # sequences x heads, keep two programs an SM (33, 32 and 4 pieces)
+    assert splitkv.split_plan(131072, sequences_x_heads=8, sms=132, bits=8) == (33, 4032)
+    assert splitkv.split_plan(32768, sequences_x_heads=8, sms=132, bits=8) == (32, 1024)
+    assert splitkv.split_plan(4099, sequences_x_heads=64, sms=132, bits=8) == (4, 1088)
     assert splitkv.split_plan(131072, sequences_x_heads=64, sms=132, bits=2) == (8, 16384)
     # ... and only where its groups are whole tiles (groups of 48 gather their scales per element)
     assert splitkv.split_plan(131072, sequences_x_heads=64, sms=132, bits=4, whole_groups=False) == (8, 16384)
