@@ -447,6 +447,12 @@ def test_params_are_checked_before_anything_runs(impl):
                       "cupy-bitdecode[splits=5]"]
 
 
+def test_warps_auto_takes_eight_in_the_keys_form_at_d_128_only(bd):
+    assert bd.resolve_warps("auto", "keys", 128) == 8
+    assert bd.resolve_warps("auto", "keys", 64) == 4 and bd.resolve_warps("auto", "rows", 128) == 4
+    assert bd.resolve_warps(2, "keys", 128) == 2 and bd.resolve_warps(8, "rows", 64) == 8
+
+
 def test_the_nvcc_build_compiles_every_default_instance(bd):
     """tests/suites/test_cuda_sources.py compiles the .cu with -DKBENCH_INSTANTIATE: its list must hold
     each instance the default tile and warps launch (every cache type, d, V group span and form)."""
