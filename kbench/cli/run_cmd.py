@@ -266,7 +266,10 @@ def measure(prepared: PreparedRun, results_file, done: dict, how_to_continue: st
             progress.console.print(f"  {record.label} {record.case_key}: {status} {record.reason}{log}",
                                    highlight=False, markup=False)
 
+    terminated = []
+
     def on_sigterm(signum, frame):
+        terminated.append(signum)
         raise KeyboardInterrupt  # CI cancellation, `timeout`: clean up as for Ctrl-C
 
     previous = signal.signal(signal.SIGTERM, on_sigterm)
@@ -276,10 +279,24 @@ def measure(prepared: PreparedRun, results_file, done: dict, how_to_continue: st
     except KeyboardInterrupt:
         stderr.print(f"interrupted: {len(measured)} records kept in {results_file.path} ({how_to_continue})",
                      highlight=False)
+        if terminated:
+            _end_as_terminated(previous)  # each record was written and synced as it came
         raise typer.Exit(130) from None
     finally:
         signal.signal(signal.SIGTERM, previous)
     return measured
+
+
+def _end_as_terminated(previous) -> None:
+    """Once the records are kept, end the way SIGTERM would have ended us without kbench's handler: the
+    signal delivered again to the handler that was there before. A shell sees 143 and ``timeout`` its
+    own signal; a program that runs kbench in-process (a pytest test under ``timeout``) is ended too,
+    instead of reading an ordinary exit code as the kernel's failure."""
+    import os
+
+    signal.signal(signal.SIGTERM, previous)
+    os.kill(os.getpid(), signal.SIGTERM)
+    raise typer.Exit(128 + signal.SIGTERM)  # reached only where SIGTERM was ignored or handled and returned
 
 
 def prepare_args(suite: Suite, args: list[str], *, load: Callable[[list[Path]], Registry] = load_registry,

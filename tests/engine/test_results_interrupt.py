@@ -275,8 +275,10 @@ def test_sigterm_does_not_leave_the_worker_running(interrupted_run, tmp_path):
     worker_pids.append(worker)
 
     proc.send_signal(signal.SIGTERM)
-    proc.wait(timeout=120)
+    code = proc.wait(timeout=120)
     assert [r.impl for r in results.read(out)] == ["fast"]  # what was measured is kept
+    # Then kbench ends by the signal itself, as it would have without its handler (a shell shows 143).
+    assert code == -signal.SIGTERM, (tmp_path / "stderr.txt").read_text()
     # The worker may take a moment to notice that kbench is gone: poll, bounded.
     assert not _still_alive_after(worker, 10.0), f"worker {worker} was left running after kbench was terminated"
 
@@ -289,3 +291,21 @@ def _still_alive_after(pid: int, timeout: float) -> bool:
             return False
         time.sleep(0.1)
     return _alive(pid)
+
+
+def test_sigterm_reaches_the_handler_that_was_there_before():
+    """kbench run in-process (a pytest test, a notebook) under ``timeout``: once the records are kept,
+    SIGTERM goes on to the program's own handler instead of becoming an ordinary exit code."""
+    import typer
+
+    from kbench.cli.run_cmd import _end_as_terminated
+
+    seen = []
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        with pytest.raises(typer.Exit) as ended:
+            _end_as_terminated(lambda signum, frame: seen.append(signum))
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    assert seen == [signal.SIGTERM]
+    assert ended.value.exit_code == 143
