@@ -74,6 +74,10 @@ constexpr unsigned MINUS_72 = 0xd480d480u;        // fp16 {-72, -72}
 constexpr unsigned MAGIC_PLUS_128 = 0x64806480u;  // fp16 {1152, 1152}
 template <int BITS>
 constexpr int MIDDLE_CODE = BITS == 4 ? 8 : 128;
+// KFOLD's raw numbers: int4's high nibble (bits 4-7) under the exponent of fp16 64, whose ulp is 1/16, is
+// 64 + code, as the low nibble under 1024's is 1024 + code; their offsets, negated, for the mma.
+constexpr unsigned MAGIC_64 = 0x54005400u;    // fp16 {64, 64}
+constexpr unsigned MINUS_1024 = 0xe400e400u;  // fp16 {-1024, -1024}
 
 // (a & MASK) | OR in one lop3: immLut = (0xF0 & 0xCC) | 0xAA.
 template <unsigned MASK, unsigned OR>
@@ -94,6 +98,13 @@ __device__ __forceinline__ unsigned prmt(unsigned a, unsigned b) {
 __device__ __forceinline__ unsigned hsub2(unsigned a, unsigned b) {
     unsigned d;
     asm("sub.rn.f16x2 %0, %1, %2;\n" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+}
+
+// a * b rounded once (f16x2).
+__device__ __forceinline__ unsigned hmul2(unsigned a, unsigned b) {
+    unsigned d;
+    asm("mul.rn.f16x2 %0, %1, %2;\n" : "=r"(d) : "r"(a), "r"(b));
     return d;
 }
 
@@ -250,6 +261,26 @@ __device__ __forceinline__ unsigned k_operand(const unsigned* w, int s, int r) {
     } else {
         return w[2 * s + r];
     }
+}
+
+// KFOLD: register r of k16 step s of an int4 or int8 key as raw fp16 numbers, offset + code, with no
+// arithmetic after the lop3 / prmt: offset 1024 for int4's low nibbles (r 0) and int8's bytes, 64 for
+// int4's high nibbles (r 1). Exact, as every code is an integer below 256 and the ulp there is at most 1.
+template <int BITS>
+__device__ __forceinline__ unsigned k_raw(const unsigned* w, int s, int r) {
+    static_assert(BITS == 4 || BITS == 8, "codes");
+    if constexpr (BITS == 4) {
+        const unsigned x = (s % 2) ? w[s / 2] >> 8 : w[s / 2];
+        return r ? and_or<0x00f000f0u, MAGIC_64>(x) : and_or<0x000f000fu, MAGIC>(x);
+    } else {
+        return r ? prmt<0x4342>(w[s], MAGIC_BYTES) : prmt<0x4140>(w[s], MAGIC_BYTES);
+    }
+}
+
+// k_raw's offsets of register r, negated, as a pair.
+template <int BITS>
+__device__ __forceinline__ unsigned k_raw_offset(int r) {
+    return BITS == 4 && r ? MINUS_64 : MINUS_1024;
 }
 
 // The scales (or minimums) of the same two channels for k16 step 2w + x, from the lane's 4 words
@@ -905,11 +936,23 @@ constexpr int KEY_FORM_WARPS_PER_SM = PIPE == 2 ? (BITS == 4 ? 12 : 8) : (BITS =
 // P values a lane holds. Centred, the products are as large as the values' spread about their middle:
 // with the codes themselves (middle = minimum) the accumulators would hold the minimums' sum and the
 // codes' sum, large and of opposite signs, whose rounding grows with the tiles a warp adds up.
+// KFOLD: K's scales folded into the queries, for a tile of one group of K's scales (KG1). A key's channel c
+// is scale_c · code + minimum_c, and the codes come out of the bit tricks as raw fp16 numbers R_c + code
+// (k_raw: R 1024, or 64 for int4's high nibbles), so
+//     s = sum_c q_c k_c = sum_c q'_c raw_c - sum_c R_c q'_c + sum_c q_c minimum_c,   q'_c = q_c scale_c
+// the first term the mma of the raw numbers against Q' (Qᵀ's B registers times the scales, one mul.rn.f16x2
+// a register, rounded to fp16 as the dequantized value is), the other two the same for every key of the
+// tile: two more mma a k16 step, A the offsets (constants) against Q' and the minimums against Q, into
+// one accumulator added to every key's scores. That takes the sub / fma to the code and the scale's fma
+// of every K register (64 each for an int4 tile of 32 keys at d = 128) out of the loop, for 16 mul.rn.f16x2
+// and 16 mma. The raw terms cancel exactly (the same Q' on both sides, products exact in fp32), leaving
+// the fp32 sums' rounding of terms R_c q'_c. |q_c · scale_c| must be below fp16's largest, 65504.
 // DENSE: a token's K and V rows follow one another (the codes' token stride is the row, D BITS / 8
 // bytes; with VFOLD, V's scales and minimums one element a token). The loop's tiles before the
 // piece's edge then address each row as the tile's first row plus a constant, which ptxas folds into
 // the load instruction, instead of a multiply and a 64-bit add of a run-time stride every row.
-template <int BITS, bool BF16, int D, int TN, int WARPS, int VSPAN, bool KG1, bool VFOLD, bool DENSE, int PIPE>
+template <int BITS, bool BF16, int D, int TN, int WARPS, int VSPAN, bool KG1, bool VFOLD, bool KFOLD, bool DENSE,
+          int PIPE>
 __global__ void __launch_bounds__(WARPS * 32, WARPS <= KEY_FORM_WARPS_PER_SM<BITS, VSPAN, PIPE> ? KEY_FORM_WARPS_PER_SM<BITS, VSPAN, PIPE> / WARPS : 1)
 bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
     using LN = Lanes<BITS, D>;
@@ -923,6 +966,7 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
     static_assert(BITS == 4 || BITS == 8 || BITS == 16, "4- or 8-bit codes, or 16-bit values");
     static_assert(!QUANT || !BF16, "a quantized cache's queries and output are fp16");
     static_assert(!VFOLD || (QUANT && VSPAN == 1), "V's scales fold into P for a quantized cache, one group a token");
+    static_assert(!KFOLD || (QUANT && KG1), "K's scales fold into Q for a quantized cache, one group a tile");
 
     extern __shared__ __align__(16) float smem[];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -1070,6 +1114,7 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
                 k_group[mt][h] = !QUANT ? 0
                                  : (KG1 && (mt > 0 || h > 0)) ? k_group[0][0]
                                  : static_cast<int>(divide(in_cache(key0 + 16 * mt + 8 * h + g), group_div)) * hc.ksg;
+        [[maybe_unused]] float k_offsets[4] = {0.f, 0.f, 0.f, 0.f};  // KFOLD: the tile's keys' common terms, C layout
 #pragma unroll
         for (int w = 0; w < DS / 2; ++w) {
             [[maybe_unused]] unsigned sc[2][4], mn[2][4];  // [key g | key g + 8]: channels 8w .. 8w + 7 of the chunk
@@ -1077,35 +1122,66 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
                 load_cached<4>(sc[0], hc.ks_row + k_group[0][0] + 8 * w);
                 load_cached<4>(mn[0], hc.km_row + k_group[0][0] + 8 * w);
             }
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt) {
-                if constexpr (QUANT && !KG1) {
-#pragma unroll
-                    for (int h = 0; h < 2; ++h) {
-                        load_cached<4>(sc[h], hc.ks_row + k_group[mt][h] + 8 * w);
-                        load_cached<4>(mn[h], hc.km_row + k_group[mt][h] + 8 * w);
-                    }
-                }
+            if constexpr (KFOLD) {
 #pragma unroll
                 for (int x = 0; x < 2; ++x) {
                     const int st = 2 * w + x;
-                    unsigned a[4];
+                    unsigned qs[2], minimums[4], offsets[4];  // Q' of the step; A of its two common terms
 #pragma unroll
-                    for (int r = 0; r < 2; ++r)
+                    for (int r = 0; r < 2; ++r) {
+                        qs[r] = hmul2(qb[st][r], k_pair<BITS>(sc[0], x, r));
+                        minimums[2 * r] = minimums[2 * r + 1] = k_pair<BITS>(mn[0], x, r);
+                        offsets[2 * r] = offsets[2 * r + 1] = k_raw_offset<BITS>(r);
+                    }
+                    mma_16816<BF16>(k_offsets, minimums, qb[st][0], qb[st][1]);
+                    mma_16816<BF16>(k_offsets, offsets, qs[0], qs[1]);
+#pragma unroll
+                    for (int mt = 0; mt < MT; ++mt) {
+                        unsigned a[4];
+#pragma unroll
+                        for (int r = 0; r < 2; ++r)
+#pragma unroll
+                            for (int h = 0; h < 2; ++h) a[2 * r + h] = k_raw<BITS>(kc[mt][h], st, r);
+                        mma_16816<BF16>(s[mt], a, qs[0], qs[1]);
+                    }
+                }
+            } else {
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    if constexpr (QUANT && !KG1) {
 #pragma unroll
                         for (int h = 0; h < 2; ++h) {
-                            unsigned reg = k_operand<BITS>(kc[mt][h], st, r);
-                            if constexpr (QUANT) {
-                                const int hs = KG1 ? 0 : h;
-                                reg = hfma2(reg, k_pair<BITS>(sc[hs], x, r), k_pair<BITS>(mn[hs], x, r));
-                            }
-                            a[2 * r + h] = reg;  // a0: key g, a1: key g + 8 (r = 0); a2, a3 (r = 1)
+                            load_cached<4>(sc[h], hc.ks_row + k_group[mt][h] + 8 * w);
+                            load_cached<4>(mn[h], hc.km_row + k_group[mt][h] + 8 * w);
                         }
-                    mma_16816<BF16>(s[mt], a, qb[st][0], qb[st][1]);
+                    }
+#pragma unroll
+                    for (int x = 0; x < 2; ++x) {
+                        const int st = 2 * w + x;
+                        unsigned a[4];
+#pragma unroll
+                        for (int r = 0; r < 2; ++r)
+#pragma unroll
+                            for (int h = 0; h < 2; ++h) {
+                                unsigned reg = k_operand<BITS>(kc[mt][h], st, r);
+                                if constexpr (QUANT) {
+                                    const int hs = KG1 ? 0 : h;
+                                    reg = hfma2(reg, k_pair<BITS>(sc[hs], x, r), k_pair<BITS>(mn[hs], x, r));
+                                }
+                                a[2 * r + h] = reg;  // a0: key g, a1: key g + 8 (r = 0); a2, a3 (r = 1)
+                            }
+                        mma_16816<BF16>(s[mt], a, qb[st][0], qb[st][1]);
+                    }
                 }
             }
         }
 
+        if constexpr (KFOLD) {
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) s[mt][e] += k_offsets[e];
+        }
         if constexpr (EDGE) {
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
@@ -1326,8 +1402,8 @@ bitdecode_combine(const float* __restrict__ part_o, const float* __restrict__ pa
 // nvcc build check (tests/): the instances kbench launches (cupy_bitdecode.py's default_instances()).
 #define KBENCH_BD_PARTIAL(BITS, BF16, D, TN, W, VSPAN, KG1, STAGES) \
     template __global__ void bitdecode_partial<BITS, BF16, D, TN, W, VSPAN, KG1, STAGES>(BITDECODE_PARTIAL_PARAMS);
-#define KBENCH_BD_KEYS(BITS, BF16, D, TN, W, VSPAN, KG1, VFOLD, DENSE, PIPE) \
-    template __global__ void bitdecode_partial_keys<BITS, BF16, D, TN, W, VSPAN, KG1, VFOLD, DENSE, PIPE>(BITDECODE_PARTIAL_PARAMS);
+#define KBENCH_BD_KEYS(BITS, BF16, D, TN, W, VSPAN, KG1, VFOLD, KFOLD, DENSE, PIPE) \
+    template __global__ void bitdecode_partial_keys<BITS, BF16, D, TN, W, VSPAN, KG1, VFOLD, KFOLD, DENSE, PIPE>(BITDECODE_PARTIAL_PARAMS);
 #define KBENCH_BD_COMBINE(D, BF16)                                                                             \
     template __global__ void bitdecode_combine<D, BF16>(const float*, const float*, const float*,    \
                                                                    unsigned short*, int, int, int, int, int, int, \
@@ -1335,107 +1411,139 @@ bitdecode_combine(const float* __restrict__ part_o, const float* __restrict__ pa
 KBENCH_BD_PARTIAL(4, false, 64, 32, 4, 1, true, 0)
 KBENCH_BD_PARTIAL(4, false, 64, 32, 4, 1, false, 0)
 KBENCH_BD_PARTIAL(4, false, 64, 32, 4, 2, false, 0)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, false, true, 0)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, false, false, 0)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, false, true, 0)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, false, false, 0)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 2, false, false, true, 0)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 2, false, false, false, 0)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, true, true, 0)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, true, false, 0)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, true, true, 0)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, true, false, 0)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, false, true, 1)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, false, true, 1)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 2, false, false, true, 1)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, true, true, 1)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, true, true, 1)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, false, true, 2)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, false, true, 2)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 2, false, false, true, 2)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, true, true, 2)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, true, true, 2)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, false, false, true, 0)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, false, false, false, 0)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, false, false, true, 0)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, false, false, false, 0)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 2, false, false, false, true, 0)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 2, false, false, false, false, 0)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, true, false, true, 0)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, true, false, false, 0)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, true, false, true, 0)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, true, false, false, 0)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, false, false, true, 1)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, false, false, true, 1)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 2, false, false, false, true, 1)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, true, false, true, 1)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, true, false, true, 1)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, false, false, true, 2)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, false, false, true, 2)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 2, false, false, false, true, 2)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, true, false, true, 2)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, true, false, true, 2)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, false, true, true, 0)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, false, true, false, 0)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, false, true, true, 1)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, false, true, true, 2)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, true, true, true, 0)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, true, true, false, 0)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, true, true, true, 1)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, true, true, true, 2)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, true, false, false, true, 0)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, true, false, false, false, 0)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, false, false, false, true, 0)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, false, false, false, false, 0)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 2, false, false, false, true, 0)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 2, false, false, false, false, 0)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, true, true, false, true, 0)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, true, true, false, false, 0)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, false, true, false, true, 0)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, false, true, false, false, 0)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, true, false, false, true, 1)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, false, false, false, true, 1)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 2, false, false, false, true, 1)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, true, true, false, true, 1)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, false, true, false, true, 1)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, true, false, false, true, 2)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, false, false, false, true, 2)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 2, false, false, false, true, 2)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, true, true, false, true, 2)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, false, true, false, true, 2)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, true, false, true, true, 0)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, true, false, true, false, 0)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, true, false, true, true, 1)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, true, false, true, true, 2)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, true, true, true, true, 0)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, true, true, true, false, 0)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, true, true, true, true, 1)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, true, true, true, true, 2)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, false, false, true, 0)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, false, false, false, 0)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, false, false, true, 0)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, false, false, false, 0)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 2, false, false, false, true, 0)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 2, false, false, false, false, 0)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, true, false, true, 0)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, true, false, false, 0)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, true, false, true, 0)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, true, false, false, 0)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, false, false, true, 1)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, false, false, true, 1)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 2, false, false, false, true, 1)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, true, false, true, 1)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, true, false, true, 1)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, false, false, true, 2)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, false, false, true, 2)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 2, false, false, false, true, 2)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, true, false, true, 2)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, true, false, true, 2)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, false, true, true, 0)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, false, true, false, 0)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, false, true, true, 1)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, false, true, true, 2)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, true, true, true, 0)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, true, true, false, 0)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, true, true, true, 1)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, true, true, true, 2)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, true, false, false, true, 0)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, true, false, false, false, 0)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, false, false, false, true, 0)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, false, false, false, false, 0)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 2, false, false, false, true, 0)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 2, false, false, false, false, 0)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, true, true, false, true, 0)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, true, true, false, false, 0)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, false, true, false, true, 0)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, false, true, false, false, 0)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, true, false, false, true, 1)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, false, false, false, true, 1)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 2, false, false, false, true, 1)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, true, true, false, true, 1)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, false, true, false, true, 1)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, true, false, false, true, 2)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, false, false, false, true, 2)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 2, false, false, false, true, 2)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, true, true, false, true, 2)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, false, true, false, true, 2)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, true, false, true, true, 0)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, true, false, true, false, 0)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, true, false, true, true, 1)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, true, false, true, true, 2)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, true, true, true, true, 0)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, true, true, true, false, 0)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, true, true, true, true, 1)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, true, true, true, true, 2)
+KBENCH_BD_KEYS(16, false, 64, 32, 4, 1, false, false, false, true, 0)
+KBENCH_BD_KEYS(16, false, 64, 32, 4, 1, false, false, false, false, 0)
+KBENCH_BD_KEYS(16, false, 128, 32, 8, 1, false, false, false, true, 0)
+KBENCH_BD_KEYS(16, false, 128, 32, 8, 1, false, false, false, false, 0)
+KBENCH_BD_KEYS(16, true, 64, 32, 4, 1, false, false, false, true, 0)
+KBENCH_BD_KEYS(16, true, 64, 32, 4, 1, false, false, false, false, 0)
+KBENCH_BD_KEYS(16, true, 128, 32, 8, 1, false, false, false, true, 0)
+KBENCH_BD_KEYS(16, true, 128, 32, 8, 1, false, false, false, false, 0)
 KBENCH_BD_PARTIAL(4, false, 128, 32, 4, 1, true, 0)
 KBENCH_BD_PARTIAL(4, false, 128, 32, 4, 1, false, 0)
 KBENCH_BD_PARTIAL(4, false, 128, 32, 4, 2, false, 0)
-KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, true, false, true, 0)
-KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, true, false, false, 0)
-KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, false, false, true, 0)
-KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, false, false, false, 0)
-KBENCH_BD_KEYS(4, false, 128, 32, 8, 2, false, false, true, 0)
-KBENCH_BD_KEYS(4, false, 128, 32, 8, 2, false, false, false, 0)
-KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, true, true, true, 0)
-KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, true, true, false, 0)
-KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, false, true, true, 0)
-KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, false, true, false, 0)
-KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, true, false, true, 1)
-KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, false, false, true, 1)
-KBENCH_BD_KEYS(4, false, 128, 32, 8, 2, false, false, true, 1)
-KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, true, true, true, 1)
-KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, false, true, true, 1)
-KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, true, false, true, 2)
-KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, false, false, true, 2)
-KBENCH_BD_KEYS(4, false, 128, 32, 8, 2, false, false, true, 2)
-KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, true, true, true, 2)
-KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, false, true, true, 2)
 KBENCH_BD_PARTIAL(8, false, 64, 32, 4, 1, true, 0)
 KBENCH_BD_PARTIAL(8, false, 64, 32, 4, 1, false, 0)
 KBENCH_BD_PARTIAL(8, false, 64, 32, 4, 2, false, 0)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, false, true, 0)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, false, false, 0)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, false, true, 0)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, false, false, 0)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 2, false, false, true, 0)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 2, false, false, false, 0)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, true, true, 0)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, true, false, 0)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, true, true, 0)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, true, false, 0)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, false, true, 1)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, false, true, 1)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 2, false, false, true, 1)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, true, true, 1)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, true, true, 1)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, false, true, 2)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, false, true, 2)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 2, false, false, true, 2)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, true, true, 2)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, true, true, 2)
 KBENCH_BD_PARTIAL(8, false, 128, 32, 4, 1, true, 0)
 KBENCH_BD_PARTIAL(8, false, 128, 32, 4, 1, false, 0)
 KBENCH_BD_PARTIAL(8, false, 128, 32, 4, 2, false, 0)
-KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, true, false, true, 0)
-KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, true, false, false, 0)
-KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, false, false, true, 0)
-KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, false, false, false, 0)
-KBENCH_BD_KEYS(8, false, 128, 32, 8, 2, false, false, true, 0)
-KBENCH_BD_KEYS(8, false, 128, 32, 8, 2, false, false, false, 0)
-KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, true, true, true, 0)
-KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, true, true, false, 0)
-KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, false, true, true, 0)
-KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, false, true, false, 0)
-KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, true, false, true, 1)
-KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, false, false, true, 1)
-KBENCH_BD_KEYS(8, false, 128, 32, 8, 2, false, false, true, 1)
-KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, true, true, true, 1)
-KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, false, true, true, 1)
-KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, true, false, true, 2)
-KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, false, false, true, 2)
-KBENCH_BD_KEYS(8, false, 128, 32, 8, 2, false, false, true, 2)
-KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, true, true, true, 2)
-KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, false, true, true, 2)
 KBENCH_BD_PARTIAL(16, false, 64, 32, 4, 1, false, 0)
-KBENCH_BD_KEYS(16, false, 64, 32, 4, 1, false, false, true, 0)
-KBENCH_BD_KEYS(16, false, 64, 32, 4, 1, false, false, false, 0)
 KBENCH_BD_PARTIAL(16, false, 128, 32, 4, 1, false, 0)
-KBENCH_BD_KEYS(16, false, 128, 32, 8, 1, false, false, true, 0)
-KBENCH_BD_KEYS(16, false, 128, 32, 8, 1, false, false, false, 0)
 KBENCH_BD_PARTIAL(16, true, 64, 32, 4, 1, false, 0)
-KBENCH_BD_KEYS(16, true, 64, 32, 4, 1, false, false, true, 0)
-KBENCH_BD_KEYS(16, true, 64, 32, 4, 1, false, false, false, 0)
 KBENCH_BD_PARTIAL(16, true, 128, 32, 4, 1, false, 0)
-KBENCH_BD_KEYS(16, true, 128, 32, 8, 1, false, false, true, 0)
-KBENCH_BD_KEYS(16, true, 128, 32, 8, 1, false, false, false, 0)
 KBENCH_BD_COMBINE(64, false)
 KBENCH_BD_COMBINE(64, true)
 KBENCH_BD_COMBINE(128, false)

@@ -72,6 +72,17 @@ with ``values``. The codes are centred so that the products' fp32 sums stay as l
 spread about their middle: with the codes as they are, those sums hold the large and opposite sums of the
 minimums and of the codes, whose rounding grows with the tiles a warp adds up (past kbench's error bound
 for an int8 cache of 128k keys and 8 sequences; centred, its error is that of ``values``).
+``--param k_scales=q`` (the keys form over a quantized cache whose groups of tokens are whole tiles;
+``values``, the default, applies each group's scale and minimum to every dequantized K pair) applies K's
+scales to the queries instead: a key's channel c is scale_c · code + minimum_c, and the bit tricks alone
+give raw fp16 numbers offset + code (1024 + code, or 64 + code for int4's high nibbles, whose nibble then
+sits under the exponent of 64), so S is the product of the raw numbers with Q' = Q x scale (one
+``mul.rn.f16x2`` a Q register, rounded to fp16 as a dequantized value is) plus two terms common to the tile's
+keys, each row's sum of Q x minimum and of the offsets x Q' (negated), from two more ``mma`` a k16 step. That
+takes the subtraction to the code and the scale's ``fma.rn.f16x2`` of every K register out of the loop
+(ptxas, sm_90, int4 in groups of 128 at d = 128, 8 warps, V's scales on P: 632 instructions a tile of 32
+keys against 694). The raw terms cancel exactly (the same Q' on both sides, products exact in fp32); each
+q' must be below fp16's largest number, 65504.
 Where a cache's tokens follow one another (each row's stride its size: the suite's caches, and caches
 cut from longer ones along the tokens), the keys form addresses a tile's rows from its first by
 constants folded into the loads; other strides take an instance with run-time strides.
@@ -121,6 +132,10 @@ AUTO_MASKS = {4: "edge", 8: "all", 16: "edge"}
 # and minimum for all its channels (group >= d), to P key by key and to a running sum of P x middle value
 # per row (p; the keys form only).
 V_SCALES = ("auto", "values", "p")
+# Where K's scales are applied: to every dequantized K pair (values), or to the queries (q: Q times each
+# channel's scale, the codes as raw fp16 numbers in the products, and each row's minimum and offset terms
+# from two more mma a k16 step; the keys form over a cache whose groups of tokens are whole tiles).
+K_SCALES = ("values", "q")
 
 
 def resolve_form(form: str, stages: int = 0) -> str:
@@ -180,7 +195,7 @@ def resolve_pipe(pipe: str, bits: int, form: str, dense: bool = True) -> str:
 # last block of each sequence x K/V head x row block to finish, in the partial kernel (no second launch).
 MERGES = ("kernel", "last")
 DEFAULT_PARAMS = {"splits": 0, "tile": 32, "warps": "auto", "stages": 0, "masks": "auto", "form": "auto",
-                  "v_scales": "auto", "prefetch": 0, "pipe": "auto", "merge": "last"}
+                  "v_scales": "auto", "k_scales": "values", "prefetch": 0, "pipe": "auto", "merge": "last"}
 
 
 def v_span(d: int, group: int, bits: int) -> int | None:
@@ -206,22 +221,25 @@ def name_expression(bits: int, bf16: bool, d: int, tile: int, warps: int, vspan:
 
 
 def keys_form_name(bits: int, bf16: bool, d: int, tile: int, warps: int, vspan: int, one_group: bool = False,
-                   v_fold: bool = False, dense: bool = True, pipe: str = "none") -> str:
+                   v_fold: bool = False, dense: bool = True, pipe: str = "none", k_fold: bool = False) -> str:
     """The template instance of the keys-as-rows partial kernel (form=keys); ``v_fold``: V's scales
     applied to P (v_scales=p); ``dense``: the cache's tokens one after the other (see :func:`dense_rows`);
-    ``pipe``: which of the next tile's codes each tile loads (PIPE)."""
-    return _cupy.instance_name("bitdecode_partial_keys", bits, bf16, d, tile, warps, vspan, one_group, v_fold, dense,
-                               PIPE[pipe])
+    ``pipe``: which of the next tile's codes each tile loads (PIPE); ``k_fold``: K's scales applied to Q
+    (k_scales=q)."""
+    return _cupy.instance_name("bitdecode_partial_keys", bits, bf16, d, tile, warps, vspan, one_group, v_fold, k_fold,
+                               dense, PIPE[pipe])
 
 
 def instance(case, tile: int, warps: int, stages: int, form: str = "rows", v_scales: str = "values",
-             dense: bool = True, pipe: str = "none") -> str:
-    """The partial kernel's instance for a case (``v_scales``: values or p)."""
+             dense: bool = True, pipe: str = "none", k_scales: str = "values") -> str:
+    """The partial kernel's instance for a case (``v_scales``: values or p; ``k_scales``: values or q)."""
     bits = CODE_BITS[case.kv_dtype]
     fold = v_scales == "p"
     shape = (bits, case.kv_dtype == "bf16", case.d, tile, warps, 1 if fold else v_span(case.d, case.group, bits),
              one_group_a_tile(case.group, tile, bits))
-    return keys_form_name(*shape, fold, dense, pipe) if form == "keys" else name_expression(*shape, stages)
+    if form == "keys":
+        return keys_form_name(*shape, fold, dense, pipe, k_fold=k_scales == "q")
+    return name_expression(*shape, stages)
 
 
 def dense_rows(k, v, v_scale=None) -> bool:
@@ -290,7 +308,7 @@ def split_plan(length: int, programs: int, sms: int, resident: int, tile: int, w
 
 
 def check_config(case, tile: int, warps: int, form: str = "auto", stages: int = 0,
-                 v_scales: str = "auto", prefetch: int = 0, pipe: str = "none") -> str | None:
+                 v_scales: str = "auto", prefetch: int = 0, pipe: str = "none", k_scales: str = "values") -> str | None:
     """Why this case, block shape and form cannot run, or None."""
     if seq_lengths.is_ragged(case):  # --l 1000+130000
         return "a ragged batch (one length a sequence): cupy-bitdecode takes one length for every sequence"
@@ -316,6 +334,10 @@ def check_config(case, tile: int, warps: int, form: str = "auto", stages: int = 
                                 and v_whole(case.d, case.group, CODE_BITS[case.kv_dtype])):
         return ("v_scales=p folds V's scales into P: the keys form over a quantized cache whose V groups "
                 f"span the head (--group >= d = {case.d})")
+    if k_scales == "q" and not (resolve_form(form, stages) == "keys"
+                                and one_group_a_tile(case.group, tile, CODE_BITS[case.kv_dtype])):
+        return ("k_scales=q folds K's scales into the queries: the keys form over a quantized cache whose groups "
+                f"of tokens are whole tiles (--group a multiple of tile={tile})")
     return None
 
 
@@ -339,6 +361,10 @@ def default_instances() -> list[str]:
             if bits < 16:  # each tile loading the next one's codes (pipe=k|kv), over dense caches
                 names += [keys_form_name(bits, bf16, d, tile, keys_warps, vspan, one_group, fold, True, pipe)
                           for pipe in ("k", "kv") for vspan, one_group, fold in keys]
+                # K's scales folded into Q (k_scales=q): tiles of one group, every loading form over dense caches
+                names += [keys_form_name(bits, bf16, d, tile, keys_warps, vspan, True, fold, dense, pipe, k_fold=True)
+                          for vspan, one_group, fold in keys if one_group
+                          for dense, pipe in ((True, "none"), (False, "none"), (True, "k"), (True, "kv"))]
     names += [combine_name(d, bf16) for d in HEAD_DIMS for bf16 in (False, True)]
     return names
 
@@ -419,7 +445,7 @@ def explain(case, params) -> dict:
 
     tile, warps, stages = params["tile"], params["warps"], params["stages"]
     reason = check_config(case, tile, warps, params["form"], stages, params["v_scales"], params["prefetch"],
-                          params["pipe"])
+                          params["pipe"], params["k_scales"])
     if reason:
         return {"configuration": f"not runnable: {reason}"}
     bits = CODE_BITS[case.kv_dtype]
@@ -428,7 +454,7 @@ def explain(case, params) -> dict:
     warps = resolve_warps(warps, form, case.d)
     v_scales = resolve_v_scales(params["v_scales"], case, form)
     pipe = resolve_pipe(params["pipe"], bits, form)
-    name = instance(case, tile, warps, stages, form, v_scales, pipe=pipe)
+    name = instance(case, tile, warps, stages, form, v_scales, pipe=pipe, k_scales=params["k_scales"])
     smem = smem_bytes(case.d, warps, bits, tile, stages, form)
     try:
         resources, failure = from_nvcc(SOURCE, name), None
@@ -494,7 +520,11 @@ def explain(case, params) -> dict:
                              "before the rounding to fp16), its middle value goes into a running sum of P x middle value "
                              "per row, added to O at the end"
                              + (" (v_scales=auto: one group a token)" if params["v_scales"] == "auto" else "")
-                             if v_scales == "p" else ""),
+                             if v_scales == "p" else "")
+                          + ("; K's codes stay raw fp16 numbers (1024 + code; 64 + code for int4's high nibbles): "
+                             "each channel's scale multiplies Q (mul.rn.f16x2, once a k16 step), and two more mma a "
+                             "k16 step add each row's sum of Q x minimum less the raw numbers' offsets x Q' to "
+                             "every key (k_scales=q)" if params["k_scales"] == "q" else ""),
     }
     if resources:
         figures.update(launch_figures(dict(resources), blocks, 32 * warps, smem))
@@ -512,18 +542,20 @@ def _supports(case):
     supports=_supports, params=dict(DEFAULT_PARAMS), explain=explain,
     allowed={"splits": lambda value: None if value >= 0 else "splits takes 0 (automatic) or a positive number",
              "tile": TILES, "warps": ("auto", *WARPS), "stages": STAGES, "masks": MASKS, "form": FORMS, "v_scales": V_SCALES,
+             "k_scales": K_SCALES,
              "prefetch": PREFETCH, "pipe": PIPES, "merge": MERGES},
     description="BitDecoding-style decode in CUDA C++: mma.sync m16n8k16 with the keys (or the GQA group) as "
                 "the rows, int4/int8 codes dequantized into the fragments by lop3/prmt, split-KV merged by "
                 "log-sum-exp",
 )
-def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form, v_scales, prefetch, pipe, merge):
+def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form, v_scales, k_scales, prefetch, pipe,
+                   merge):
     import numpy as np
     import torch
 
     from kbench.occupancy import LIMITS, blocks_per_sm
 
-    reason = check_config(case, tile, warps, form, stages, v_scales, prefetch, pipe)
+    reason = check_config(case, tile, warps, form, stages, v_scales, prefetch, pipe, k_scales)
     if reason:
         raise Unsupported(reason)
     q = inputs["q"]
@@ -562,7 +594,7 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form, 
     dense = dense_rows(k, v, scales[2] if v_scales == "p" else None)
     prefetch = prefetch if dense else 0  # the kernel prefetches a tile's rows as whole lines: dense caches only
     pipe = resolve_pipe(pipe, bits, form, dense)
-    kernel = _cupy.compiled(str(SOURCE), instance(case, tile, warps, stages, form, v_scales, dense, pipe))
+    kernel = _cupy.compiled(str(SOURCE), instance(case, tile, warps, stages, form, v_scales, dense, pipe, k_scales))
     smem = smem_bytes(case.d, warps, bits, tile, stages, form)
     if smem > 48 * 1024:  # above 48 KiB a block must opt in to its dynamic shared memory
         if smem > _cupy.smem_optin_limit(q):
@@ -628,7 +660,8 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form, 
     # would go to the next tensors allocated, which the kernel would then overwrite).
     run.workspace = (part_o, part_m, part_l, counts) if n_splits > 1 else ()
     run.config = {"splits": n_splits, "keys_per_split": plan["keys_per_split"], "tile": tile, "warps": warps,
-                  "stages": stages, "masks": masks, "form": form, "v_scales": v_scales, "prefetch": prefetch,
+                  "stages": stages, "masks": masks, "form": form, "v_scales": v_scales, "k_scales": k_scales,
+                  "prefetch": prefetch,
                   "pipe": pipe, "merge": merge if n_splits > 1 else "none (one piece)", "dense_rows": dense, "one_group_a_tile": one_group_a_tile(case.group, tile, bits),
                   "row_blocks": rbs, "resident_blocks_per_sm": resident, "v_span": vspan,
                   **_cupy.kernel_config(kernel, grid, block, smem)}

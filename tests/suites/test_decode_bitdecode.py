@@ -26,6 +26,7 @@ layout = load_helper(ROOT / "suites" / "attention" / "mma_layout.py")
 
 MAGIC, MAGIC_BYTES, SIXTEENTH, MINUS_64 = 0x64006400, 0x64646464, 0x2C002C00, 0xD400D400
 MAGIC_PLUS_8, MINUS_72, MAGIC_PLUS_128 = 0x64086408, 0xD480D480, 0x64806480  # the centred codes' constants
+MAGIC_64, MINUS_1024 = 0x54005400, 0xE400E400  # k_scales=q's raw numbers: int4's high nibbles under 64
 MIDDLE_CODE = {4: 8, 8: 128}
 
 
@@ -101,6 +102,12 @@ def hsub2(a, b):
     return word(a0 - b0, a1 - b1)
 
 
+def hmul2(a, b):
+    """mul.rn.f16x2: a·b exact (two fp16 numbers: 22 bits), rounded once."""
+    (a0, a1), (b0, b1) = halves(a), halves(b)
+    return word(a0 * b0, a1 * b1)
+
+
 def hfma2(a, b, c):
     """fma.rn.f16x2: a·b + c exact, rounded once (exact in float64 for the magnitudes used here: an
     8-bit integer times an fp16 normal number, plus an fp16 number, spans fewer than 53 bits)."""
@@ -123,6 +130,18 @@ def k_operand(w, s: int, r: int, bits: int):
     if bits == 8:
         return hsub2(prmt(w[s], MAGIC_BYTES, 0x4342 if r else 0x4140), MAGIC)
     return w[2 * s + r]
+
+
+def k_raw(w, s: int, r: int, bits: int):
+    """k_scales=q's K register: the codes as raw fp16 numbers, offset + code, straight from lop3 / prmt."""
+    if bits == 4:
+        x = w[s // 2] >> np.uint32(8) if s % 2 else w[s // 2]
+        return lop3(x, 0x00F000F0, MAGIC_64, 0xEA) if r else lop3(x, 0x000F000F, MAGIC, 0xEA)
+    return prmt(w[s], MAGIC_BYTES, 0x4342 if r else 0x4140)
+
+
+def k_raw_offset(r: int, bits: int):
+    return MINUS_64 if bits == 4 and r else MINUS_1024
 
 
 def k_pair(sw, x: int, r: int, bits: int):
@@ -184,10 +203,33 @@ def test_the_magic_number_gives_every_int8_code_in_every_byte(centred):
             assert np.array_equal(decoded[byte], expected.astype(np.float64) - middle)
 
 
+@pytest.mark.parametrize("bits", [4, 8])
+def test_raw_numbers_are_an_offset_plus_every_code(bits):
+    """k_scales=q: lop3 / prmt alone give offset + code, exactly, for every code in every position: 1024 +
+    code for int4's low nibbles and int8's bytes, 64 + code for int4's high nibbles; the offsets' pairs
+    are those numbers negated."""
+    codes = np.arange(2**bits, dtype=np.uint32)
+    if bits == 4:
+        for step in (0, 1):  # even steps take a word's nibbles 0 and 1 of each half, odd ones 2 and 3 (>> 8)
+            for r, offset in ((0, 1024), (1, 64)):
+                at = 8 * step + 4 * r
+                word_ = (codes << np.uint32(at)) | (codes << np.uint32(at + 16))
+                lo, hi = halves(k_raw([word_], step, r, bits))
+                assert np.array_equal(lo, offset + codes) and np.array_equal(hi, offset + codes)
+                assert halves(k_raw_offset(r, bits))[0] == -offset
+    else:
+        for r in (0, 1):
+            w = [codes << np.uint32(16 * r) | codes << np.uint32(16 * r + 8)]
+            lo, hi = halves(k_raw(w, 0, r, bits))
+            assert np.array_equal(lo, 1024 + codes) and np.array_equal(hi, 1024 + codes)
+            assert halves(k_raw_offset(r, bits))[0] == -1024
+
+
 def test_the_centred_constants_are_the_sources(bd):
-    """The model's constants for centred codes are the .cu's."""
+    """The model's constants for centred codes, and for k_scales=q's raw numbers, are the .cu's."""
     text = bd.SOURCE.read_text()
-    for name, value in (("MAGIC_PLUS_8", MAGIC_PLUS_8), ("MINUS_72", MINUS_72), ("MAGIC_PLUS_128", MAGIC_PLUS_128)):
+    for name, value in (("MAGIC_PLUS_8", MAGIC_PLUS_8), ("MINUS_72", MINUS_72), ("MAGIC_PLUS_128", MAGIC_PLUS_128),
+                        ("MAGIC_64", MAGIC_64), ("MINUS_1024", MINUS_1024), ("MINUS_64", MINUS_64)):
         assert re.search(rf"constexpr unsigned {name} = 0x{value:08x}u;", text), name
     assert "constexpr int MIDDLE_CODE = BITS == 4 ? 8 : 128;" in text
 
@@ -435,10 +477,10 @@ def test_supported_cases(impl):
 
 def test_params_are_checked_before_anything_runs(impl):
     assert impl.params == {"splits": 0, "tile": 32, "warps": "auto", "stages": 0, "masks": "auto", "form": "auto",
-                           "v_scales": "auto", "prefetch": 0, "pipe": "auto", "merge": "last"}
+                           "v_scales": "auto", "k_scales": "values", "prefetch": 0, "pipe": "auto", "merge": "last"}
     for arg, message in (("merge=first", "is not one of kernel, last"), ("tile=48", "is not one of 16, 32, 64"), ("warps=3", "is not one of auto, 2, 4, 8"),
                          ("masks=none", "is not one of auto, all, edge"), ("form=cols", "is not one of auto, rows, keys"),
-                         ("v_scales=k", "is not one of auto, values, p"), ("prefetch=5", "is not one of 0, 1, 2, 3, 4"), ("pipe=2", "is not one of auto, none, k, kv"),
+                         ("v_scales=k", "is not one of auto, values, p"), ("k_scales=p", "is not one of values, q"), ("prefetch=5", "is not one of 0, 1, 2, 3, 4"), ("pipe=2", "is not one of auto, none, k, kv"),
                          ("splits=-2", "splits takes 0"), ("splits=two", "is not an integer")):
         with pytest.raises(UserError, match=message):
             variants([impl], parse_param_args([arg]))
@@ -619,6 +661,60 @@ def test_keys_form_fragments_compute_s_and_o_transposed(bd, quantization, bits, 
     assert np.allclose(ot, vd.T @ p.astype(np.float64), rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("bits, d, group", [(4, 64, 32), (4, 128, 128), (8, 64, 64), (8, 128, 32)])
+def test_keys_form_with_k_scales_on_q_computes_s(bd, quantization, bits, d, group):
+    """k_scales=q: the raw numbers (offset + code) as the A rows against Q' = Q x each channel's scale
+    (mul.rn.f16x2), plus the two common terms of every key (the minimums against Q, the offsets negated
+    against Q'), give Sᵀ exactly as sum_c q'_c code_c + sum_c q_c minimum_c, within the rounding of each
+    q'_c (and of the suite's own dequantization to fp16) of Sᵀ over the dequantized cache."""
+    keys = 16  # one m16 tile: its keys are in one group of K's scales, as the instance requires
+    stored, kd, _ = _cache(quantization, bits, d, keys=keys, group=group, seed=13 * bits + d)
+    rng = np.random.default_rng(bits + d)
+    q = (rng.standard_normal((8, d)) * rng.choice([0.01, 1.0, 30.0], size=(8, 1))).astype(np.float16)
+    q_halves = q.view(np.uint16).astype(np.uint32)
+    rows = _row_bytes(stored["k_codes"])
+    ks, km = _halves_of(stored["k_scale"]), _halves_of(stored["k_min"])
+    kch, kwords = d // 4, d // 4 * bits // 32
+    st, common = np.zeros((16, 8)), np.zeros((16, 8))
+    q_scaled = np.zeros((8, d))  # each q'_c as the kernel rounds it
+    for step in range(d // 16):
+        raw, offsets, minimums = np.zeros((16, 16)), np.zeros((16, 16)), np.zeros((16, 16))
+        b_q, b_qs = np.zeros((16, 8)), np.zeros((16, 8))
+        for lane in range(32):
+            g, t = divmod(lane, 4)
+            lo = t * kch + 8 * (step // 2)  # the lane's 16-byte loads of 8 scales and 8 minimums
+            sw = [ks[0, lo + 2 * i] | ks[0, lo + 2 * i + 1] << 16 for i in range(4)]
+            mw = [km[0, lo + 2 * i] | km[0, lo + 2 * i + 1] << 16 for i in range(4)]
+            qb = []
+            for r in (0, 1):
+                c0, c1 = (t * kch + bd.k_channel(bits, step, r, e) for e in (0, 1))
+                qb.append(q_halves[g, c0] | q_halves[g, c1] << 16)
+            qs = [hmul2(qb[r], k_pair(sw, step % 2, r, bits)) for r in (0, 1)]
+            for r in (0, 1):
+                c0, c1 = (t * kch + bd.k_channel(bits, step, r, e) for e in (0, 1))
+                q_scaled[g, c0], q_scaled[g, c1] = halves(qs[r])
+            _place(b_q, layout.b_elements(lane), qb)
+            _place(b_qs, layout.b_elements(lane), qs)
+            _place(raw, layout.a_elements(lane), [k_raw(words_of(rows[g + 8 * h], t * kwords * 4, kwords), step, r, bits)
+                                                  for r, h in ((0, 0), (0, 1), (1, 0), (1, 1))])
+            _place(minimums, layout.a_elements(lane), [k_pair(mw, step % 2, r, bits) for r in (0, 0, 1, 1)])
+            _place(offsets, layout.a_elements(lane), [k_raw_offset(r, bits) for r in (0, 0, 1, 1)])
+        st += raw @ b_qs
+        common += minimums @ b_q + offsets @ b_qs
+    assert np.all(common == common[:1])  # the same for every key: the .cu adds its registers to every score
+    st += common
+    codes = quantization.unpacked(stored["k_codes"], bits)[0, 0, :, :d].double().numpy()
+    scale, minimum = (stored[name][0, 0, 0].double().numpy() for name in ("k_scale", "k_min"))
+    assert np.allclose(st, codes @ q_scaled.T + (q.astype(np.float64) @ minimum)[None, :], rtol=1e-12, atol=1e-9)
+    exact = (codes * scale + minimum) @ q.astype(np.float64).T  # the cache as quantized, not rounded to fp16
+    # each q'_c rounded to fp16 (half an ulp: 2^-11 relative, or 2^-25 below fp16's normal range)
+    slack = codes @ (np.abs(q.astype(np.float64) * scale) * 2.0**-11 + 2.0**-25).T
+    assert np.all(np.abs(st - exact) <= slack + 1e-9 * np.abs(exact))
+    # the suite's reference dequantizes to fp16 first: within that rounding too
+    assert np.all(np.abs(st - kd @ q.astype(np.float64).T) <= slack + np.abs(kd) @ np.abs(q.astype(np.float64)).T * 2.0**-11)
+    assert not np.allclose(st, codes @ q.astype(np.float64).T + (q.astype(np.float64) @ minimum)[None, :])  # scaled
+
+
 def test_form_auto_takes_the_keys_form_where_it_can_run(bd):
     """form=auto: keys, but rows wherever a ring of stages is asked for (the keys form loads into
     registers only); rows and keys as given."""
@@ -636,15 +732,15 @@ def test_form_auto_takes_the_keys_form_where_it_can_run(bd):
     assert "int4 or int8 cache" in bd.check_config(case(d=128, kv_dtype="fp16"), 32, 4, "auto", 0, "auto", 0, "k")
     assert "the keys form" in bd.check_config(int4, 32, 4, "rows", 0, "auto", 0, "kv")
     assert bd.instance(int4, 32, 4, 0, "keys", "p", pipe="kv") == \
-        "bitdecode_partial_keys<4, false, 128, 32, 4, 1, true, true, true, 2>"
-    assert bd.instance(int4, 32, 4, 0, "keys", "p", pipe="k").endswith("true, true, true, 1>")
+        "bitdecode_partial_keys<4, false, 128, 32, 4, 1, true, true, false, true, 2>"
+    assert bd.instance(int4, 32, 4, 0, "keys", "p", pipe="k").endswith("true, true, false, true, 1>")
     # pipe=auto: kv for a dense int8 cache in the keys form, none elsewhere (and no refusal: it asks nothing)
     assert bd.resolve_pipe("auto", 8, "keys") == "kv" and bd.resolve_pipe("auto", 8, "keys", dense=False) == "none"
     assert bd.resolve_pipe("auto", 4, "keys") == "none" == bd.resolve_pipe("auto", 8, "rows")
     assert bd.resolve_pipe("auto", 16, "keys") == "none" and bd.resolve_pipe("k", 4, "keys") == "k"
     assert bd.check_config(case(d=128, kv_dtype="fp16"), 32, 4, "rows", 0, "auto", 0, "auto") is None
     c = case(d=128, kv_dtype="int4", group=32)
-    assert bd.instance(c, 32, 4, 0, "keys") == "bitdecode_partial_keys<4, false, 128, 32, 4, 1, true, false, true, 0>"
+    assert bd.instance(c, 32, 4, 0, "keys") == "bitdecode_partial_keys<4, false, 128, 32, 4, 1, true, false, false, true, 0>"
     assert bd.smem_bytes(128, 4, 4, 32, 0, "keys") == 4 * 8 * (2 + 128 + 4) * 4
 
 
@@ -662,9 +758,24 @@ def test_v_scales_on_p_where_a_token_has_one_group(bd):
     assert "--group >= d = 128" in bd.check_config(strips, 32, 4, "keys", 0, "p")
     assert "--group >= d = 128" in bd.check_config(whole, 32, 4, "rows", 0, "p")
     assert bd.check_config(whole, 32, 4, "auto", 0, "p") is None
-    assert bd.instance(whole, 32, 4, 0, "keys", "p") == "bitdecode_partial_keys<4, false, 128, 32, 4, 1, true, true, true, 0>"
+    assert bd.instance(whole, 32, 4, 0, "keys", "p") == "bitdecode_partial_keys<4, false, 128, 32, 4, 1, true, true, false, true, 0>"
     assert (bd.instance(whole, 32, 4, 0, "keys", "values", dense=False)
-            == "bitdecode_partial_keys<4, false, 128, 32, 4, 1, true, false, false, 0>")
+            == "bitdecode_partial_keys<4, false, 128, 32, 4, 1, true, false, false, false, 0>")
+
+
+def test_k_scales_on_q_where_a_tile_is_one_group(bd):
+    """k_scales=q runs in the keys form over a quantized cache whose groups of tokens are whole tiles; asked
+    elsewhere it is a skip with the reason. Its instance is the keys form's with KFOLD set."""
+    one, two = case(d=128, kv_dtype="int4", group=128), case(d=128, kv_dtype="int8", group=48)
+    assert bd.check_config(one, 32, 8, "auto", 0, "auto", 0, "none", "q") is None
+    assert bd.check_config(case(d=64, kv_dtype="int8", group=32), 32, 4, "keys", 0, "values", 0, "kv", "q") is None
+    for c, tile, form in ((two, 32, "auto"), (one, 32, "rows"), (case(d=128, kv_dtype="fp16"), 32, "auto"),
+                          (case(d=128, kv_dtype="int4", group=32), 64, "auto")):
+        assert "k_scales=q folds K's scales into the queries" in bd.check_config(c, tile, 4, form, 0, "auto", 0, "none",
+                                                                                  "q")
+    assert (bd.instance(one, 32, 8, 0, "keys", "p", k_scales="q")
+            == "bitdecode_partial_keys<4, false, 128, 32, 8, 1, true, true, true, true, 0>")
+    assert bd.instance(one, 32, 8, 0, "keys", "p").endswith("true, true, false, true, 0>")
 
 
 def test_dense_rows_is_whether_tokens_follow_one_another(bd):
