@@ -78,6 +78,9 @@ constexpr int MIDDLE_CODE = BITS == 4 ? 8 : 128;
 // 64 + code, as the low nibble under 1024's is 1024 + code; their offsets, negated, for the mma.
 constexpr unsigned MAGIC_64 = 0x54005400u;    // fp16 {64, 64}
 constexpr unsigned MINUS_1024 = 0xe400e400u;  // fp16 {-1024, -1024}
+// VRAW's offsets plus the middle code, negated: int4's low and high nibbles, int8's bytes.
+constexpr unsigned MINUS_1032 = 0xe408e408u;  // fp16 {-1032, -1032}
+constexpr unsigned MINUS_1152 = 0xe480e480u;  // fp16 {-1152, -1152}
 
 // (a & MASK) | OR in one lop3: immLut = (0xF0 & 0xCC) | 0xAA.
 template <unsigned MASK, unsigned OR>
@@ -312,6 +315,30 @@ __device__ __forceinline__ unsigned v_operand(const unsigned* wa, const unsigned
         const int w = jn / 2;
         return (jn % 2) ? prmt<0x7632>(wa[w], wb[w]) : prmt<0x5410>(wa[w], wb[w]);
     }
+}
+
+// VRAW: v_operand's register as raw fp16 numbers, offset + code, with no arithmetic after the lop3 / prmt
+// (as k_raw: offset 1024, or 64 for int4's high nibbles, the odd channels jn).
+template <int BITS>
+__device__ __forceinline__ unsigned v_raw(const unsigned* wa, const unsigned* wb, int jn) {
+    static_assert(BITS == 4 || BITS == 8, "codes");
+    if constexpr (BITS == 4) {
+        const int w = jn / 8, i = jn % 8;
+        const unsigned z = i < 4 ? prmt<0x5410>(wa[w], wb[w]) : prmt<0x7632>(wa[w], wb[w]);
+        const unsigned x = (i % 4) >= 2 ? z >> 8 : z;
+        return (i % 2) ? and_or<0x00f000f0u, MAGIC_64>(x) : and_or<0x000f000fu, MAGIC>(x);
+    } else {
+        const int w = jn / 4, i = jn % 4;
+        const unsigned z = i < 2 ? prmt<0x5410>(wa[w], wb[w]) : prmt<0x7632>(wa[w], wb[w]);
+        return (i % 2) ? prmt<0x4341>(z, MAGIC_BYTES) : prmt<0x4240>(z, MAGIC_BYTES);
+    }
+}
+
+// v_raw's offset plus the middle code, negated, as a pair, for the channels of parity c (int4's odd
+// channels are high nibbles).
+template <int BITS>
+__device__ __forceinline__ unsigned v_raw_offset(int c) {
+    return BITS == 8 ? MINUS_1152 : c ? MINUS_72 : MINUS_1032;
 }
 
 template <bool BF16>
@@ -947,12 +974,18 @@ constexpr int KEY_FORM_WARPS_PER_SM = PIPE == 2 ? (BITS == 4 ? 12 : 8) : (BITS =
 // of every K register (64 each for an int4 tile of 32 keys at d = 128) out of the loop, for 16 mul.rn.f16x2
 // and 16 mma. The raw terms cancel exactly (the same Q' on both sides, products exact in fp32), leaving
 // the fp32 sums' rounding of terms R_c q'_c. |q_c · scale_c| must be below fp16's largest, 65504.
+// VRAW (with VFOLD): V's codes go into O^T += V^T P^T as raw fp16 numbers too (v_raw), and one more mma
+// a k16 step and m16 tile of channels, A the offsets plus the middle code (negated) against the same Pᵀ,
+// takes them off in the same accumulator: sum_k p'_k (raw_k - offset - c) = sum_k p'_k (code_k - c), the
+// centred product of VFOLD without the sub / fma of every V register (64 an int4 tile of 32 keys at
+// d = 128) for 16 mma. Within each k16 step the accumulator holds the offsets' terms, about 1032 times
+// the step's sum of P', which cancel before the next step; its rounding is that of those terms.
 // DENSE: a token's K and V rows follow one another (the codes' token stride is the row, D BITS / 8
 // bytes; with VFOLD, V's scales and minimums one element a token). The loop's tiles before the
 // piece's edge then address each row as the tile's first row plus a constant, which ptxas folds into
 // the load instruction, instead of a multiply and a 64-bit add of a run-time stride every row.
-template <int BITS, bool BF16, int D, int TN, int WARPS, int VSPAN, bool KG1, bool VFOLD, bool KFOLD, bool DENSE,
-          int PIPE>
+template <int BITS, bool BF16, int D, int TN, int WARPS, int VSPAN, bool KG1, bool VFOLD, bool KFOLD, bool VRAW,
+          bool DENSE, int PIPE>
 __global__ void __launch_bounds__(WARPS * 32, WARPS <= KEY_FORM_WARPS_PER_SM<BITS, VSPAN, PIPE> ? KEY_FORM_WARPS_PER_SM<BITS, VSPAN, PIPE> / WARPS : 1)
 bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
     using LN = Lanes<BITS, D>;
@@ -967,6 +1000,7 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
     static_assert(!QUANT || !BF16, "a quantized cache's queries and output are fp16");
     static_assert(!VFOLD || (QUANT && VSPAN == 1), "V's scales fold into P for a quantized cache, one group a token");
     static_assert(!KFOLD || (QUANT && KG1), "K's scales fold into Q for a quantized cache, one group a tile");
+    static_assert(!VRAW || VFOLD, "V's raw codes with V's scales on P");
 
     extern __shared__ __align__(16) float smem[];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -1254,13 +1288,23 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
 #pragma unroll
                     for (int c = 0; c < 2; ++c) {
                         const int jn = 2 * mi + c;  // the channel of the lane's strip
-                        unsigned reg = v_operand<BITS, VFOLD>(vc[j][2 * pr], vc[j][2 * pr + 1], jn);
+                        unsigned reg;
+                        if constexpr (VRAW) reg = v_raw<BITS>(vc[j][2 * pr], vc[j][2 * pr + 1], jn);
+                        else reg = v_operand<BITS, VFOLD>(vc[j][2 * pr], vc[j][2 * pr + 1], jn);
                         if constexpr (QUANT && !VFOLD) {
                             const int x = (VSPAN == 2 && jn >= hc.cut) ? VSPAN - 1 : 0;
                             reg = hfma2(reg, vs[pr][x], vm[pr][x]);
                         }
                         a[2 * pr + c] = reg;  // a0: channel 2 mi, a1: 2 mi + 1 (keys 2t, 2t+1); a2, a3 (2t+8, 2t+9)
                     }
+                if constexpr (VRAW) {  // the step's offsets and middle code off the channels' rows first
+                    unsigned offsets[4];
+#pragma unroll
+                    for (int pr = 0; pr < 2; ++pr)
+#pragma unroll
+                        for (int c = 0; c < 2; ++c) offsets[2 * pr + c] = v_raw_offset<BITS>(c);
+                    mma_16816<BF16>(o[mi], offsets, pb[j][0], pb[j][1]);
+                }
                 mma_16816<BF16>(o[mi], a, pb[j][0], pb[j][1]);
             }
         }
@@ -1402,8 +1446,8 @@ bitdecode_combine(const float* __restrict__ part_o, const float* __restrict__ pa
 // nvcc build check (tests/): the instances kbench launches (cupy_bitdecode.py's default_instances()).
 #define KBENCH_BD_PARTIAL(BITS, BF16, D, TN, W, VSPAN, KG1, STAGES) \
     template __global__ void bitdecode_partial<BITS, BF16, D, TN, W, VSPAN, KG1, STAGES>(BITDECODE_PARTIAL_PARAMS);
-#define KBENCH_BD_KEYS(BITS, BF16, D, TN, W, VSPAN, KG1, VFOLD, KFOLD, DENSE, PIPE) \
-    template __global__ void bitdecode_partial_keys<BITS, BF16, D, TN, W, VSPAN, KG1, VFOLD, KFOLD, DENSE, PIPE>(BITDECODE_PARTIAL_PARAMS);
+#define KBENCH_BD_KEYS(BITS, BF16, D, TN, W, VSPAN, KG1, VFOLD, KFOLD, VRAW, DENSE, PIPE) \
+    template __global__ void bitdecode_partial_keys<BITS, BF16, D, TN, W, VSPAN, KG1, VFOLD, KFOLD, VRAW, DENSE, PIPE>(BITDECODE_PARTIAL_PARAMS);
 #define KBENCH_BD_COMBINE(D, BF16)                                                                             \
     template __global__ void bitdecode_combine<D, BF16>(const float*, const float*, const float*,    \
                                                                    unsigned short*, int, int, int, int, int, int, \
@@ -1411,126 +1455,122 @@ bitdecode_combine(const float* __restrict__ part_o, const float* __restrict__ pa
 KBENCH_BD_PARTIAL(4, false, 64, 32, 4, 1, true, 0)
 KBENCH_BD_PARTIAL(4, false, 64, 32, 4, 1, false, 0)
 KBENCH_BD_PARTIAL(4, false, 64, 32, 4, 2, false, 0)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, false, false, true, 0)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, false, false, false, 0)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, false, false, true, 0)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, false, false, false, 0)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 2, false, false, false, true, 0)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 2, false, false, false, false, 0)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, true, false, true, 0)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, true, false, false, 0)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, true, false, true, 0)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, true, false, false, 0)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, false, false, true, 1)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, false, false, true, 1)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 2, false, false, false, true, 1)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, true, false, true, 1)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, true, false, true, 1)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, false, false, true, 2)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, false, false, true, 2)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 2, false, false, false, true, 2)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, true, false, true, 2)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, true, false, true, 2)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, false, true, true, 0)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, false, true, false, 0)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, false, true, true, 1)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, false, true, true, 2)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, true, true, true, 0)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, true, true, false, 0)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, true, true, true, 1)
-KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, true, true, true, 2)
-KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, true, false, false, true, 0)
-KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, true, false, false, false, 0)
-KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, false, false, false, true, 0)
-KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, false, false, false, false, 0)
-KBENCH_BD_KEYS(4, false, 128, 32, 8, 2, false, false, false, true, 0)
-KBENCH_BD_KEYS(4, false, 128, 32, 8, 2, false, false, false, false, 0)
-KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, true, true, false, true, 0)
-KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, true, true, false, false, 0)
-KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, false, true, false, true, 0)
-KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, false, true, false, false, 0)
-KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, true, false, false, true, 1)
-KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, false, false, false, true, 1)
-KBENCH_BD_KEYS(4, false, 128, 32, 8, 2, false, false, false, true, 1)
-KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, true, true, false, true, 1)
-KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, false, true, false, true, 1)
-KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, true, false, false, true, 2)
-KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, false, false, false, true, 2)
-KBENCH_BD_KEYS(4, false, 128, 32, 8, 2, false, false, false, true, 2)
-KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, true, true, false, true, 2)
-KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, false, true, false, true, 2)
-KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, true, false, true, true, 0)
-KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, true, false, true, false, 0)
-KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, true, false, true, true, 1)
-KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, true, false, true, true, 2)
-KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, true, true, true, true, 0)
-KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, true, true, true, false, 0)
-KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, true, true, true, true, 1)
-KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, true, true, true, true, 2)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, false, false, true, 0)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, false, false, false, 0)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, false, false, true, 0)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, false, false, false, 0)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 2, false, false, false, true, 0)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 2, false, false, false, false, 0)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, true, false, true, 0)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, true, false, false, 0)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, true, false, true, 0)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, true, false, false, 0)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, false, false, true, 1)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, false, false, true, 1)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 2, false, false, false, true, 1)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, true, false, true, 1)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, true, false, true, 1)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, false, false, true, 2)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, false, false, true, 2)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 2, false, false, false, true, 2)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, true, false, true, 2)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, true, false, true, 2)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, false, true, true, 0)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, false, true, false, 0)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, false, true, true, 1)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, false, true, true, 2)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, true, true, true, 0)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, true, true, false, 0)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, true, true, true, 1)
-KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, true, true, true, 2)
-KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, true, false, false, true, 0)
-KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, true, false, false, false, 0)
-KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, false, false, false, true, 0)
-KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, false, false, false, false, 0)
-KBENCH_BD_KEYS(8, false, 128, 32, 8, 2, false, false, false, true, 0)
-KBENCH_BD_KEYS(8, false, 128, 32, 8, 2, false, false, false, false, 0)
-KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, true, true, false, true, 0)
-KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, true, true, false, false, 0)
-KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, false, true, false, true, 0)
-KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, false, true, false, false, 0)
-KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, true, false, false, true, 1)
-KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, false, false, false, true, 1)
-KBENCH_BD_KEYS(8, false, 128, 32, 8, 2, false, false, false, true, 1)
-KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, true, true, false, true, 1)
-KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, false, true, false, true, 1)
-KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, true, false, false, true, 2)
-KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, false, false, false, true, 2)
-KBENCH_BD_KEYS(8, false, 128, 32, 8, 2, false, false, false, true, 2)
-KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, true, true, false, true, 2)
-KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, false, true, false, true, 2)
-KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, true, false, true, true, 0)
-KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, true, false, true, false, 0)
-KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, true, false, true, true, 1)
-KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, true, false, true, true, 2)
-KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, true, true, true, true, 0)
-KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, true, true, true, false, 0)
-KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, true, true, true, true, 1)
-KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, true, true, true, true, 2)
-KBENCH_BD_KEYS(16, false, 64, 32, 4, 1, false, false, false, true, 0)
-KBENCH_BD_KEYS(16, false, 64, 32, 4, 1, false, false, false, false, 0)
-KBENCH_BD_KEYS(16, false, 128, 32, 8, 1, false, false, false, true, 0)
-KBENCH_BD_KEYS(16, false, 128, 32, 8, 1, false, false, false, false, 0)
-KBENCH_BD_KEYS(16, true, 64, 32, 4, 1, false, false, false, true, 0)
-KBENCH_BD_KEYS(16, true, 64, 32, 4, 1, false, false, false, false, 0)
-KBENCH_BD_KEYS(16, true, 128, 32, 8, 1, false, false, false, true, 0)
-KBENCH_BD_KEYS(16, true, 128, 32, 8, 1, false, false, false, false, 0)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, false, false, false, true, 0)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, false, false, false, false, 0)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, false, false, false, true, 0)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, false, false, false, false, 0)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 2, false, false, false, false, true, 0)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 2, false, false, false, false, false, 0)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, true, false, false, true, 0)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, true, false, false, false, 0)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, true, false, false, true, 0)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, true, false, false, false, 0)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, false, false, false, true, 1)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, false, false, false, true, 1)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 2, false, false, false, false, true, 1)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, true, false, false, true, 1)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, true, false, false, true, 1)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, false, false, false, true, 2)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, false, false, false, true, 2)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 2, false, false, false, false, true, 2)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, true, false, false, true, 2)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, true, false, false, true, 2)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, false, true, false, true, 0)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, false, true, false, false, 0)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, true, true, false, true, 0)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, true, true, false, false, 0)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, true, false, true, true, 0)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, true, true, true, true, 0)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, true, false, true, true, 0)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, true, false, false, false, true, 0)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, true, false, false, false, false, 0)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, false, false, false, false, true, 0)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, false, false, false, false, false, 0)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 2, false, false, false, false, true, 0)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 2, false, false, false, false, false, 0)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, true, true, false, false, true, 0)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, true, true, false, false, false, 0)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, false, true, false, false, true, 0)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, false, true, false, false, false, 0)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, true, false, false, false, true, 1)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, false, false, false, false, true, 1)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 2, false, false, false, false, true, 1)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, true, true, false, false, true, 1)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, false, true, false, false, true, 1)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, true, false, false, false, true, 2)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, false, false, false, false, true, 2)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 2, false, false, false, false, true, 2)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, true, true, false, false, true, 2)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, false, true, false, false, true, 2)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, true, false, true, false, true, 0)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, true, false, true, false, false, 0)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, true, true, true, false, true, 0)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, true, true, true, false, false, 0)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, true, true, false, true, true, 0)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, true, true, true, true, true, 0)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, false, true, false, true, true, 0)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, false, false, false, true, 0)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, false, false, false, false, 0)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, false, false, false, true, 0)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, false, false, false, false, 0)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 2, false, false, false, false, true, 0)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 2, false, false, false, false, false, 0)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, true, false, false, true, 0)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, true, false, false, false, 0)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, true, false, false, true, 0)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, true, false, false, false, 0)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, false, false, false, true, 1)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, false, false, false, true, 1)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 2, false, false, false, false, true, 1)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, true, false, false, true, 1)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, true, false, false, true, 1)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, false, false, false, true, 2)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, false, false, false, true, 2)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 2, false, false, false, false, true, 2)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, true, false, false, true, 2)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, true, false, false, true, 2)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, false, true, false, true, 0)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, false, true, false, false, 0)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, true, true, false, true, 0)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, true, true, false, false, 0)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, true, false, true, true, 0)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, true, true, true, true, 0)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, true, false, true, true, 0)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, true, false, false, false, true, 0)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, true, false, false, false, false, 0)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, false, false, false, false, true, 0)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, false, false, false, false, false, 0)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 2, false, false, false, false, true, 0)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 2, false, false, false, false, false, 0)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, true, true, false, false, true, 0)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, true, true, false, false, false, 0)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, false, true, false, false, true, 0)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, false, true, false, false, false, 0)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, true, false, false, false, true, 1)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, false, false, false, false, true, 1)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 2, false, false, false, false, true, 1)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, true, true, false, false, true, 1)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, false, true, false, false, true, 1)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, true, false, false, false, true, 2)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, false, false, false, false, true, 2)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 2, false, false, false, false, true, 2)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, true, true, false, false, true, 2)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, false, true, false, false, true, 2)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, true, false, true, false, true, 0)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, true, false, true, false, false, 0)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, true, true, true, false, true, 0)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, true, true, true, false, false, 0)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, true, true, false, true, true, 0)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, true, true, true, true, true, 0)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, false, true, false, true, true, 0)
+KBENCH_BD_KEYS(16, false, 64, 32, 4, 1, false, false, false, false, true, 0)
+KBENCH_BD_KEYS(16, false, 64, 32, 4, 1, false, false, false, false, false, 0)
+KBENCH_BD_KEYS(16, false, 128, 32, 8, 1, false, false, false, false, true, 0)
+KBENCH_BD_KEYS(16, false, 128, 32, 8, 1, false, false, false, false, false, 0)
+KBENCH_BD_KEYS(16, true, 64, 32, 4, 1, false, false, false, false, true, 0)
+KBENCH_BD_KEYS(16, true, 64, 32, 4, 1, false, false, false, false, false, 0)
+KBENCH_BD_KEYS(16, true, 128, 32, 8, 1, false, false, false, false, true, 0)
+KBENCH_BD_KEYS(16, true, 128, 32, 8, 1, false, false, false, false, false, 0)
 KBENCH_BD_PARTIAL(4, false, 128, 32, 4, 1, true, 0)
 KBENCH_BD_PARTIAL(4, false, 128, 32, 4, 1, false, 0)
 KBENCH_BD_PARTIAL(4, false, 128, 32, 4, 2, false, 0)

@@ -83,6 +83,12 @@ takes the subtraction to the code and the scale's ``fma.rn.f16x2`` of every K re
 (ptxas, sm_90, int4 in groups of 128 at d = 128, 8 warps, V's scales on P: 632 instructions a tile of 32
 keys against 694). The raw terms cancel exactly (the same Q' on both sides, products exact in fp32); each
 q' must be below fp16's largest number, 65504.
+``--param v_codes=raw`` (where V's scales are on P; ``converted``, the default, turns V's codes into the
+centred codes as fp16 integers, a sub or fma a register) puts V's raw numbers into O += P V as well, and
+one more ``mma`` a k16 step and m16 tile of channels, the offsets plus the middle code negated against the
+same Pᵀ, takes them off in the same accumulator: 665 instructions a tile against 694, 601 with
+``k_scales=q`` (ptxas, sm_90, as above). Within a k16 step the accumulator briefly holds the offsets'
+terms, about 1032 times the step's sum of P', which cancel before the next.
 Where a cache's tokens follow one another (each row's stride its size: the suite's caches, and caches
 cut from longer ones along the tokens), the keys form addresses a tile's rows from its first by
 constants folded into the loads; other strides take an instance with run-time strides.
@@ -136,6 +142,10 @@ V_SCALES = ("auto", "values", "p")
 # channel's scale, the codes as raw fp16 numbers in the products, and each row's minimum and offset terms
 # from two more mma a k16 step; the keys form over a cache whose groups of tokens are whole tiles).
 K_SCALES = ("values", "q")
+# How V's codes enter O += P V where V's scales are on P (v_scales=p): converted to the centred codes as
+# fp16 integers (a sub or fma a register), or raw (the bit tricks' fp16 numbers, offset + code, their
+# offsets and middle code taken off by one more mma a k16 step and m16 tile of channels).
+V_CODES = ("converted", "raw")
 
 
 def resolve_form(form: str, stages: int = 0) -> str:
@@ -195,7 +205,7 @@ def resolve_pipe(pipe: str, bits: int, form: str, dense: bool = True) -> str:
 # last block of each sequence x K/V head x row block to finish, in the partial kernel (no second launch).
 MERGES = ("kernel", "last")
 DEFAULT_PARAMS = {"splits": 0, "tile": 32, "warps": "auto", "stages": 0, "masks": "auto", "form": "auto",
-                  "v_scales": "auto", "k_scales": "values", "prefetch": 0, "pipe": "auto", "merge": "last"}
+                  "v_scales": "auto", "k_scales": "values", "v_codes": "converted", "prefetch": 0, "pipe": "auto", "merge": "last"}
 
 
 def v_span(d: int, group: int, bits: int) -> int | None:
@@ -221,24 +231,26 @@ def name_expression(bits: int, bf16: bool, d: int, tile: int, warps: int, vspan:
 
 
 def keys_form_name(bits: int, bf16: bool, d: int, tile: int, warps: int, vspan: int, one_group: bool = False,
-                   v_fold: bool = False, dense: bool = True, pipe: str = "none", k_fold: bool = False) -> str:
+                   v_fold: bool = False, dense: bool = True, pipe: str = "none", k_fold: bool = False,
+                   v_raw: bool = False) -> str:
     """The template instance of the keys-as-rows partial kernel (form=keys); ``v_fold``: V's scales
     applied to P (v_scales=p); ``dense``: the cache's tokens one after the other (see :func:`dense_rows`);
     ``pipe``: which of the next tile's codes each tile loads (PIPE); ``k_fold``: K's scales applied to Q
-    (k_scales=q)."""
+    (k_scales=q); ``v_raw``: V's codes as raw fp16 numbers (v_codes=raw)."""
     return _cupy.instance_name("bitdecode_partial_keys", bits, bf16, d, tile, warps, vspan, one_group, v_fold, k_fold,
-                               dense, PIPE[pipe])
+                               v_raw, dense, PIPE[pipe])
 
 
 def instance(case, tile: int, warps: int, stages: int, form: str = "rows", v_scales: str = "values",
-             dense: bool = True, pipe: str = "none", k_scales: str = "values") -> str:
-    """The partial kernel's instance for a case (``v_scales``: values or p; ``k_scales``: values or q)."""
+             dense: bool = True, pipe: str = "none", k_scales: str = "values", v_codes: str = "converted") -> str:
+    """The partial kernel's instance for a case (``v_scales``: values or p; ``k_scales``: values or q;
+    ``v_codes``: converted or raw)."""
     bits = CODE_BITS[case.kv_dtype]
     fold = v_scales == "p"
     shape = (bits, case.kv_dtype == "bf16", case.d, tile, warps, 1 if fold else v_span(case.d, case.group, bits),
              one_group_a_tile(case.group, tile, bits))
     if form == "keys":
-        return keys_form_name(*shape, fold, dense, pipe, k_fold=k_scales == "q")
+        return keys_form_name(*shape, fold, dense, pipe, k_fold=k_scales == "q", v_raw=v_codes == "raw")
     return name_expression(*shape, stages)
 
 
@@ -308,7 +320,8 @@ def split_plan(length: int, programs: int, sms: int, resident: int, tile: int, w
 
 
 def check_config(case, tile: int, warps: int, form: str = "auto", stages: int = 0,
-                 v_scales: str = "auto", prefetch: int = 0, pipe: str = "none", k_scales: str = "values") -> str | None:
+                 v_scales: str = "auto", prefetch: int = 0, pipe: str = "none", k_scales: str = "values",
+                 v_codes: str = "converted") -> str | None:
     """Why this case, block shape and form cannot run, or None."""
     if seq_lengths.is_ragged(case):  # --l 1000+130000
         return "a ragged batch (one length a sequence): cupy-bitdecode takes one length for every sequence"
@@ -338,6 +351,9 @@ def check_config(case, tile: int, warps: int, form: str = "auto", stages: int = 
                                 and one_group_a_tile(case.group, tile, CODE_BITS[case.kv_dtype])):
         return ("k_scales=q folds K's scales into the queries: the keys form over a quantized cache whose groups "
                 f"of tokens are whole tiles (--group a multiple of tile={tile})")
+    if v_codes == "raw" and resolve_v_scales(v_scales, case, resolve_form(form, stages)) != "p":
+        return ("v_codes=raw puts V's raw codes into the products where V's scales are on P: the keys form over a "
+                f"quantized cache whose V groups span the head (--group >= d = {case.d}), v_scales=auto or p")
     return None
 
 
@@ -361,10 +377,13 @@ def default_instances() -> list[str]:
             if bits < 16:  # each tile loading the next one's codes (pipe=k|kv), over dense caches
                 names += [keys_form_name(bits, bf16, d, tile, keys_warps, vspan, one_group, fold, True, pipe)
                           for pipe in ("k", "kv") for vspan, one_group, fold in keys]
-                # K's scales folded into Q (k_scales=q): tiles of one group, every loading form over dense caches
-                names += [keys_form_name(bits, bf16, d, tile, keys_warps, vspan, True, fold, dense, pipe, k_fold=True)
-                          for vspan, one_group, fold in keys if one_group
-                          for dense, pipe in ((True, "none"), (False, "none"), (True, "k"), (True, "kv"))]
+                # K's scales folded into Q (k_scales=q: tiles of one group), and V's raw codes (v_codes=raw, where
+                # V's scales are on P) with K's scales on the values or on Q; loads as a warp starts a tile
+                names += [keys_form_name(bits, bf16, d, tile, keys_warps, vspan, True, fold, dense, k_fold=True)
+                          for vspan, one_group, fold in keys if one_group for dense in (True, False)]
+                names += [keys_form_name(bits, bf16, d, tile, keys_warps, vspan, one_group, True, True, k_fold=k_fold,
+                                         v_raw=True)
+                          for vspan, one_group, fold in keys if fold for k_fold in (False, True) if one_group or not k_fold]
     names += [combine_name(d, bf16) for d in HEAD_DIMS for bf16 in (False, True)]
     return names
 
@@ -445,7 +464,7 @@ def explain(case, params) -> dict:
 
     tile, warps, stages = params["tile"], params["warps"], params["stages"]
     reason = check_config(case, tile, warps, params["form"], stages, params["v_scales"], params["prefetch"],
-                          params["pipe"], params["k_scales"])
+                          params["pipe"], params["k_scales"], params["v_codes"])
     if reason:
         return {"configuration": f"not runnable: {reason}"}
     bits = CODE_BITS[case.kv_dtype]
@@ -454,7 +473,8 @@ def explain(case, params) -> dict:
     warps = resolve_warps(warps, form, case.d)
     v_scales = resolve_v_scales(params["v_scales"], case, form)
     pipe = resolve_pipe(params["pipe"], bits, form)
-    name = instance(case, tile, warps, stages, form, v_scales, pipe=pipe, k_scales=params["k_scales"])
+    name = instance(case, tile, warps, stages, form, v_scales, pipe=pipe, k_scales=params["k_scales"],
+                    v_codes=params["v_codes"])
     smem = smem_bytes(case.d, warps, bits, tile, stages, form)
     try:
         resources, failure = from_nvcc(SOURCE, name), None
@@ -524,7 +544,10 @@ def explain(case, params) -> dict:
                           + ("; K's codes stay raw fp16 numbers (1024 + code; 64 + code for int4's high nibbles): "
                              "each channel's scale multiplies Q (mul.rn.f16x2, once a k16 step), and two more mma a "
                              "k16 step add each row's sum of Q x minimum less the raw numbers' offsets x Q' to "
-                             "every key (k_scales=q)" if params["k_scales"] == "q" else ""),
+                             "every key (k_scales=q)" if params["k_scales"] == "q" else "")
+                          + ("; V's codes go into the products raw too, their offsets and middle code taken off by "
+                             "one more mma a k16 step and m16 tile of channels (v_codes=raw)"
+                             if params["v_codes"] == "raw" else ""),
     }
     if resources:
         figures.update(launch_figures(dict(resources), blocks, 32 * warps, smem))
@@ -542,20 +565,20 @@ def _supports(case):
     supports=_supports, params=dict(DEFAULT_PARAMS), explain=explain,
     allowed={"splits": lambda value: None if value >= 0 else "splits takes 0 (automatic) or a positive number",
              "tile": TILES, "warps": ("auto", *WARPS), "stages": STAGES, "masks": MASKS, "form": FORMS, "v_scales": V_SCALES,
-             "k_scales": K_SCALES,
+             "k_scales": K_SCALES, "v_codes": V_CODES,
              "prefetch": PREFETCH, "pipe": PIPES, "merge": MERGES},
     description="BitDecoding-style decode in CUDA C++: mma.sync m16n8k16 with the keys (or the GQA group) as "
                 "the rows, int4/int8 codes dequantized into the fragments by lop3/prmt, split-KV merged by "
                 "log-sum-exp",
 )
-def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form, v_scales, k_scales, prefetch, pipe,
-                   merge):
+def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form, v_scales, k_scales, v_codes, prefetch,
+                   pipe, merge):
     import numpy as np
     import torch
 
     from kbench.occupancy import LIMITS, blocks_per_sm
 
-    reason = check_config(case, tile, warps, form, stages, v_scales, prefetch, pipe, k_scales)
+    reason = check_config(case, tile, warps, form, stages, v_scales, prefetch, pipe, k_scales, v_codes)
     if reason:
         raise Unsupported(reason)
     q = inputs["q"]
@@ -594,7 +617,8 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form, 
     dense = dense_rows(k, v, scales[2] if v_scales == "p" else None)
     prefetch = prefetch if dense else 0  # the kernel prefetches a tile's rows as whole lines: dense caches only
     pipe = resolve_pipe(pipe, bits, form, dense)
-    kernel = _cupy.compiled(str(SOURCE), instance(case, tile, warps, stages, form, v_scales, dense, pipe, k_scales))
+    kernel = _cupy.compiled(str(SOURCE), instance(case, tile, warps, stages, form, v_scales, dense, pipe, k_scales,
+                                                            v_codes))
     smem = smem_bytes(case.d, warps, bits, tile, stages, form)
     if smem > 48 * 1024:  # above 48 KiB a block must opt in to its dynamic shared memory
         if smem > _cupy.smem_optin_limit(q):
@@ -661,6 +685,7 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form, 
     run.workspace = (part_o, part_m, part_l, counts) if n_splits > 1 else ()
     run.config = {"splits": n_splits, "keys_per_split": plan["keys_per_split"], "tile": tile, "warps": warps,
                   "stages": stages, "masks": masks, "form": form, "v_scales": v_scales, "k_scales": k_scales,
+                  "v_codes": v_codes,
                   "prefetch": prefetch,
                   "pipe": pipe, "merge": merge if n_splits > 1 else "none (one piece)", "dense_rows": dense, "one_group_a_tile": one_group_a_tile(case.group, tile, bits),
                   "row_blocks": rbs, "resident_blocks_per_sm": resident, "v_span": vspan,

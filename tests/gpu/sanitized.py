@@ -127,7 +127,7 @@ def decode(registry) -> tuple[int, list[str]]:
     """cupy-bitdecode (its cp.async pipeline and shared-memory tiles) over int4, int8 and fp16 caches of
     17 and 1000 tokens: a partial tile, a partial group of 32 tokens, GQA 32/8 with one new query and
     four (more rows than one m16 tile), with every tile masked and with the unmasked loop; and V's scales
-    applied to P, and K's to the queries, over caches in groups of 128 (one a token)."""
+    applied to P, and K's to the queries with both raw codes, over caches in groups of 128 (one a token)."""
     suite, impl = registry.suite("decode"), registry.implementations("decode")["cupy-bitdecode"]
     problems, count = [], 0
     for kv_dtype in ("int4", "int8", "fp16"):
@@ -144,9 +144,9 @@ def decode(registry) -> tuple[int, list[str]]:
         checked(suite, impl, case, dict(impl.params, v_scales="p"), f"cupy-bitdecode {kv_dtype} group=128 v_scales=p",
                 problems)
         count += 1
-        # K's scales on Q (k_scales=q): a group of 128 tokens is whole tiles
-        checked(suite, impl, case, dict(impl.params, k_scales="q"), f"cupy-bitdecode {kv_dtype} group=128 k_scales=q",
-                problems)
+        # K's scales on Q (k_scales=q: a group of 128 tokens is whole tiles), K's and V's codes raw
+        checked(suite, impl, case, dict(impl.params, k_scales="q", v_codes="raw"),
+                f"cupy-bitdecode {kv_dtype} group=128 k_scales=q v_codes=raw", problems)
         count += 1
     return count, problems
 

@@ -189,25 +189,28 @@ def test_cupy_bitdecode_v_scales_on_p_are_right(cli, tmp_path):
 
 
 @pytest.mark.usefixtures("needs_cupy")
-def test_cupy_bitdecode_k_scales_on_q_are_right(cli, tmp_path):
-    """K's scales applied to the queries (k_scales=q: raw codes in the products, each row's minimum and
-    offset terms by two more mma a k16 step) against applied to the values: 17, 4099 and 128k keys, one
-    and four new queries, K groups of 128 tokens (V's scales on P) and 32 (on the values), int4 and int8,
-    d = 128; the next tile's codes loaded ahead (pipe=k, kv); and d = 64 in groups of 64, under MQA."""
+def test_cupy_bitdecode_raw_codes_are_right(cli, tmp_path):
+    """K's scales applied to the queries (k_scales=q: K's raw codes in the products, each row's minimum and
+    offset terms by two more mma a k16 step) and V's raw codes (v_codes=raw: their offsets taken off by one
+    more mma) against the converted codes: 17, 4099 and 128k keys, one and four new queries, K groups of 128
+    tokens (V's scales on P) and 32 (on the values), int4 and int8, d = 128; the next tile's codes loaded
+    ahead (pipe=k, kv); and d = 64 in groups of 64, under MQA."""
     out = tmp_path / "decode.jsonl"
-    for sweep in (("--l", "17,4099,131072", "--hq", "32", "--hkv", "8", "--q", "1,4", "--d", "128", "--group", "128,32",
-                   "--param", "k_scales=values,q"),
-                  ("--l", "4099", "--hq", "32", "--hkv", "8", "--q", "1,4", "--d", "128", "--group", "128,32",
-                   "--param", "k_scales=q", "--param", "pipe=k,kv"),
+    d128 = ("--hq", "32", "--hkv", "8", "--q", "1,4", "--d", "128")
+    for sweep in (("--l", "17,4099,131072", *d128, "--group", "128", "--param", "k_scales=values,q",
+                   "--param", "v_codes=converted,raw"),
+                  ("--l", "17,4099,131072", *d128, "--group", "32", "--param", "k_scales=values,q"),
+                  ("--l", "4099", *d128, "--group", "128,32", "--param", "k_scales=q", "--param", "pipe=k,kv"),
                   ("--l", "1000", "--hq", "16", "--hkv", "1", "--q", "1", "--d", "64", "--group", "64",
-                   "--param", "k_scales=values,q")):
+                   "--param", "k_scales=values,q", "--param", "v_codes=converted,raw")):
         result = cli("run", "decode", *sweep, "--batch", "2", "--kv-dtype", "int4,int8", "--device", "cuda",
                      "--impl", "cupy-bitdecode", "--timeout", "300", "--max-time", "0.1", "--out", out)
         assert result.exit_code == 0, result.output[-3000:]
     records = [r for r in results.read(out) if r.impl == "cupy-bitdecode"]
     wrong = {(r.label, r.case_key): (r.status, r.reason) for r in records if r.status != "OK"}
-    assert len(records) == 2 * (3 * 2 * 2 * 2) + 2 * 2 * 2 * 2 + 2 * 2 and not wrong, wrong
-    assert {r.config["k_scales"] for r in records} == {"values", "q"}
+    assert len(records) == 3 * 2 * 2 * 4 + 3 * 2 * 2 * 2 + 2 * 2 * 2 * 2 + 2 * 4 and not wrong, wrong
+    assert {(r.config["k_scales"], r.config["v_codes"]) for r in records} == {
+        ("values", "converted"), ("q", "converted"), ("values", "raw"), ("q", "raw")}
 
 
 @pytest.mark.usefixtures("needs_cupy")

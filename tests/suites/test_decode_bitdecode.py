@@ -27,6 +27,7 @@ layout = load_helper(ROOT / "suites" / "attention" / "mma_layout.py")
 MAGIC, MAGIC_BYTES, SIXTEENTH, MINUS_64 = 0x64006400, 0x64646464, 0x2C002C00, 0xD400D400
 MAGIC_PLUS_8, MINUS_72, MAGIC_PLUS_128 = 0x64086408, 0xD480D480, 0x64806480  # the centred codes' constants
 MAGIC_64, MINUS_1024 = 0x54005400, 0xE400E400  # k_scales=q's raw numbers: int4's high nibbles under 64
+MINUS_1032, MINUS_1152 = 0xE408E408, 0xE480E480  # v_codes=raw: the offsets plus the middle code, negated
 MIDDLE_CODE = {4: 8, 8: 128}
 
 
@@ -164,6 +165,22 @@ def v_operand(wa, wb, jn: int, bits: int, centred: bool = False):
     return prmt(wa[w], wb[w], 0x7632 if jn % 2 else 0x5410)
 
 
+def v_raw(wa, wb, jn: int, bits: int):
+    """v_codes=raw's V register: v_operand's two keys' codes as raw fp16 numbers, offset + code."""
+    if bits == 4:
+        w, i = divmod(jn, 8)
+        z = prmt(wa[w], wb[w], 0x5410 if i < 4 else 0x7632)
+        x = z >> np.uint32(8) if i % 4 >= 2 else z
+        return lop3(x, 0x00F000F0, MAGIC_64, 0xEA) if i % 2 else lop3(x, 0x000F000F, MAGIC, 0xEA)
+    w, i = divmod(jn, 4)
+    z = prmt(wa[w], wb[w], 0x5410 if i < 2 else 0x7632)
+    return prmt(z, MAGIC_BYTES, 0x4341 if i % 2 else 0x4240)
+
+
+def v_raw_offset(c: int, bits: int):
+    return MINUS_1152 if bits == 8 else MINUS_72 if c else MINUS_1032
+
+
 def words_of(row_bytes: np.ndarray, offset: int, count: int):
     """``count`` little-endian 32-bit words of a row of bytes from byte ``offset`` (a lane's vector load)."""
     return [u32(int.from_bytes(row_bytes[offset + 4 * i: offset + 4 * i + 4].tobytes(), "little"))
@@ -229,7 +246,8 @@ def test_the_centred_constants_are_the_sources(bd):
     """The model's constants for centred codes, and for k_scales=q's raw numbers, are the .cu's."""
     text = bd.SOURCE.read_text()
     for name, value in (("MAGIC_PLUS_8", MAGIC_PLUS_8), ("MINUS_72", MINUS_72), ("MAGIC_PLUS_128", MAGIC_PLUS_128),
-                        ("MAGIC_64", MAGIC_64), ("MINUS_1024", MINUS_1024), ("MINUS_64", MINUS_64)):
+                        ("MAGIC_64", MAGIC_64), ("MINUS_1024", MINUS_1024), ("MINUS_64", MINUS_64),
+                        ("MINUS_1032", MINUS_1032), ("MINUS_1152", MINUS_1152)):
         assert re.search(rf"constexpr unsigned {name} = 0x{value:08x}u;", text), name
     assert "constexpr int MIDDLE_CODE = BITS == 4 ? 8 : 128;" in text
 
@@ -477,10 +495,11 @@ def test_supported_cases(impl):
 
 def test_params_are_checked_before_anything_runs(impl):
     assert impl.params == {"splits": 0, "tile": 32, "warps": "auto", "stages": 0, "masks": "auto", "form": "auto",
-                           "v_scales": "auto", "k_scales": "values", "prefetch": 0, "pipe": "auto", "merge": "last"}
+                           "v_scales": "auto", "k_scales": "values", "v_codes": "converted", "prefetch": 0, "pipe": "auto", "merge": "last"}
     for arg, message in (("merge=first", "is not one of kernel, last"), ("tile=48", "is not one of 16, 32, 64"), ("warps=3", "is not one of auto, 2, 4, 8"),
                          ("masks=none", "is not one of auto, all, edge"), ("form=cols", "is not one of auto, rows, keys"),
-                         ("v_scales=k", "is not one of auto, values, p"), ("k_scales=p", "is not one of values, q"), ("prefetch=5", "is not one of 0, 1, 2, 3, 4"), ("pipe=2", "is not one of auto, none, k, kv"),
+                         ("v_scales=k", "is not one of auto, values, p"), ("k_scales=p", "is not one of values, q"),
+                         ("v_codes=centred", "is not one of converted, raw"), ("prefetch=5", "is not one of 0, 1, 2, 3, 4"), ("pipe=2", "is not one of auto, none, k, kv"),
                          ("splits=-2", "splits takes 0"), ("splits=two", "is not an integer")):
         with pytest.raises(UserError, match=message):
             variants([impl], parse_param_args([arg]))
@@ -732,15 +751,15 @@ def test_form_auto_takes_the_keys_form_where_it_can_run(bd):
     assert "int4 or int8 cache" in bd.check_config(case(d=128, kv_dtype="fp16"), 32, 4, "auto", 0, "auto", 0, "k")
     assert "the keys form" in bd.check_config(int4, 32, 4, "rows", 0, "auto", 0, "kv")
     assert bd.instance(int4, 32, 4, 0, "keys", "p", pipe="kv") == \
-        "bitdecode_partial_keys<4, false, 128, 32, 4, 1, true, true, false, true, 2>"
-    assert bd.instance(int4, 32, 4, 0, "keys", "p", pipe="k").endswith("true, true, false, true, 1>")
+        "bitdecode_partial_keys<4, false, 128, 32, 4, 1, true, true, false, false, true, 2>"
+    assert bd.instance(int4, 32, 4, 0, "keys", "p", pipe="k").endswith("true, true, false, false, true, 1>")
     # pipe=auto: kv for a dense int8 cache in the keys form, none elsewhere (and no refusal: it asks nothing)
     assert bd.resolve_pipe("auto", 8, "keys") == "kv" and bd.resolve_pipe("auto", 8, "keys", dense=False) == "none"
     assert bd.resolve_pipe("auto", 4, "keys") == "none" == bd.resolve_pipe("auto", 8, "rows")
     assert bd.resolve_pipe("auto", 16, "keys") == "none" and bd.resolve_pipe("k", 4, "keys") == "k"
     assert bd.check_config(case(d=128, kv_dtype="fp16"), 32, 4, "rows", 0, "auto", 0, "auto") is None
     c = case(d=128, kv_dtype="int4", group=32)
-    assert bd.instance(c, 32, 4, 0, "keys") == "bitdecode_partial_keys<4, false, 128, 32, 4, 1, true, false, false, true, 0>"
+    assert bd.instance(c, 32, 4, 0, "keys") == "bitdecode_partial_keys<4, false, 128, 32, 4, 1, true, false, false, false, true, 0>"
     assert bd.smem_bytes(128, 4, 4, 32, 0, "keys") == 4 * 8 * (2 + 128 + 4) * 4
 
 
@@ -758,9 +777,9 @@ def test_v_scales_on_p_where_a_token_has_one_group(bd):
     assert "--group >= d = 128" in bd.check_config(strips, 32, 4, "keys", 0, "p")
     assert "--group >= d = 128" in bd.check_config(whole, 32, 4, "rows", 0, "p")
     assert bd.check_config(whole, 32, 4, "auto", 0, "p") is None
-    assert bd.instance(whole, 32, 4, 0, "keys", "p") == "bitdecode_partial_keys<4, false, 128, 32, 4, 1, true, true, false, true, 0>"
+    assert bd.instance(whole, 32, 4, 0, "keys", "p") == "bitdecode_partial_keys<4, false, 128, 32, 4, 1, true, true, false, false, true, 0>"
     assert (bd.instance(whole, 32, 4, 0, "keys", "values", dense=False)
-            == "bitdecode_partial_keys<4, false, 128, 32, 4, 1, true, false, false, false, 0>")
+            == "bitdecode_partial_keys<4, false, 128, 32, 4, 1, true, false, false, false, false, 0>")
 
 
 def test_k_scales_on_q_where_a_tile_is_one_group(bd):
@@ -774,8 +793,22 @@ def test_k_scales_on_q_where_a_tile_is_one_group(bd):
         assert "k_scales=q folds K's scales into the queries" in bd.check_config(c, tile, 4, form, 0, "auto", 0, "none",
                                                                                   "q")
     assert (bd.instance(one, 32, 8, 0, "keys", "p", k_scales="q")
-            == "bitdecode_partial_keys<4, false, 128, 32, 8, 1, true, true, true, true, 0>")
-    assert bd.instance(one, 32, 8, 0, "keys", "p").endswith("true, true, false, true, 0>")
+            == "bitdecode_partial_keys<4, false, 128, 32, 8, 1, true, true, true, false, true, 0>")
+    assert bd.instance(one, 32, 8, 0, "keys", "p").endswith("true, true, false, false, true, 0>")
+
+
+def test_v_codes_raw_where_v_scales_are_on_p(bd):
+    """v_codes=raw runs where V's scales are on P (v_scales=auto or p, the keys form, V's groups spanning
+    the head); elsewhere it is a skip with the reason. Its instance is the keys form's with VRAW set."""
+    whole = case(d=128, kv_dtype="int4", group=128)
+    assert bd.check_config(whole, 32, 8, "auto", 0, "auto", 0, "none", "values", "raw") is None
+    assert bd.check_config(whole, 32, 8, "auto", 0, "p", 0, "kv", "q", "raw") is None
+    for c, form, v_scales in ((whole, "auto", "values"), (whole, "rows", "auto"), (case(d=128, kv_dtype="int4", group=32),
+                                                                                   "auto", "auto"),
+                              (case(d=128, kv_dtype="fp16", group=128), "auto", "auto")):
+        assert "v_codes=raw puts V's raw codes" in bd.check_config(c, 32, 4, form, 0, v_scales, 0, "none", "values", "raw")
+    assert (bd.instance(whole, 32, 8, 0, "keys", "p", k_scales="q", v_codes="raw")
+            == "bitdecode_partial_keys<4, false, 128, 32, 8, 1, true, true, true, true, true, 0>")
 
 
 def test_dense_rows_is_whether_tokens_follow_one_another(bd):
@@ -837,3 +870,41 @@ def test_keys_form_with_v_scales_on_p_computes_o(bd, quantization, bits, d, grou
              + np.abs(middle) @ np.abs(p) * 2.0**-23)
     assert np.all(np.abs(ot - exact) <= slack)
     assert not np.allclose(ot, centred.T @ p.astype(np.float64) + bias[None, :])  # the scales are applied
+
+
+@pytest.mark.parametrize("bits, d, group", [(4, 64, 64), (4, 128, 128), (8, 128, 128), (8, 64, 200)])
+def test_keys_form_with_raw_v_codes_computes_the_centred_product(bd, quantization, bits, d, group):
+    """v_codes=raw: V's raw numbers (offset + code) as the A rows against Pᵀ, plus one more mma of each
+    channel's offset and middle code, negated, against the same Pᵀ, give exactly the centred product of
+    v_scales=p, (codes - middle code) x P', at every channel the .cu's merge reads."""
+    stored, _, vd = _cache(quantization, bits, d, keys=16, group=group, seed=5 * bits + d)
+    codes = quantization.unpacked(stored["v_codes"], bits)[0, 0, :, :d].double().numpy()
+    p_scaled = np.random.default_rng(group).random((16, 8)).astype(np.float16)  # P' as the kernel packs it
+    pt_b = p_scaled.astype(np.float64)  # Pᵀ's B operand: keys x rows (movmatrix's transpose, checked above)
+    ot = np.full((d, 8), np.nan)
+    for mi in range(d // 16):
+        raw, offsets = np.zeros((16, 16)), np.zeros((16, 16))
+        for lane in range(32):
+            g, t = divmod(lane, 4)
+            vwords = d // 8 * bits // 32
+            rows = _row_bytes(stored["v_codes"])
+            regs, offs = [], []
+            for pr, c in ((0, 0), (0, 1), (1, 0), (1, 1)):
+                ka, kb = 2 * t + 8 * pr, 2 * t + 8 * pr + 1
+                regs.append(v_raw(*(words_of(rows[key], g * vwords * 4, vwords) for key in (ka, kb)), 2 * mi + c, bits))
+                offs.append(v_raw_offset(c, bits))
+                # less its offset and middle code, each half is v_scales=p's converted register's
+                centred_halves = halves(_v_register(bd, stored, bits, d, group, g, t, pr, 2 * mi + c, False))
+                for raw_half, offset_half, centred_half in zip(halves(regs[-1]), halves(offs[-1]), centred_halves):
+                    assert raw_half + offset_half == centred_half
+            _place(raw, layout.a_elements(lane), regs)
+            _place(offsets, layout.a_elements(lane), offs)
+        tile = offsets @ pt_b + raw @ pt_b  # the two mma into one accumulator
+        for lane in range(32):
+            for (row, col), (query_row, channel) in zip(layout.d_elements(lane), bd.lane_elements(bits, d, lane, "keys")["o"][mi]):
+                ot[channel, query_row] = tile[row, col]
+    assert not np.isnan(ot).any()
+    centred = codes - MIDDLE_CODE[bits]
+    assert np.array_equal(ot, centred.T @ pt_b)  # exact: integers times fp16 numbers, sums well inside float64
+    # and the raw numbers alone are the codes plus each channel's offset: the second mma is what centres them
+    assert not np.allclose(ot, codes.T @ pt_b)
