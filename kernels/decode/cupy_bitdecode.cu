@@ -18,9 +18,10 @@
 // magic-number trick: a code c OR-ed under the exponent of 0x6400 (fp16 1024, one unit per ulp)
 // is the fp16 number 1024 + c, so
 //     int4: lop3 (w & 0x000f000f) | 0x64006400 -> {1024 + n0, 1024 + n4} (bits 0-3 and 16-19);
-//           mask 0x00f000f0 gives {1024 + 16 n1, 1024 + 16 n5}; w >> 8 the next two nibbles;
+//           (w & 0x00f000f0) | 0x54005400, under the exponent of 64 (whose ulp is 1/16), gives
+//           {64 + n1, 64 + n5}; w >> 8 the next two nibbles;
 //     int8: prmt(w, 0x64646464, 0x4140) -> {1024 + b0, 1024 + b1} (0x4342: b2, b3);
-// then 1024 is subtracted (for the x16 forms: fma by 1/16 and -64), exact, giving the code itself,
+// (k_raw, v_raw: the raw numbers), then the offset (1024 or 64) is subtracted, exact, giving the code itself,
 // and code * scale + minimum is one fma.rn.f16x2: a single rounding of the exact value, the same
 // fp16 number as the suite's dequantization. The scale and minimum are applied after the
 // conversion because each group has its own pair (K: per channel and group of tokens; V: per token
@@ -66,21 +67,14 @@ using kbench_ptx::row_max_of;
 
 constexpr unsigned MAGIC = 0x64006400u;       // fp16 {1024, 1024}
 constexpr unsigned MAGIC_BYTES = 0x64646464u;  // the exponent byte of 1024, for prmt
-constexpr unsigned SIXTEENTH = 0x2c002c00u;    // fp16 {1/16, 1/16}
-constexpr unsigned MINUS_64 = 0xd400d400u;     // fp16 {-64, -64}
+constexpr unsigned MAGIC_64 = 0x54005400u;     // fp16 {64, 64}: int4's high nibbles
 // The same with the middle code taken off as well (centred codes: int4 c - 8, int8 c - 128), exact too.
-constexpr unsigned MAGIC_PLUS_8 = 0x64086408u;    // fp16 {1032, 1032}
-constexpr unsigned MINUS_72 = 0xd480d480u;        // fp16 {-72, -72}
-constexpr unsigned MAGIC_PLUS_128 = 0x64806480u;  // fp16 {1152, 1152}
+constexpr unsigned MAGIC_PLUS_8 = 0x64086408u;     // fp16 {1032, 1032}
+constexpr unsigned MAGIC_64_PLUS_8 = 0x54805480u;  // fp16 {72, 72}
+constexpr unsigned MAGIC_PLUS_128 = 0x64806480u;   // fp16 {1152, 1152}
+constexpr unsigned SIGNS = 0x80008000u;  // an fp16 pair's sign bits: x ^ SIGNS is -x
 template <int BITS>
 constexpr int MIDDLE_CODE = BITS == 4 ? 8 : 128;
-// KFOLD's raw numbers: int4's high nibble (bits 4-7) under the exponent of fp16 64, whose ulp is 1/16, is
-// 64 + code, as the low nibble under 1024's is 1024 + code; their offsets, negated, for the mma.
-constexpr unsigned MAGIC_64 = 0x54005400u;    // fp16 {64, 64}
-constexpr unsigned MINUS_1024 = 0xe400e400u;  // fp16 {-1024, -1024}
-// VRAW's offsets plus the middle code, negated: int4's low and high nibbles, int8's bytes.
-constexpr unsigned MINUS_1032 = 0xe408e408u;  // fp16 {-1032, -1032}
-constexpr unsigned MINUS_1152 = 0xe480e480u;  // fp16 {-1152, -1152}
 
 // (a & MASK) | OR in one lop3: immLut = (0xF0 & 0xCC) | 0xAA.
 template <unsigned MASK, unsigned OR>
@@ -116,15 +110,6 @@ __device__ __forceinline__ unsigned hfma2(unsigned a, unsigned b, unsigned c) {
     unsigned d;
     asm("fma.rn.f16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(c));
     return d;
-}
-
-// The two 4-bit codes at bits 0-3 and 16-19 of x (HIGH: bits 4-7 and 20-23) as an fp16 pair
-// (CENTRED: each code minus 8).
-template <bool HIGH, bool CENTRED = false>
-__device__ __forceinline__ unsigned nibbles_to_half2(unsigned x) {
-    // (1024 + 16n) / 16 - 64 (centred: - 72); (1024 + n) - 1024 (centred: - 1032)
-    if (HIGH) return hfma2(and_or<0x00f000f0u, MAGIC>(x), SIXTEENTH, CENTRED ? MINUS_72 : MINUS_64);
-    return hsub2(and_or<0x000f000fu, MAGIC>(x), CENTRED ? MAGIC_PLUS_8 : MAGIC);
 }
 
 // ---- loads ------------------------------------------------------------------------------------------
@@ -251,24 +236,18 @@ __device__ __forceinline__ int k_channel(int s, int r, int e) {
     return BITS == 4 ? 8 * (s / 2) + 2 * (s % 2) + r + 4 * e : 4 * s + 2 * r + e;
 }
 
-// B register r of k16 step s of S = Q K^T from one key's words `w`; quantized codes come out as
-// the codes themselves (fp16 integers), scaled later.
-template <int BITS>
-__device__ __forceinline__ unsigned k_operand(const unsigned* w, int s, int r) {
-    if constexpr (BITS == 4) {
-        const unsigned x = (s % 2) ? w[s / 2] >> 8 : w[s / 2];
-        return r ? nibbles_to_half2<true>(x) : nibbles_to_half2<false>(x);
-    } else if constexpr (BITS == 8) {
-        const unsigned h = r ? prmt<0x4342>(w[s], MAGIC_BYTES) : prmt<0x4140>(w[s], MAGIC_BYTES);
-        return hsub2(h, MAGIC);
-    } else {
-        return w[2 * s + r];
-    }
+// The pair the raw numbers (k_raw, v_raw) are offset by: 1024, or 64 for int4's high nibbles (HIGH);
+// CENTRED: with the middle code as well.
+template <int BITS, bool CENTRED = false>
+__device__ __forceinline__ constexpr unsigned raw_offset(bool high) {
+    if (BITS == 8) return CENTRED ? MAGIC_PLUS_128 : MAGIC;
+    if (high) return CENTRED ? MAGIC_64_PLUS_8 : MAGIC_64;
+    return CENTRED ? MAGIC_PLUS_8 : MAGIC;
 }
 
-// KFOLD: register r of k16 step s of an int4 or int8 key as raw fp16 numbers, offset + code, with no
-// arithmetic after the lop3 / prmt: offset 1024 for int4's low nibbles (r 0) and int8's bytes, 64 for
-// int4's high nibbles (r 1). Exact, as every code is an integer below 256 and the ulp there is at most 1.
+// Register r of k16 step s of an int4 or int8 key as raw fp16 numbers, offset + code, with no arithmetic
+// after the lop3 / prmt: offset 1024 for int4's low nibbles (r 0) and int8's bytes, 64 for int4's high
+// nibbles (r 1). Exact, as every code is an integer below 256 and the ulp there is at most 1.
 template <int BITS>
 __device__ __forceinline__ unsigned k_raw(const unsigned* w, int s, int r) {
     static_assert(BITS == 4 || BITS == 8, "codes");
@@ -280,10 +259,12 @@ __device__ __forceinline__ unsigned k_raw(const unsigned* w, int s, int r) {
     }
 }
 
-// k_raw's offsets of register r, negated, as a pair.
+// B register r of k16 step s of S = Q K^T from one key's words `w`; quantized codes come out as
+// the codes themselves (fp16 integers: the raw numbers less their offset), scaled later.
 template <int BITS>
-__device__ __forceinline__ unsigned k_raw_offset(int r) {
-    return BITS == 4 && r ? MINUS_64 : MINUS_1024;
+__device__ __forceinline__ unsigned k_operand(const unsigned* w, int s, int r) {
+    if constexpr (BITS == 16) return w[2 * s + r];
+    else return hsub2(k_raw<BITS>(w, s, r), raw_offset<BITS>(r));
 }
 
 // The scales (or minimums) of the same two channels for k16 step 2w + x, from the lane's 4 words
@@ -297,48 +278,33 @@ __device__ __forceinline__ unsigned k_pair(const unsigned (&sw)[4], int x, int r
     }
 }
 
-// B register of channel jn of the lane's V strip for keys a and b (their words wa, wb): {a, b}
-// (CENTRED: codes minus the middle code, MIDDLE_CODE).
-template <int BITS, bool CENTRED = false>
-__device__ __forceinline__ unsigned v_operand(const unsigned* wa, const unsigned* wb, int jn) {
+// The register of channel jn of the lane's V strip for keys a and b (their words wa, wb), {a, b}, as raw
+// fp16 numbers, offset + code (as k_raw: offset 1024, or 64 for int4's high nibbles, the odd channels).
+template <int BITS>
+__device__ __forceinline__ unsigned v_raw(const unsigned* wa, const unsigned* wb, int jn) {
+    static_assert(BITS == 4 || BITS == 8, "codes");
     if constexpr (BITS == 4) {  // 8 channels a word
         const int w = jn / 8, i = jn % 8;
         const unsigned z = i < 4 ? prmt<0x5410>(wa[w], wb[w]) : prmt<0x7632>(wa[w], wb[w]);  // 4 of a, 4 of b
         const unsigned x = (i % 4) >= 2 ? z >> 8 : z;
-        return (i % 2) ? nibbles_to_half2<true, CENTRED>(x) : nibbles_to_half2<false, CENTRED>(x);
-    } else if constexpr (BITS == 8) {  // 4 channels a word
+        return (i % 2) ? and_or<0x00f000f0u, MAGIC_64>(x) : and_or<0x000f000fu, MAGIC>(x);
+    } else {  // 4 channels a word
         const int w = jn / 4, i = jn % 4;
         const unsigned z = i < 2 ? prmt<0x5410>(wa[w], wb[w]) : prmt<0x7632>(wa[w], wb[w]);  // 2 of a, 2 of b
-        const unsigned h = (i % 2) ? prmt<0x4341>(z, MAGIC_BYTES) : prmt<0x4240>(z, MAGIC_BYTES);
-        return hsub2(h, CENTRED ? MAGIC_PLUS_128 : MAGIC);
-    } else {  // 2 channels a word
-        const int w = jn / 2;
-        return (jn % 2) ? prmt<0x7632>(wa[w], wb[w]) : prmt<0x5410>(wa[w], wb[w]);
-    }
-}
-
-// VRAW: v_operand's register as raw fp16 numbers, offset + code, with no arithmetic after the lop3 / prmt
-// (as k_raw: offset 1024, or 64 for int4's high nibbles, the odd channels jn).
-template <int BITS>
-__device__ __forceinline__ unsigned v_raw(const unsigned* wa, const unsigned* wb, int jn) {
-    static_assert(BITS == 4 || BITS == 8, "codes");
-    if constexpr (BITS == 4) {
-        const int w = jn / 8, i = jn % 8;
-        const unsigned z = i < 4 ? prmt<0x5410>(wa[w], wb[w]) : prmt<0x7632>(wa[w], wb[w]);
-        const unsigned x = (i % 4) >= 2 ? z >> 8 : z;
-        return (i % 2) ? and_or<0x00f000f0u, MAGIC_64>(x) : and_or<0x000f000fu, MAGIC>(x);
-    } else {
-        const int w = jn / 4, i = jn % 4;
-        const unsigned z = i < 2 ? prmt<0x5410>(wa[w], wb[w]) : prmt<0x7632>(wa[w], wb[w]);
         return (i % 2) ? prmt<0x4341>(z, MAGIC_BYTES) : prmt<0x4240>(z, MAGIC_BYTES);
     }
 }
 
-// v_raw's offset plus the middle code, negated, as a pair, for the channels of parity c (int4's odd
-// channels are high nibbles).
-template <int BITS>
-__device__ __forceinline__ unsigned v_raw_offset(int c) {
-    return BITS == 8 ? MINUS_1152 : c ? MINUS_72 : MINUS_1032;
+// B register of channel jn of the lane's V strip for keys a and b: the codes (the raw numbers less their
+// offset; CENTRED: less the middle code too, MIDDLE_CODE), or a 16-bit cache's values.
+template <int BITS, bool CENTRED = false>
+__device__ __forceinline__ unsigned v_operand(const unsigned* wa, const unsigned* wb, int jn) {
+    if constexpr (BITS == 16) {  // 2 channels a word
+        const int w = jn / 2;
+        return (jn % 2) ? prmt<0x7632>(wa[w], wb[w]) : prmt<0x5410>(wa[w], wb[w]);
+    } else {
+        return hsub2(v_raw<BITS>(wa, wb, jn), raw_offset<BITS, CENTRED>(jn % 2));
+    }
 }
 
 template <bool BF16>
@@ -970,14 +936,14 @@ constexpr int KEY_FORM_WARPS_PER_SM = PIPE == 2 ? (BITS == 4 ? 12 : 8) : (BITS =
 // the first term the mma of the raw numbers against Q' (Qᵀ's B registers times the scales, one mul.rn.f16x2
 // a register, rounded to fp16 as the dequantized value is), the other two the same for every key of the
 // tile: two more mma a k16 step, A the offsets (constants) against Q' and the minimums against Q, into
-// one accumulator added to every key's scores. That takes the sub / fma to the code and the scale's fma
+// one accumulator added to every key's scores. That takes the sub to the code and the scale's fma
 // of every K register (64 each for an int4 tile of 32 keys at d = 128) out of the loop, for 16 mul.rn.f16x2
 // and 16 mma. The raw terms cancel exactly (the same Q' on both sides, products exact in fp32), leaving
 // the fp32 sums' rounding of terms R_c q'_c. |q_c · scale_c| must be below fp16's largest, 65504.
 // VRAW (with VFOLD): V's codes go into O^T += V^T P^T as raw fp16 numbers too (v_raw), and one more mma
 // a k16 step and m16 tile of channels, A the offsets plus the middle code (negated) against the same Pᵀ,
 // takes them off in the same accumulator: sum_k p'_k (raw_k - offset - c) = sum_k p'_k (code_k - c), the
-// centred product of VFOLD without the sub / fma of every V register (64 an int4 tile of 32 keys at
+// centred product of VFOLD without the sub of every V register (64 an int4 tile of 32 keys at
 // d = 128) for 16 mma. Within each k16 step the accumulator holds the offsets' terms, about 1032 times
 // the step's sum of P', which cancel before the next step; its rounding is that of those terms.
 // DENSE: a token's K and V rows follow one another (the codes' token stride is the row, D BITS / 8
@@ -1165,7 +1131,7 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
                     for (int r = 0; r < 2; ++r) {
                         qs[r] = hmul2(qb[st][r], k_pair<BITS>(sc[0], x, r));
                         minimums[2 * r] = minimums[2 * r + 1] = k_pair<BITS>(mn[0], x, r);
-                        offsets[2 * r] = offsets[2 * r + 1] = k_raw_offset<BITS>(r);
+                        offsets[2 * r] = offsets[2 * r + 1] = raw_offset<BITS>(r) ^ SIGNS;
                     }
                     mma_16816<BF16>(k_offsets, minimums, qb[st][0], qb[st][1]);
                     mma_16816<BF16>(k_offsets, offsets, qs[0], qs[1]);
@@ -1302,7 +1268,7 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
 #pragma unroll
                     for (int pr = 0; pr < 2; ++pr)
 #pragma unroll
-                        for (int c = 0; c < 2; ++c) offsets[2 * pr + c] = v_raw_offset<BITS>(c);
+                        for (int c = 0; c < 2; ++c) offsets[2 * pr + c] = raw_offset<BITS, true>(c) ^ SIGNS;
                     mma_16816<BF16>(o[mi], offsets, pb[j][0], pb[j][1]);
                 }
                 mma_16816<BF16>(o[mi], a, pb[j][0], pb[j][1]);

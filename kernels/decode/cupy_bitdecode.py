@@ -17,7 +17,7 @@ states merged by log-sum-exp. What differs is the inner loop:
   one after the other (from L2 when the blocks run together: they are neighbours in the grid).
 - int4 and int8 codes go from global memory into registers (64/128-bit loads, no shared memory) and
   are dequantized there, straight into the fragments (B in the rows form, A in the keys form): ``lop3`` picks nibbles (``prmt`` bytes) under
-  the exponent of fp16 1024, 1024 is subtracted, and ``fma.rn.f16x2`` applies the group's scale and
+  the exponent of fp16 1024 (int4's high nibbles under 64's), that offset is subtracted, and ``fma.rn.f16x2`` applies the group's scale and
   minimum with one rounding (the same fp16 value as the suite's dequantization). The channels and
   keys sit in the k slots in the order the bit tricks produce them, Q's fragments permuted to match
   (the .cu's header has the lane table; :func:`lane_elements` gives it here).
@@ -84,7 +84,7 @@ takes the subtraction to the code and the scale's ``fma.rn.f16x2`` of every K re
 keys against 694). The raw terms cancel exactly (the same Q' on both sides, products exact in fp32); each
 q' must be below fp16's largest number, 65504.
 ``--param v_codes=raw`` (where V's scales are on P; ``converted``, the default, turns V's codes into the
-centred codes as fp16 integers, a sub or fma a register) puts V's raw numbers into O += P V as well, and
+centred codes as fp16 integers, a sub a register) puts V's raw numbers into O += P V as well, and
 one more ``mma`` a k16 step and m16 tile of channels, the offsets plus the middle code negated against the
 same Pᵀ, takes them off in the same accumulator: 665 instructions a tile against 694, 601 with
 ``k_scales=q`` (ptxas, sm_90, as above). Within a k16 step the accumulator briefly holds the offsets'
@@ -113,9 +113,9 @@ HEAD_DIMS = (64, 128)
 TILES = (16, 32, 64)
 WARPS = (2, 4, 8)
 # warps=auto: 8 in the keys form at d = 128, else 4. On an H100 (d = 128, GQA 32/8, 32k and 128k keys,
-# interleaved; docs/performance.md) the keys form at 8 warps a block ran 1.03-1.06x as fast as at 4 for int4
-# and fp16 caches at one sequence (half the pieces, so the last block's merge takes fewer rounds) and
-# 1.00-1.01x at eight; int8 1.00-1.02x. The rows form and d = 64 keep the 4 they were measured at.
+# interleaved; records in results/experiments/h100-decode-warps.jsonl) the keys form at 8 warps a block ran
+# 1.03-1.06x as fast as at 4 for int4 and fp16 caches at one sequence (half the pieces, so the last block's
+# merge takes fewer rounds) and 1.00-1.01x at eight; int8 1.00-1.02x. The rows form and d = 64 keep the 4 they were measured at.
 AUTO_WARPS = 8
 ROWS = 16  # query rows of a block: one m16 tile
 FORMS = ("auto", "rows", "keys")  # the products' M rows: the query rows (S = Q Kᵀ), or the keys (Sᵀ = K Qᵀ)
@@ -143,7 +143,7 @@ V_SCALES = ("auto", "values", "p")
 # from two more mma a k16 step; the keys form over a cache whose groups of tokens are whole tiles).
 K_SCALES = ("values", "q")
 # How V's codes enter O += P V where V's scales are on P (v_scales=p): converted to the centred codes as
-# fp16 integers (a sub or fma a register), or raw (the bit tricks' fp16 numbers, offset + code, their
+# fp16 integers (a sub a register), or raw (the bit tricks' fp16 numbers, offset + code, their
 # offsets and middle code taken off by one more mma a k16 step and m16 tile of channels).
 V_CODES = ("converted", "raw")
 
@@ -379,11 +379,11 @@ def default_instances() -> list[str]:
                           for pipe in ("k", "kv") for vspan, one_group, fold in keys]
                 # K's scales folded into Q (k_scales=q: tiles of one group), and V's raw codes (v_codes=raw, where
                 # V's scales are on P) with K's scales on the values or on Q; loads as a warp starts a tile
-                names += [keys_form_name(bits, bf16, d, tile, keys_warps, vspan, True, fold, dense, k_fold=True)
-                          for vspan, one_group, fold in keys if one_group for dense in (True, False)]
-                names += [keys_form_name(bits, bf16, d, tile, keys_warps, vspan, one_group, True, True, k_fold=k_fold,
+                names += [keys_form_name(bits, bf16, d, tile, keys_warps, 1, True, fold, dense, k_fold=True)
+                          for fold in (False, True) for dense in (True, False)]
+                names += [keys_form_name(bits, bf16, d, tile, keys_warps, 1, one_group, True, True, k_fold=k_fold,
                                          v_raw=True)
-                          for vspan, one_group, fold in keys if fold for k_fold in (False, True) if one_group or not k_fold]
+                          for one_group, k_fold in ((True, False), (False, False), (True, True))]
     names += [combine_name(d, bf16) for d in HEAD_DIMS for bf16 in (False, True)]
     return names
 
@@ -533,7 +533,8 @@ def explain(case, params) -> dict:
                                     "channel g·d/8 + jn (n8 tile jn of O); keys 16j + 2t + 8r + {0, 1} "
                                     "(k16 step j, register r)"),
         "lane table": lane_table(bits, case.d, form),
-        "dequantization": {4: "lop3 (nibbles under 0x6400), sub / fma to the code, fma.rn.f16x2 with scale and minimum",
+        "dequantization": {4: "lop3 (nibbles under 0x6400, high nibbles under 0x5400), sub to the code, fma.rn.f16x2 with "
+                              "scale and minimum",
                            8: "prmt (bytes under 0x64), sub to the code, fma.rn.f16x2 with scale and minimum",
                            16: "none: the 16-bit values are the fragments (V's pairs of keys by prmt)"}[bits]
                           + ("; V's codes stay codes, less the middle code: each key's scale multiplies its P (fp32, "

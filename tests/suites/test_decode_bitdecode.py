@@ -24,10 +24,9 @@ from kbench.suite import Case
 ROOT = Path(__file__).resolve().parents[2]
 layout = load_helper(ROOT / "suites" / "attention" / "mma_layout.py")
 
-MAGIC, MAGIC_BYTES, SIXTEENTH, MINUS_64 = 0x64006400, 0x64646464, 0x2C002C00, 0xD400D400
-MAGIC_PLUS_8, MINUS_72, MAGIC_PLUS_128 = 0x64086408, 0xD480D480, 0x64806480  # the centred codes' constants
-MAGIC_64, MINUS_1024 = 0x54005400, 0xE400E400  # k_scales=q's raw numbers: int4's high nibbles under 64
-MINUS_1032, MINUS_1152 = 0xE408E408, 0xE480E480  # v_codes=raw: the offsets plus the middle code, negated
+MAGIC, MAGIC_BYTES, MAGIC_64 = 0x64006400, 0x64646464, 0x54005400  # 1024's exponent; int4's high nibbles: 64's
+MAGIC_PLUS_8, MAGIC_64_PLUS_8, MAGIC_PLUS_128 = 0x64086408, 0x54805480, 0x64806480  # with the middle code
+SIGNS = 0x80008000  # an fp16 pair's sign bits
 MIDDLE_CODE = {4: 8, 8: 128}
 
 
@@ -118,31 +117,28 @@ def hfma2(a, b, c):
 
 # ---- the .cu's fragment functions ------------------------------------------------------------------------
 
-def nibbles_to_half2(x, high: bool, centred: bool = False):
-    if high:
-        return hfma2(lop3(x, 0x00F000F0, MAGIC, 0xEA), SIXTEENTH, MINUS_72 if centred else MINUS_64)
-    return hsub2(lop3(x, 0x000F000F, MAGIC, 0xEA), MAGIC_PLUS_8 if centred else MAGIC)
-
-
-def k_operand(w, s: int, r: int, bits: int):
-    if bits == 4:
-        x = w[s // 2] >> np.uint32(8) if s % 2 else w[s // 2]
-        return nibbles_to_half2(x, bool(r))
+def raw_offset(high: bool, bits: int, centred: bool = False):
+    """The pair the raw numbers are offset by: 1024, or 64 for int4's high nibbles; centred: with the
+    middle code as well."""
     if bits == 8:
-        return hsub2(prmt(w[s], MAGIC_BYTES, 0x4342 if r else 0x4140), MAGIC)
-    return w[2 * s + r]
+        return MAGIC_PLUS_128 if centred else MAGIC
+    if high:
+        return MAGIC_64_PLUS_8 if centred else MAGIC_64
+    return MAGIC_PLUS_8 if centred else MAGIC
 
 
 def k_raw(w, s: int, r: int, bits: int):
-    """k_scales=q's K register: the codes as raw fp16 numbers, offset + code, straight from lop3 / prmt."""
+    """A K register's codes as raw fp16 numbers, offset + code, straight from lop3 / prmt."""
     if bits == 4:
         x = w[s // 2] >> np.uint32(8) if s % 2 else w[s // 2]
         return lop3(x, 0x00F000F0, MAGIC_64, 0xEA) if r else lop3(x, 0x000F000F, MAGIC, 0xEA)
     return prmt(w[s], MAGIC_BYTES, 0x4342 if r else 0x4140)
 
 
-def k_raw_offset(r: int, bits: int):
-    return MINUS_64 if bits == 4 and r else MINUS_1024
+def k_operand(w, s: int, r: int, bits: int):
+    if bits == 16:
+        return w[2 * s + r]
+    return hsub2(k_raw(w, s, r, bits), raw_offset(bool(r), bits))
 
 
 def k_pair(sw, x: int, r: int, bits: int):
@@ -151,22 +147,8 @@ def k_pair(sw, x: int, r: int, bits: int):
     return sw[2 * x + r]
 
 
-def v_operand(wa, wb, jn: int, bits: int, centred: bool = False):
-    if bits == 4:
-        w, i = divmod(jn, 8)
-        z = prmt(wa[w], wb[w], 0x5410 if i < 4 else 0x7632)
-        x = z >> np.uint32(8) if i % 4 >= 2 else z
-        return nibbles_to_half2(x, bool(i % 2), centred)
-    if bits == 8:
-        w, i = divmod(jn, 4)
-        z = prmt(wa[w], wb[w], 0x5410 if i < 2 else 0x7632)
-        return hsub2(prmt(z, MAGIC_BYTES, 0x4341 if i % 2 else 0x4240), MAGIC_PLUS_128 if centred else MAGIC)
-    w = jn // 2
-    return prmt(wa[w], wb[w], 0x7632 if jn % 2 else 0x5410)
-
-
 def v_raw(wa, wb, jn: int, bits: int):
-    """v_codes=raw's V register: v_operand's two keys' codes as raw fp16 numbers, offset + code."""
+    """A V register's two keys' codes as raw fp16 numbers, offset + code."""
     if bits == 4:
         w, i = divmod(jn, 8)
         z = prmt(wa[w], wb[w], 0x5410 if i < 4 else 0x7632)
@@ -177,8 +159,11 @@ def v_raw(wa, wb, jn: int, bits: int):
     return prmt(z, MAGIC_BYTES, 0x4341 if i % 2 else 0x4240)
 
 
-def v_raw_offset(c: int, bits: int):
-    return MINUS_1152 if bits == 8 else MINUS_72 if c else MINUS_1032
+def v_operand(wa, wb, jn: int, bits: int, centred: bool = False):
+    if bits == 16:
+        w = jn // 2
+        return prmt(wa[w], wb[w], 0x7632 if jn % 2 else 0x5410)
+    return hsub2(v_raw(wa, wb, jn, bits), raw_offset(bool(jn % 2), bits, centred))
 
 
 def words_of(row_bytes: np.ndarray, offset: int, count: int):
@@ -198,7 +183,7 @@ def test_the_magic_number_gives_every_int4_code_in_every_nibble(centred):
         w = codes << np.uint32(4 * position)  # one code at nibble `position`, zeros elsewhere
         got = {}  # nibble -> decoded values, from the four pairs of the word
         for shifted, high in itertools.product((False, True), (False, True)):
-            lo, hi = halves(nibbles_to_half2(w >> np.uint32(8) if shifted else w, high, centred))
+            lo, hi = halves(hsub2(k_raw([w], int(shifted), int(high), 4), raw_offset(high, 4, centred)))
             got[2 * shifted + high] = lo  # nibbles 0, 1 (bits 0-3, 4-7), then 2, 3 after the shift
             got[4 + 2 * shifted + high] = hi  # nibbles 4, 5 (bits 16-19, 20-23), then 6, 7
         for nibble in range(8):
@@ -233,21 +218,21 @@ def test_raw_numbers_are_an_offset_plus_every_code(bits):
                 word_ = (codes << np.uint32(at)) | (codes << np.uint32(at + 16))
                 lo, hi = halves(k_raw([word_], step, r, bits))
                 assert np.array_equal(lo, offset + codes) and np.array_equal(hi, offset + codes)
-                assert halves(k_raw_offset(r, bits))[0] == -offset
+                assert halves(raw_offset(bool(r), bits) ^ SIGNS)[0] == -offset
     else:
         for r in (0, 1):
             w = [codes << np.uint32(16 * r) | codes << np.uint32(16 * r + 8)]
             lo, hi = halves(k_raw(w, 0, r, bits))
             assert np.array_equal(lo, 1024 + codes) and np.array_equal(hi, 1024 + codes)
-            assert halves(k_raw_offset(r, bits))[0] == -1024
+            assert halves(raw_offset(bool(r), bits) ^ SIGNS)[0] == -1024
 
 
 def test_the_centred_constants_are_the_sources(bd):
-    """The model's constants for centred codes, and for k_scales=q's raw numbers, are the .cu's."""
+    """The model's constants for the raw numbers' offsets, centred or not, are the .cu's."""
     text = bd.SOURCE.read_text()
-    for name, value in (("MAGIC_PLUS_8", MAGIC_PLUS_8), ("MINUS_72", MINUS_72), ("MAGIC_PLUS_128", MAGIC_PLUS_128),
-                        ("MAGIC_64", MAGIC_64), ("MINUS_1024", MINUS_1024), ("MINUS_64", MINUS_64),
-                        ("MINUS_1032", MINUS_1032), ("MINUS_1152", MINUS_1152)):
+    for name, value in (("MAGIC", MAGIC), ("MAGIC_BYTES", MAGIC_BYTES), ("MAGIC_64", MAGIC_64),
+                        ("MAGIC_PLUS_8", MAGIC_PLUS_8), ("MAGIC_64_PLUS_8", MAGIC_64_PLUS_8),
+                        ("MAGIC_PLUS_128", MAGIC_PLUS_128), ("SIGNS", SIGNS)):
         assert re.search(rf"constexpr unsigned {name} = 0x{value:08x}u;", text), name
     assert "constexpr int MIDDLE_CODE = BITS == 4 ? 8 : 128;" in text
 
@@ -269,8 +254,8 @@ def test_dequantized_fragments_equal_the_suites_dequantization(quantization, bit
     s = word(scale, scale)
     m = word(minimum, minimum)
     if bits == 4:
-        converted = [halves(nibbles_to_half2(codes << np.uint32(4 * high), high))[0] for high in (False, True)]
-        raw = [nibbles_to_half2(codes << np.uint32(4 * high), high) for high in (False, True)]
+        raw = [k_operand([codes << np.uint32(4 * high)], 0, high, 4) for high in (0, 1)]
+        converted = [halves(reg)[0] for reg in raw]
     else:
         raw = [hsub2(prmt(codes, MAGIC_BYTES, 0x4140), MAGIC)]
         converted = [halves(raw[0])[0]]
@@ -330,12 +315,18 @@ def _k_register(stored, bits: int, d: int, group: int, key: int, t: int, step: i
     rows = _row_bytes(stored["k_codes"] if bits < 16 else stored["k"])
     reg = k_operand(words_of(rows[key], t * kwords * 4, kwords), step, r, bits)
     if bits < 16:
-        ks, km = _halves_of(stored["k_scale"]), _halves_of(stored["k_min"])
-        lo = t * kch + 8 * (step // 2)
-        sw = [ks[key // group, lo + 2 * i] | ks[key // group, lo + 2 * i + 1] << 16 for i in range(4)]
-        mw = [km[key // group, lo + 2 * i] | km[key // group, lo + 2 * i + 1] << 16 for i in range(4)]
+        sw, mw = _k_scale_words(stored, d, key // group, t, step)
         reg = hfma2(reg, k_pair(sw, step % 2, r, bits), k_pair(mw, step % 2, r, bits))
     return reg
+
+
+def _k_scale_words(stored, d: int, group_index: int, t: int, step: int):
+    """Lane t's 16-byte loads of K's scales and of its minimums for k16 step ``step`` (channels 8 (step / 2)
+    .. + 7 of its chunk, two a word) in group of tokens ``group_index``."""
+    ks, km = _halves_of(stored["k_scale"]), _halves_of(stored["k_min"])
+    lo = t * (d // 4) + 8 * (step // 2)
+    return ([ks[group_index, lo + 2 * i] | ks[group_index, lo + 2 * i + 1] << 16 for i in range(4)],
+            [km[group_index, lo + 2 * i] | km[group_index, lo + 2 * i + 1] << 16 for i in range(4)])
 
 
 def _v_register(bd, stored, bits: int, d: int, group: int, g: int, t: int, pr: int, jn: int, scaled: bool = True):
@@ -692,7 +683,6 @@ def test_keys_form_with_k_scales_on_q_computes_s(bd, quantization, bits, d, grou
     q = (rng.standard_normal((8, d)) * rng.choice([0.01, 1.0, 30.0], size=(8, 1))).astype(np.float16)
     q_halves = q.view(np.uint16).astype(np.uint32)
     rows = _row_bytes(stored["k_codes"])
-    ks, km = _halves_of(stored["k_scale"]), _halves_of(stored["k_min"])
     kch, kwords = d // 4, d // 4 * bits // 32
     st, common = np.zeros((16, 8)), np.zeros((16, 8))
     q_scaled = np.zeros((8, d))  # each q'_c as the kernel rounds it
@@ -701,9 +691,7 @@ def test_keys_form_with_k_scales_on_q_computes_s(bd, quantization, bits, d, grou
         b_q, b_qs = np.zeros((16, 8)), np.zeros((16, 8))
         for lane in range(32):
             g, t = divmod(lane, 4)
-            lo = t * kch + 8 * (step // 2)  # the lane's 16-byte loads of 8 scales and 8 minimums
-            sw = [ks[0, lo + 2 * i] | ks[0, lo + 2 * i + 1] << 16 for i in range(4)]
-            mw = [km[0, lo + 2 * i] | km[0, lo + 2 * i + 1] << 16 for i in range(4)]
+            sw, mw = _k_scale_words(stored, d, 0, t, step)  # the tile's keys are in group 0
             qb = []
             for r in (0, 1):
                 c0, c1 = (t * kch + bd.k_channel(bits, step, r, e) for e in (0, 1))
@@ -717,7 +705,7 @@ def test_keys_form_with_k_scales_on_q_computes_s(bd, quantization, bits, d, grou
             _place(raw, layout.a_elements(lane), [k_raw(words_of(rows[g + 8 * h], t * kwords * 4, kwords), step, r, bits)
                                                   for r, h in ((0, 0), (0, 1), (1, 0), (1, 1))])
             _place(minimums, layout.a_elements(lane), [k_pair(mw, step % 2, r, bits) for r in (0, 0, 1, 1)])
-            _place(offsets, layout.a_elements(lane), [k_raw_offset(r, bits) for r in (0, 0, 1, 1)])
+            _place(offsets, layout.a_elements(lane), [raw_offset(bool(r), bits) ^ SIGNS for r in (0, 0, 1, 1)])
         st += raw @ b_qs
         common += minimums @ b_q + offsets @ b_qs
     assert np.all(common == common[:1])  # the same for every key: the .cu adds its registers to every score
@@ -879,6 +867,7 @@ def test_keys_form_with_raw_v_codes_computes_the_centred_product(bd, quantizatio
     v_scales=p, (codes - middle code) x P', at every channel the .cu's merge reads."""
     stored, _, vd = _cache(quantization, bits, d, keys=16, group=group, seed=5 * bits + d)
     codes = quantization.unpacked(stored["v_codes"], bits)[0, 0, :, :d].double().numpy()
+    rows, vwords = _row_bytes(stored["v_codes"]), d // 8 * bits // 32
     p_scaled = np.random.default_rng(group).random((16, 8)).astype(np.float16)  # P' as the kernel packs it
     pt_b = p_scaled.astype(np.float64)  # Pᵀ's B operand: keys x rows (movmatrix's transpose, checked above)
     ot = np.full((d, 8), np.nan)
@@ -886,13 +875,11 @@ def test_keys_form_with_raw_v_codes_computes_the_centred_product(bd, quantizatio
         raw, offsets = np.zeros((16, 16)), np.zeros((16, 16))
         for lane in range(32):
             g, t = divmod(lane, 4)
-            vwords = d // 8 * bits // 32
-            rows = _row_bytes(stored["v_codes"])
             regs, offs = [], []
             for pr, c in ((0, 0), (0, 1), (1, 0), (1, 1)):
                 ka, kb = 2 * t + 8 * pr, 2 * t + 8 * pr + 1
                 regs.append(v_raw(*(words_of(rows[key], g * vwords * 4, vwords) for key in (ka, kb)), 2 * mi + c, bits))
-                offs.append(v_raw_offset(c, bits))
+                offs.append(raw_offset(bool(c), bits, centred=True) ^ SIGNS)
                 # less its offset and middle code, each half is v_scales=p's converted register's
                 centred_halves = halves(_v_register(bd, stored, bits, d, group, g, t, pr, 2 * mi + c, False))
                 for raw_half, offset_half, centred_half in zip(halves(regs[-1]), halves(offs[-1]), centred_halves):
