@@ -6,6 +6,8 @@ Where nvcc is missing the tests skip with a message. Sources are templates
 instantiate the configurations kbench launches so that nvcc compiles them.
 """
 
+import functools
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -21,11 +23,10 @@ ARCH_SPECIFIC = {"wgmma.cu": ("sm_90a",), "cuda_fa3.cu": ("sm_90a",)}
 BUILDS = [(source, arch) for source in SOURCES for arch in ARCH_SPECIFIC.get(source.name, ("sm_80", "sm_90"))]
 
 
+@functools.cache
 def _parallel_flags() -> list[str]:
     """-split-compile=0 (nvcc 12.1 and newer): a file's instances optimized on every core, about a quarter
     less time for the largest template files on two cores; nothing for an older nvcc."""
-    import re
-
     done = subprocess.run([NVCC, "--version"], capture_output=True, text=True, timeout=60)
     found = re.search(r"release (\d+)\.(\d+)", done.stdout)
     return ["-split-compile=0"] if found and (int(found[1]), int(found[2])) >= (12, 1) else []
