@@ -78,7 +78,8 @@ ALWAYS_FULL_BITS = (4,)
 # and 1.07x and 1.10x for int4 (1.23-1.27x and 1.07-1.08x with the pipeline depth held at two stages);
 # one int8 sequence in 64 instead of 32 or 33, 0.97-0.98x (docs/performance.md). So the floor holds where
 # the pieces are long (four programs an SM): one int8 sequence keeps its 32 or 33 pieces, which on an H100
-# ran 1.08x and 1.11x as fast as 64 at 32k and 128k tokens (an int4 cache takes four programs an SM anyway).
+# ran 1.08x and 1.11x as fast as 64 at 32k and 128k tokens (records in
+# results/experiments/h100-decode-triton-quantized.jsonl; an int4 cache takes four programs an SM anyway).
 QUANTIZED_MIN_PIECES = {4: 64, 8: 64}
 QUANTIZED_MIN_PIECE_TILES = 8
 # stages=auto: three pipeline stages from this many pieces a sequence x head (one sequence: 32 or 33 at
