@@ -151,8 +151,11 @@ def _param_value(impl: Implementation, name: str, raw: str):
     if kind not in (bool, int, float, str):
         raise UserError(f"--param {name}: {impl.name}'s default {impl.params[name]!r} cannot be set from the command line")
     where = f"--param {name} (for {impl.name})"
-    value = parse_value(kind, raw, where)
     allowed = impl.allowed.get(name)
+    # A choice list may mix a word with numbers (warps: auto, 2, 4, 8): the word is the default's type,
+    # the numbers are not, so the raw text is matched against each choice as written.
+    written = {str(choice): choice for choice in allowed} if isinstance(allowed, (tuple, list, set)) else {}
+    value = written[raw] if raw in written else parse_value(kind, raw, where)
     if callable(allowed):
         reason = allowed(value)
         if reason:

@@ -372,6 +372,17 @@ def test_variants_errors():
         variants([tiled], {"block": ["abc"]})
 
 
+def test_a_choice_list_of_a_word_and_numbers_takes_either():
+    """warps=auto|2|4|8: the default is the word, the other choices numbers; `--param warps=4` is the
+    number 4 (what the kernel builds with), `auto` the word, and a number not listed is refused."""
+    impl = _impl("warped", params={"warps": "auto"})
+    impl.allowed["warps"] = ("auto", 2, 4, 8)
+    out = variants([impl], {"warps": ["auto", "4"]})
+    assert [v.params["warps"] for v in out] == ["auto", 4] and [v.label for v in out] == ["warped", "warped[warps=4]"]
+    with pytest.raises(UserError, match=r"--param warps \(for warped\): '3' is not one of auto, 2, 4, 8"):
+        variants([impl], {"warps": ["3"]})
+
+
 def test_boolean_parameter_values_parse_as_booleans():
     """A parameter whose default is a bool is converted with bool(text): bool("false") and bool("0")
     are True, so `--param flag=false` silently runs the True variant (labelled flag=True)."""

@@ -81,6 +81,7 @@ def _rows_of_params(cli, tmp_path, impl: str, kv_dtypes: str, *params: str) -> d
     result = cli("run", "decode", "--l", "4099", "--hq", "32", "--hkv", "8", "--q", "4", "--d", "128",
                  "--batch", "2", "--kv-dtype", kv_dtypes, "--device", "cuda", "--impl", impl, *params,
                  "--timeout", "300", "--max-time", "0.1", "--out", out)
+    assert out.exists(), result.output[-3000:]  # a run refused before measuring writes no records
     statuses = {(r.label, r.case_key): (r.status, r.reason) for r in results.read(out) if r.impl == impl}
     wrong = {key: status for key, status in statuses.items() if status[0] != "OK"}
     assert not wrong and result.exit_code == 0, f"{wrong}\n{result.output[-3000:]}"
