@@ -42,6 +42,10 @@
 //
 // Softmax: online, in fp32, base 2 (scores scaled by d^-1/2 * log2 e, one ex2.approx each), with
 // the row sums left per thread until the end and the division by them deferred to the epilogue.
+// RESCALE > 0 (FlashAttention-4's conditional rescaling): a row's running maximum moves only when a
+// tile's maximum passes it by more than RESCALE (log2 units), so P stays below 2^RESCALE (256 for 8,
+// well inside fp16's and bf16's range) and, after a unit's first tiles, most tiles move no row's
+// maximum: a warp rescales O only when one of its rows moved. O / l is the same: the maximum cancels.
 //
 // Schedule of a consumer warpgroup over the T tiles of a unit (OVERLAP):
 //   S_0 = Q K_0ᵀ; wait; softmax(S_0) -> P
@@ -261,7 +265,7 @@ struct RowState {
 // at the end: with one, each reduction is BN / 4 dependent instructions, each waiting out the last's
 // latency; with four, a quarter as deep (the maximum is exact in any order; the sum is rounded in
 // another order, within fp32's rounding).
-template <int BN, bool CAUSAL, int CHAINS>
+template <int BN, bool CAUSAL, int CHAINS, int RESCALE>
 __device__ __forceinline__ void softmax_tile(float (&s)[BN / 2], RowState& st, float (&rescale)[2], bool mask,
                                              int key0, int row_lo, int n, float scale_log2, int lane) {
     if (mask) {
@@ -293,8 +297,11 @@ __device__ __forceinline__ void softmax_tile(float (&s)[BN / 2], RowState& st, f
         for (int c = 1; c < CHAINS; ++c) mx[r] = fmaxf(mx[r], part[r][c]);
         mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffff, mx[r], 1));
         mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffff, mx[r], 2));
-        rescale[r] = fast_exp2((st.max[r] - mx[r]) * scale_log2);  // old max -inf: 0
-        st.max[r] = mx[r];
+        // mx >= st.max (the chains start from it). Old max -inf: the row moves, and its rescale is 0.
+        const bool move = RESCALE == 0 || mx[r] * scale_log2 > st.max[r] * scale_log2 + RESCALE;
+        rescale[r] = move ? fast_exp2((st.max[r] - mx[r]) * scale_log2) : 1.f;
+        if (move) st.max[r] = mx[r];
+        mx[r] = st.max[r];  // the maximum the tile's exponents are taken against
     }
     const float shift[2] = {mx[0] * scale_log2, mx[1] * scale_log2};
 #pragma unroll
@@ -325,9 +332,11 @@ __device__ __forceinline__ void to_p(const float (&s)[BN / 2], unsigned (&p)[BN 
         for (int k = 0; k < 4; ++k) p[j][k] = kbench_ptx::pack2<BF16>(s[8 * j + 2 * k], s[8 * j + 2 * k + 1]);
 }
 
-// O, accumulated under the old row maxima, scaled to the new ones.
-template <int N>
+// O, accumulated under the old row maxima, scaled to the new ones; with RESCALE > 0 skipped by a warp
+// none of whose rows moved its maximum (every factor exactly 1).
+template <int RESCALE, int N>
 __device__ __forceinline__ void rescale_o(float (&o)[N], const float (&rescale)[2]) {
+    if (RESCALE > 0 && !__any_sync(0xffffffffu, rescale[0] != 1.f || rescale[1] != 1.f)) return;
 #pragma unroll
     for (int i = 0; i < N; ++i) o[i] *= rescale[(i >> 1) & 1];
 }
@@ -436,7 +445,8 @@ __device__ __forceinline__ void pass_turn(int group) {
 
 }  // namespace kbench_fa3
 
-template <int D, int BN, int STAGES, bool BF16, bool CAUSAL, bool OVERLAP, bool PINGPONG, int CHAINS, int CONS>
+template <int D, int BN, int STAGES, bool BF16, bool CAUSAL, bool OVERLAP, bool PINGPONG, int CHAINS, int CONS,
+          int RESCALE>
 __global__ void __launch_bounds__(kbench_fa3::Team<CONS>::THREADS, 1)
 fa3_forward(const __grid_constant__ kbench_sm90::TensorMap map_q, const __grid_constant__ kbench_sm90::TensorMap map_k,
             const __grid_constant__ kbench_sm90::TensorMap map_v, unsigned short* __restrict__ out, int n, int heads,
@@ -531,7 +541,7 @@ fa3_forward(const __grid_constant__ kbench_sm90::TensorMap map_q, const __grid_c
             wgmma_wait<0>();
             fence_all(s);
             release_k(j);
-            softmax_tile<BN, CAUSAL, CHAINS>(s, st, rescale, needs_mask(j), j * BN, row_lo, n, scale_log2, lane);
+            softmax_tile<BN, CAUSAL, CHAINS, RESCALE>(s, st, rescale, needs_mask(j), j * BN, row_lo, n, scale_log2, lane);
         };
         // O += P V_j on its own (the last tile of the overlapped schedule, every tile of the plain one).
         auto accumulate = [&](auto narrow) {
@@ -555,7 +565,7 @@ fa3_forward(const __grid_constant__ kbench_sm90::TensorMap map_q, const __grid_c
         // turned into P only once that product is done with P's registers. Tile j-1 is never narrow.
         auto overlapped = [&](int j, auto narrow) {
             issue_score(narrow);
-            rescale_o(o, rescale);  // to tile j-1's maxima, before its P V is added
+            rescale_o<RESCALE>(o, rescale);  // to tile j-1's maxima, before its P V is added
             mbarrier_wait(sm.v_full + 8 * v_ring.stage, v_ring.phase);
             fence_all(o);
             fence_all(p);
@@ -566,7 +576,7 @@ fa3_forward(const __grid_constant__ kbench_sm90::TensorMap map_q, const __grid_c
             wgmma_wait<1>();  // S_j is done (groups complete in order); P V_{j-1} may still run
             fence_all(s);
             release_k(j);
-            softmax_tile<BN, CAUSAL, CHAINS>(s, st, rescale, needs_mask(j), j * BN, row_lo, n, scale_log2, lane);
+            softmax_tile<BN, CAUSAL, CHAINS, RESCALE>(s, st, rescale, needs_mask(j), j * BN, row_lo, n, scale_log2, lane);
             wgmma_wait<0>();
             fence_all(o);
             fence_all(p);  // the tensor cores read p until here
@@ -579,14 +589,14 @@ fa3_forward(const __grid_constant__ kbench_sm90::TensorMap map_q, const __grid_c
             to_p<BN, BF16>(s, p);
             for (int j = 1; j < tiles - 1; ++j) overlapped(j, Flag<false>());
             if (tiles > 1) narrow_or_not(narrow_last, [&](auto narrow) { overlapped(tiles - 1, narrow); });
-            rescale_o(o, rescale);
+            rescale_o<RESCALE>(o, rescale);
             narrow_or_not(narrow_last, [&](auto narrow) { accumulate(narrow); });
         } else {
             for (int j = 0; j < tiles; ++j) {
                 const bool last = j == tiles - 1;
                 narrow_or_not(last && narrow_last, [&](auto narrow) { score(j, narrow); });
                 to_p<BN, BF16>(s, p);
-                rescale_o(o, rescale);
+                rescale_o<RESCALE>(o, rescale);
                 narrow_or_not(last && narrow_last, [&](auto narrow) { accumulate(narrow); });
             }
         }
@@ -620,29 +630,32 @@ fa3_forward(const __grid_constant__ kbench_sm90::TensorMap map_q, const __grid_c
 #ifdef KBENCH_INSTANTIATE
 // nvcc build check (tests/): the configurations kbench launches by default, and each parameter's
 // other values once.
-#define KBENCH_FA3_ONE(D, BN, S, BF16, CAUSAL, OVERLAP, PINGPONG, CHAINS, CONS)                                 \
-    template __global__ void fa3_forward<D, BN, S, BF16, CAUSAL, OVERLAP, PINGPONG, CHAINS, CONS>(               \
+#define KBENCH_FA3_ONE(D, BN, S, BF16, CAUSAL, OVERLAP, PINGPONG, CHAINS, CONS, RESCALE)                        \
+    template __global__ void fa3_forward<D, BN, S, BF16, CAUSAL, OVERLAP, PINGPONG, CHAINS, CONS, RESCALE>(      \
         const __grid_constant__ kbench_sm90::TensorMap, const __grid_constant__ kbench_sm90::TensorMap,          \
         const __grid_constant__ kbench_sm90::TensorMap, unsigned short*, int, int, float, int, int, int*);
-#define KBENCH_FA3(D, BN, S, OVERLAP, PINGPONG, CHAINS, CONS)                 \
-    KBENCH_FA3_ONE(D, BN, S, false, false, OVERLAP, PINGPONG, CHAINS, CONS)   \
-    KBENCH_FA3_ONE(D, BN, S, true, false, OVERLAP, PINGPONG, CHAINS, CONS)    \
-    KBENCH_FA3_ONE(D, BN, S, false, true, OVERLAP, PINGPONG, CHAINS, CONS)    \
-    KBENCH_FA3_ONE(D, BN, S, true, true, OVERLAP, PINGPONG, CHAINS, CONS)
-KBENCH_FA3(128, 128, 2, true, true, 1, 2)
-KBENCH_FA3(64, 128, 2, true, true, 1, 2)
-KBENCH_FA3(128, 64, 2, true, true, 1, 2)
-KBENCH_FA3(128, 176, 2, true, true, 1, 2)
-KBENCH_FA3(128, 192, 2, true, true, 1, 2)
-KBENCH_FA3(64, 192, 2, true, true, 1, 2)
-KBENCH_FA3(128, 128, 1, true, true, 1, 2)
-KBENCH_FA3(128, 128, 2, false, true, 1, 2)
-KBENCH_FA3(128, 128, 2, true, false, 1, 2)
-KBENCH_FA3(128, 128, 2, false, false, 1, 2)
-KBENCH_FA3(128, 176, 2, true, true, 4, 2)
-KBENCH_FA3(64, 176, 2, true, true, 4, 2)
-KBENCH_FA3(128, 128, 2, true, true, 2, 2)
-KBENCH_FA3(64, 128, 2, true, true, 1, 3)
-KBENCH_FA3(64, 64, 2, true, true, 1, 3)
-KBENCH_FA3(64, 128, 2, true, true, 4, 3)
+#define KBENCH_FA3(D, BN, S, OVERLAP, PINGPONG, CHAINS, CONS, RESCALE)                 \
+    KBENCH_FA3_ONE(D, BN, S, false, false, OVERLAP, PINGPONG, CHAINS, CONS, RESCALE)   \
+    KBENCH_FA3_ONE(D, BN, S, true, false, OVERLAP, PINGPONG, CHAINS, CONS, RESCALE)    \
+    KBENCH_FA3_ONE(D, BN, S, false, true, OVERLAP, PINGPONG, CHAINS, CONS, RESCALE)    \
+    KBENCH_FA3_ONE(D, BN, S, true, true, OVERLAP, PINGPONG, CHAINS, CONS, RESCALE)
+KBENCH_FA3(128, 128, 2, true, true, 1, 2, 0)
+KBENCH_FA3(64, 128, 2, true, true, 1, 2, 0)
+KBENCH_FA3(128, 64, 2, true, true, 1, 2, 0)
+KBENCH_FA3(128, 176, 2, true, true, 1, 2, 0)
+KBENCH_FA3(128, 192, 2, true, true, 1, 2, 0)
+KBENCH_FA3(64, 192, 2, true, true, 1, 2, 0)
+KBENCH_FA3(128, 128, 1, true, true, 1, 2, 0)
+KBENCH_FA3(128, 128, 2, false, true, 1, 2, 0)
+KBENCH_FA3(128, 128, 2, true, false, 1, 2, 0)
+KBENCH_FA3(128, 128, 2, false, false, 1, 2, 0)
+KBENCH_FA3(128, 176, 2, true, true, 4, 2, 0)
+KBENCH_FA3(64, 176, 2, true, true, 4, 2, 0)
+KBENCH_FA3(128, 128, 2, true, true, 2, 2, 0)
+KBENCH_FA3(64, 128, 2, true, true, 1, 3, 0)
+KBENCH_FA3(64, 64, 2, true, true, 1, 3, 0)
+KBENCH_FA3(64, 128, 2, true, true, 4, 3, 0)
+KBENCH_FA3(128, 176, 2, true, true, 1, 2, 8)
+KBENCH_FA3(64, 128, 2, true, true, 1, 3, 8)
+KBENCH_FA3(128, 128, 2, false, true, 1, 2, 8)
 #endif

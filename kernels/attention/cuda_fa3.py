@@ -15,7 +15,12 @@ implementation is a SKIP. The TMA maps of Q, K and V are encoded on the host
     kbench run attention --impl cuda-fa3 --param overlap=0,1 --param pingpong=0,1
     kbench run attention --impl cuda-fa3 --param persistent=0,1 --param dynamic=0,1 --param narrow_tail=0,1
     kbench run attention --d 64 --impl cuda-fa3 --param block_n=128,176 --param consumers=2,3
+    kbench run attention --impl cuda-fa3 --param rescale=0,8
     kbench explain attention --impl cuda-fa3
+
+``rescale``: how far (log2 units) a K/V tile's largest score may pass a row's running maximum before the
+maximum moves (0: whenever it passes it, O rescaled every tile; 8: FlashAttention-4's conditional
+rescaling, P below 2^8 and O rescaled only by a warp one of whose rows moved).
 """
 
 from pathlib import Path
@@ -78,9 +83,10 @@ def check_config(block_n: int, stages: int, d: int = 128, consumers: int = 2) ->
 
 
 def name_expression(d: int, block_n: int, stages: int, bf16: bool, causal: bool, overlap: bool,
-                    pingpong: bool, chains: int = 1, consumers: int = 2) -> str:
+                    pingpong: bool, chains: int = 1, consumers: int = 2, rescale: int = 0) -> str:
     """The template instantiation NVRTC compiles (and `kbench explain` hands to ptxas)."""
-    return _cupy.instance_name("fa3_forward", d, block_n, stages, bf16, causal, overlap, pingpong, chains, consumers)
+    return _cupy.instance_name("fa3_forward", d, block_n, stages, bf16, causal, overlap, pingpong, chains, consumers,
+                               rescale)
 
 
 def units(case, consumers: int = 2) -> int:
@@ -106,7 +112,7 @@ def tensor_maps(case, q, k, v, block_n: int, consumers: int = 2):
 
 
 def plan(case, q, k, v, out, block_n, stages, overlap, pingpong, persistent=True, sms=H200_SMS,
-         smem_limit=None, chains=1, consumers=2) -> dict:
+         smem_limit=None, chains=1, consumers=2, rescale=0) -> dict:
     """The launch for one case (raises Unsupported): kernel name, grid, block, shared memory, maps."""
     if case.d not in HEAD_DIMS:
         raise Unsupported(f"head dim {case.d}: cuda-fa3 is built for d = 64 and 128")
@@ -129,7 +135,7 @@ def plan(case, q, k, v, out, block_n, stages, overlap, pingpong, persistent=True
                           f"x heads): more than {MAX_UNITS:,}")
     g = grid(case, persistent, sms, consumers)
     name = name_expression(case.d, block_n, stages, case.dtype == "bf16", bool(case.causal), bool(overlap),
-                           bool(pingpong), chains, consumers)
+                           bool(pingpong), chains, consumers, rescale)
     return {"name": name, "grid": g, "block": ((consumers + 1) * 128,), "smem": smem, "maps": maps}
 
 
@@ -197,7 +203,8 @@ def explain(case, params) -> dict:
     dynamic = bool(params["dynamic"])
     try:
         p = plan(case, _cupy.PLACEHOLDER, _cupy.PLACEHOLDER, _cupy.PLACEHOLDER, _cupy.PLACEHOLDER, bn, stages,
-                 overlap, pingpong, persistent, chains=params["chains"], consumers=consumers)
+                 overlap, pingpong, persistent, chains=params["chains"], consumers=consumers,
+                 rescale=params["rescale"])
     except Unsupported as exc:
         return {"configuration": f"not runnable: {exc}"}
     d, bm = case.d, block_m(consumers)
@@ -239,7 +246,10 @@ def explain(case, params) -> dict:
                        + (", in a ring)" if consumers > 2 else ")") if pingpong else ""),
         "softmax": f"a thread's {bn // 4} scores of each of its two rows reduced (max, then sum) in "
                    f"{params['chains']} independent chain{'s' if params['chains'] > 1 else ''} of "
-                   f"{bn // 4 // params['chains']}, then 2 shuffles for the quad's max; exp2 by ex2.approx",
+                   f"{bn // 4 // params['chains']}, then 2 shuffles for the quad's max; exp2 by ex2.approx; "
+                   + ("O rescaled every tile" if not params["rescale"] else
+                      f"a row's maximum moved only when a tile passes it by more than 2^{params['rescale']}, "
+                      f"O rescaled only by a warp one of whose rows moved"),
     }
     figures.update(_cupy.resource_figures(SOURCE, p["name"], blocks, p["block"][0], p["smem"], arch=ARCH))
     return figures
@@ -255,16 +265,16 @@ def _supports(case):
     "attention", "cuda-fa3", backend="cupy", cuda=True, modules=("torch", "cupy"), min_cc=(9, 0),
     dtypes=("fp16", "bf16"), supports=_supports,
     params={"block_n": "auto", "stages": 2, "overlap": 1, "pingpong": 1, "persistent": 1, "dynamic": 1,
-            "narrow_tail": 1, "chains": 1, "consumers": "auto"},
+            "narrow_tail": 1, "chains": 1, "consumers": "auto", "rescale": 0},
     allowed={"block_n": ("auto", *map(str, BLOCK_NS)), "stages": lambda s: None if s >= 1 else "is fewer than 1 stage",
              "overlap": (0, 1), "pingpong": (0, 1), "persistent": (0, 1), "dynamic": (0, 1), "narrow_tail": (0, 1),
-             "chains": (1, 2, 4), "consumers": ("auto", *map(str, CONSUMERS))},
+             "chains": (1, 2, 4), "consumers": ("auto", *map(str, CONSUMERS)), "rescale": (0, 8)},
     explain=explain,
     description="FlashAttention-3 style in CUDA C++ (sm_90a): TMA, wgmma, producer + 2 (or 3) consumer warpgroups, "
                 "ping-pong and softmax overlapped with the next Q Kᵀ",
 )
 def cuda_fa3(case, inputs, out, block_n, stages, overlap, pingpong, persistent, dynamic, narrow_tail, chains,
-             consumers):
+             consumers, rescale):
     import numpy as np
     import torch
 
@@ -279,7 +289,7 @@ def cuda_fa3(case, inputs, out, block_n, stages, overlap, pingpong, persistent, 
             raise Unsupported(f"cuda-fa3 reads {name} through a TMA map of a contiguous B x H x N x d tensor")
     sms = torch.cuda.get_device_properties(q.device).multi_processor_count
     p = plan(case, q, k, v, out, block_n, stages, overlap, pingpong, persistent, sms=sms,
-             smem_limit=_cupy.smem_optin_limit(q), chains=chains, consumers=consumers)
+             smem_limit=_cupy.smem_optin_limit(q), chains=chains, consumers=consumers, rescale=rescale)
     kernel = _cupy.compiled(str(SOURCE), p["name"], ARCH)
     kernel.max_dynamic_shared_size_bytes = p["smem"]
     maps = [_tma.encode(spec) for spec in p["maps"]]
@@ -294,7 +304,7 @@ def cuda_fa3(case, inputs, out, block_n, stages, overlap, pingpong, persistent, 
     run.config = {
         "block_m": block_m(consumers), "block_n": block_n, "stages": stages, "overlap": bool(overlap),
         "pingpong": bool(pingpong), "persistent": bool(persistent), "dynamic": bool(persistent and dynamic),
-        "narrow_tail": bool(narrow_tail), "chains": chains, "consumers": consumers,
+        "narrow_tail": bool(narrow_tail), "chains": chains, "consumers": consumers, "rescale": rescale,
         **_cupy.kernel_config(kernel, p["grid"], p["block"], p["smem"]),
     }
     return run

@@ -45,7 +45,7 @@ def plan(fa3, c, block_n=128, stages=2, overlap=1, pingpong=1, persistent=1, **k
 
 def test_default_plan(fa3):
     p = plan(fa3, case())
-    assert p["name"] == "fa3_forward<128, 128, 2, false, false, true, true, 1, 2>"
+    assert p["name"] == "fa3_forward<128, 128, 2, false, false, true, true, 1, 2, 0>"
     assert p["grid"] == (132,) and p["block"] == (384,)  # one block per SM of an H200; 3 warpgroups
     # Q 32 KiB + 2 stages x (K + V) 64 KiB + 10 mbarriers + the unit slot + 1 KiB alignment slack
     assert p["smem"] == 32768 + 2 * 65536 + 80 + 8 + 1024
@@ -63,15 +63,16 @@ def test_default_plan(fa3):
 def test_names_carry_every_template_argument(fa3):
     p = plan(fa3, case(n=1000, d=64, dtype="bf16", causal=True), block_n=64, stages=3, overlap=0, pingpong=0,
              persistent=0)
-    assert p["name"] == "fa3_forward<64, 64, 3, true, true, false, false, 1, 2>"
-    assert plan(fa3, case(), block_n=176, chains=4)["name"] == "fa3_forward<128, 176, 2, false, false, true, true, 4, 2>"
+    assert p["name"] == "fa3_forward<64, 64, 3, true, true, false, false, 1, 2, 0>"
+    assert plan(fa3, case(), block_n=176, chains=4)["name"] == "fa3_forward<128, 176, 2, false, false, true, true, 4, 2, 0>"
+    assert plan(fa3, case(), block_n=176, rescale=8)["name"] == "fa3_forward<128, 176, 2, false, false, true, true, 1, 2, 8>"
     assert p["grid"] == (8 * 32,)  # 1000 rows: 7 full Q tiles and a partial one, for each of 32 heads
 
 
 def test_three_consumers_take_192_row_units_at_d64(fa3):
     c = case(n=1000, d=64, batch=1, heads=32)
     p = plan(fa3, c, block_n=128, consumers=3, persistent=0)
-    assert p["name"] == "fa3_forward<64, 128, 2, false, false, true, true, 1, 3>"
+    assert p["name"] == "fa3_forward<64, 128, 2, false, false, true, true, 1, 3, 0>"
     assert p["block"] == (512,)  # the producer and three consumer warpgroups
     assert p["grid"] == (6 * 32,)  # 1000 rows: five 192-row Q tiles and a partial one, for each of 32 heads
     q_map, k_map, _ = p["maps"]
@@ -89,7 +90,7 @@ def test_three_consumers_take_192_row_units_at_d64(fa3):
 def test_refusals_say_why(fa3):
     with pytest.raises(Unsupported, match="block_n=96: 64, 128, 176, 192"):
         plan(fa3, case(), block_n=96)
-    assert plan(fa3, case(), block_n=176)["name"] == "fa3_forward<128, 176, 2, false, false, true, true, 1, 2>"
+    assert plan(fa3, case(), block_n=176)["name"] == "fa3_forward<128, 176, 2, false, false, true, true, 1, 2, 0>"
     with pytest.raises(Unsupported, match="shared memory per block"):
         plan(fa3, case(), block_n=192, stages=3, smem_limit=227 * 1024)
     with pytest.raises(Unsupported, match="stages=0"):
@@ -138,7 +139,8 @@ def test_registration(registry):
     impl = registry.implementations("attention")["cuda-fa3"]
     assert impl.needs.min_cc == (9, 0) and impl.needs.dtypes == ("fp16", "bf16")
     assert impl.params == {"block_n": "auto", "stages": 2, "overlap": 1, "pingpong": 1, "persistent": 1,
-                           "dynamic": 1, "narrow_tail": 1, "chains": 1, "consumers": "auto"}
+                           "dynamic": 1, "narrow_tail": 1, "chains": 1, "consumers": "auto",
+                           "rescale": 0}
     from kbench.registry import _param_value
 
     with pytest.raises(UserError, match="chains"):
