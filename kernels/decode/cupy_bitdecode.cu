@@ -574,7 +574,7 @@ __device__ __forceinline__ void merge_pieces(const float* part_o, const float* p
         long long v_sb, long long v_sh, long long v_sl,                                                          \
         long long ks_sb, long long ks_sh, long long ks_sg,                                                       \
         long long vs_sb, long long vs_sh, long long vs_sl,                                                       \
-        long long o_sb, long long o_sh, long long o_sq, float scale_log2, int prefetch
+        long long o_sb, long long o_sh, long long o_sq, float scale_log2, int prefetch, int lead
 
 // Bytes of dynamic shared memory of bitdecode_partial: the Q fragments during the loop, then the
 // warps' states for the merge (the same bytes, reused after a barrier).
@@ -910,6 +910,58 @@ __device__ __forceinline__ unsigned transpose_8x8(unsigned x) {
     return y;
 }
 
+// A lane's Q^T B fragments in the keys form from its chunk of a query row, `q` (D / 4 contiguous 16-bit
+// values from the chunk's first channel; null: a row past the group, zeros): register r of k16 step s is the
+// channels k_channel(s, r, 0) and (.., 1) of the chunk. Read as 16-byte vectors where the chunk is 16-byte
+// aligned (every layout kbench makes: 4 loads at d = 128 instead of 32 of one value), a value at a time
+// elsewhere; int4's pairs {c, c + 4} then come from two words by one prmt.
+template <int BITS, int D>
+__device__ __forceinline__ void load_q_chunk(unsigned (&qb)[D / 16][2], const unsigned short* q) {
+    constexpr int WORDS = D / 8;  // the chunk's values two a word, in channel order
+    unsigned w[WORDS];
+    if (q == nullptr) {
+#pragma unroll
+        for (int i = 0; i < WORDS; ++i) w[i] = 0u;
+    } else if (reinterpret_cast<unsigned long long>(q) % 16 == 0) {
+        load_cached<WORDS>(w, q);
+    } else {
+#pragma unroll
+        for (int i = 0; i < WORDS; ++i) w[i] = unsigned(q[2 * i]) | (unsigned(q[2 * i + 1]) << 16);
+    }
+#pragma unroll
+    for (int s = 0; s < D / 16; ++s)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            if constexpr (BITS == 4) {  // channels 8 (s/2) + 2 (s%2) + r and + 4: half r of words x and x + 2
+                const int x = 4 * (s / 2) + s % 2;
+                qb[s][r] = r ? prmt<0x7632>(w[x], w[x + 2]) : prmt<0x5410>(w[x], w[x + 2]);
+            } else {  // channels 4 s + 2 r and + 1: word 2 s + r
+                qb[s][r] = w[2 * s + r];
+            }
+        }
+}
+
+// Asks L2 for the K and V rows of the tile of TN keys from key0 (those before `end`) of a head whose rows
+// follow one another (k_head, v_head: its first key's), a 128-byte line a lane, without waiting and without
+// registers; VSCALES: the line of those keys' V scales and minimums too (2 bytes a key).
+template <int TN, int ROW_BYTES, bool VSCALES>
+__device__ __forceinline__ void prefetch_rows(const unsigned char* k_head, const unsigned char* v_head,
+                                              const unsigned short* vs_head, const unsigned short* vm_head, int key0,
+                                              int end, int lane) {
+    constexpr int LINES = TN * ROW_BYTES / 128;  // 128-byte lines of a tile's K rows (and of its V rows)
+    static_assert(TN * ROW_BYTES % 128 == 0, "a tile's rows are whole lines");
+    const int bytes = (min(key0 + TN, end) - key0) * ROW_BYTES;  // the piece's last tile may be short
+#pragma unroll
+    for (int i = lane; i < 2 * LINES; i += 32) {
+        const int at = (i % LINES) * 128;
+        if (at < bytes) prefetch_l2((i < LINES ? k_head : v_head) + static_cast<long long>(key0) * ROW_BYTES + at);
+    }
+    if constexpr (VSCALES) {
+        if (lane == 0) prefetch_l2(vs_head + key0);
+        if (lane == 1) prefetch_l2(vm_head + key0);
+    }
+}
+
 // 16 warps an SM (128 registers a thread) for int4 codes whose V strip lies in one group; 12 (168)
 // otherwise: int8 and 16-bit values (twice and four times the words a lane holds), and a second set of
 // V's scales and minimums, spill at 128. PIPE 2 holds two tiles' codes: 12 warps (168) for int4, 8 (up to
@@ -977,22 +1029,30 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
     const int start = split * keys_per_split;
     const int end = min(start + keys_per_split, L);
 
+    constexpr int ROW_BYTES = D * BITS / 8;
+    const int n_tiles = (end - start + TN - 1) / TN;
+    const unsigned char* k_head = K + b * k_sb + kvh * k_sh;  // the head's first key (DENSE: rows one after another)
+    const unsigned char* v_head = V + b * v_sb + kvh * v_sh;
+    const unsigned short* vs_head = VS + b * vs_sb + kvh * vs_sh;  // (VFOLD) its V scales and minimums
+    const unsigned short* vm_head = VM + b * vs_sb + kvh * vs_sh;
+    // A tile of the warp's, `ahead` tiles of WARPS from its first (nothing past the piece), asked of L2.
+    auto prefetch_tile = [&](int ahead) {
+        if (ahead < n_tiles)
+            prefetch_rows<TN, ROW_BYTES, VFOLD>(k_head, v_head, vs_head, vm_head, start + ahead * TN, end, lane);
+    };
+    // lead > 0 (DENSE): the warp's first `lead` tiles asked of L2 before Q is read, so that their bytes are on
+    // their way while Q's arrive (the first tile's loads wait on Q's addresses and values otherwise).
+    if (DENSE) {
+#pragma unroll 1
+        for (int i = 0; i < lead; ++i) prefetch_tile(warp + i * WARPS);
+    }
     // ---- Q^T as B fragments, in registers: query row rb 8 + g (zero past the group), the channels of
     // k_channel in the lane's chunk t.
     unsigned qb[DS][2];
     {
         const int row = rb * ROWS + g;
-        const bool valid = row < rows;
-        const unsigned short* q = Q;
-        if (valid) q += group_row(b, kvh, gqa, nq, row, q_sb, q_sh, q_sq) + t * LN::KCH;
-#pragma unroll
-        for (int st = 0; st < DS; ++st)
-#pragma unroll
-            for (int r = 0; r < 2; ++r) {
-                const unsigned lo = valid ? q[k_channel<BITS>(st, r, 0)] : 0u;
-                const unsigned hi = valid ? q[k_channel<BITS>(st, r, 1)] : 0u;
-                qb[st][r] = lo | (hi << 16);
-            }
+        load_q_chunk<BITS, D>(qb, row < rows ? Q + group_row(b, kvh, gqa, nq, row, q_sb, q_sh, q_sq) + t * LN::KCH
+                                             : nullptr);
     }
 
     // Per row of this lane (2t, 2t + 1): the first key it may not see.
@@ -1013,14 +1073,12 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
                                 ks_sh, ks_sg, vs_sb, vs_sh, vs_sl);
     const int mask_from = min(end, L - nq + 1);
     const Divisor group_div{group_magic, group_shift};
-    const int n_tiles = (end - start + TN - 1) / TN;
     const int interior = edge_masks ? max(0, (mask_from - start) / TN) : 0;
 
     // A tile's codes in registers, and (VFOLD) V's scales and minimums of the keys whose P this lane holds.
     unsigned kc[MT][2][LN::KWORDS];  // keys 16 mt + g (0) and + 8 (1)
     unsigned vc[MT][4][LN::VWORDS];  // keys 16 j + 2t, 2t+1, 2t+8, 2t+9
     [[maybe_unused]] unsigned short v_scale[MT][2], v_min[MT][2];  // keys 16 mt + g, + 8
-    constexpr int ROW_BYTES = D * BITS / 8;
     // K's codes of a tile. Rows from the tile's first (DENSE interior tiles: constant offsets), or each on
     // its own, clamped to the cache (EDGE).
     auto load_k = [&](auto edge, int tile) {
@@ -1069,32 +1127,13 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
     auto load_next = [&](auto load, auto edge, int next) {
         if (!decltype(edge)::value || next < n_tiles) load(edge, next);
     };
-    // prefetch > 0 (DENSE): a warp asks L2 for its tile `prefetch` tiles ahead as it starts one, a 128-byte
-    // line a lane, so that tile's loads meet L2's latency instead of HBM's, at no cost in registers
-    // (PIPE holds the next tile's codes in registers instead, at fewer warps an SM).
-    const unsigned char* k_head = K + b * k_sb + kvh * k_sh;
-    const unsigned char* v_head = V + b * v_sb + kvh * v_sh;
-    auto prefetch_tile = [&](int ahead) {
-        constexpr int LINES = TN * ROW_BYTES / 128;  // 128-byte lines of a tile's K rows (and of its V rows)
-        static_assert(TN * ROW_BYTES % 128 == 0, "a tile's rows are whole lines");
-        if (ahead >= n_tiles) return;
-        const int key0 = start + ahead * TN;
-        const int bytes = (min(key0 + TN, end) - key0) * ROW_BYTES;  // the piece's last tile may be short
-#pragma unroll
-        for (int i = lane; i < 2 * LINES; i += 32) {
-            const int at = (i % LINES) * 128;
-            if (at < bytes) prefetch_l2((i < LINES ? k_head : v_head) + static_cast<long long>(key0) * ROW_BYTES + at);
-        }
-        if constexpr (VFOLD) {  // V's scales and minimums of the tile's keys, 2 bytes a key
-            if (lane == 0) prefetch_l2(hc.vs_row + key0);
-            if (lane == 1) prefetch_l2(hc.vm_row + key0);
-        }
-    };
 
     auto run_tile = [&](auto edge, int tile) {
         constexpr bool EDGE = decltype(edge)::value;
         auto in_cache = [&](int key) { return EDGE ? min(key, L - 1) : key; };
         const int key0 = start + tile * TN;
+        // prefetch > 0 (DENSE): the tile `prefetch` ahead asked of L2, so that its loads meet L2's latency instead
+        // of HBM's, at no cost in registers (PIPE holds the next tile's codes in registers instead)
         if (DENSE && prefetch > 0) prefetch_tile(tile + prefetch * WARPS);
         // the tile's codes as it starts, those PIPE does not load during the tile before
         if constexpr (PIPE < 1) load_k(edge, tile);

@@ -33,7 +33,10 @@ of that many tiles a warp in shared memory, filled by ``cp.async`` that many til
 (the rows form only).
 ``--param prefetch=N`` (the keys form, over a cache whose tokens follow one another): as a warp starts a
 tile it asks L2 for its tile N ahead (``prefetch.global.L2``, a 128-byte line a lane, no registers), so
-that tile's loads wait on L2 instead of HBM; 0 asks for nothing.
+that tile's loads wait on L2 instead of HBM; 0 asks for nothing. ``--param lead=N`` (the same caches):
+before it reads Q, a warp asks L2 for its first N tiles, so that their bytes stream in while Q's arrive
+(without it the first tile's loads are issued only once Q is in registers); 0 asks for nothing. Q itself
+is read as 16-byte vectors, 4 loads a lane at d = 128.
 ``--param pipe=k|kv`` (the keys form, int4 and int8 caches): each tile loads the next one's K codes into
 registers once its own products with K are done (``k``), and also the next one's V codes (with V's
 scales) once its products with V are (``kv``), so that they arrive while the tile's softmax and products
@@ -183,6 +186,7 @@ def resolve_masks(masks: str, bits: int) -> str:
 
 
 PREFETCH = range(0, 5)  # tiles ahead a warp asks L2 for (form=keys over a dense cache); 0: none
+LEADS = (0, 1, 2, 4, 8)  # a warp's first tiles it asks L2 for before it reads Q (form=keys over a dense cache)
 # Which of the next tile's codes each tile loads into registers (form=keys, int4 and int8 caches): none,
 # K's, or K's and V's; the .cu's PIPE 0, 1, 2.
 PIPE = {"none": 0, "k": 1, "kv": 2}
@@ -205,7 +209,8 @@ def resolve_pipe(pipe: str, bits: int, form: str, dense: bool = True) -> str:
 # last block of each sequence x K/V head x row block to finish, in the partial kernel (no second launch).
 MERGES = ("kernel", "last")
 DEFAULT_PARAMS = {"splits": 0, "tile": 32, "warps": "auto", "stages": 0, "masks": "auto", "form": "auto",
-                  "v_scales": "auto", "k_scales": "values", "v_codes": "converted", "prefetch": 0, "pipe": "auto", "merge": "last"}
+                  "v_scales": "auto", "k_scales": "values", "v_codes": "converted", "prefetch": 0, "lead": 0, "pipe": "auto",
+                  "merge": "last"}
 
 
 def v_span(d: int, group: int, bits: int) -> int | None:
@@ -321,7 +326,7 @@ def split_plan(length: int, programs: int, sms: int, resident: int, tile: int, w
 
 def check_config(case, tile: int, warps: int, form: str = "auto", stages: int = 0,
                  v_scales: str = "auto", prefetch: int = 0, pipe: str = "none", k_scales: str = "values",
-                 v_codes: str = "converted") -> str | None:
+                 v_codes: str = "converted", lead: int = 0) -> str | None:
     """Why this case, block shape and form cannot run, or None."""
     if seq_lengths.is_ragged(case):  # --l 1000+130000
         return "a ragged batch (one length a sequence): cupy-bitdecode takes one length for every sequence"
@@ -340,6 +345,8 @@ def check_config(case, tile: int, warps: int, form: str = "auto", stages: int = 
         return "form=keys loads each tile into registers: stages=0 only"
     if prefetch and resolve_form(form, stages) != "keys":
         return "prefetch asks L2 for the tiles ahead in the keys form: form=keys (or auto) and stages=0"
+    if lead and resolve_form(form, stages) != "keys":
+        return "lead asks L2 for a warp's first tiles in the keys form: form=keys (or auto) and stages=0"
     if pipe not in ("none", "auto") and (resolve_form(form, stages) != "keys" or CODE_BITS[case.kv_dtype] == 16):
         return (f"pipe={pipe} loads the next tile's codes into registers: the keys form (form=keys or auto, "
                 "stages=0) over an int4 or int8 cache")
@@ -464,7 +471,7 @@ def explain(case, params) -> dict:
 
     tile, warps, stages = params["tile"], params["warps"], params["stages"]
     reason = check_config(case, tile, warps, params["form"], stages, params["v_scales"], params["prefetch"],
-                          params["pipe"], params["k_scales"], params["v_codes"])
+                          params["pipe"], params["k_scales"], params["v_codes"], params["lead"])
     if reason:
         return {"configuration": f"not runnable: {reason}"}
     bits = CODE_BITS[case.kv_dtype]
@@ -518,6 +525,8 @@ def explain(case, params) -> dict:
         "prefetch": (f"as a warp starts a tile, it asks L2 for its tile {params['prefetch']} ahead, a 128-byte line "
                      "a lane (where the cache's tokens follow one another)" if params["prefetch"] else
                      "none"),
+        "lead": (f"before it reads Q, a warp asks L2 for its first {params['lead']} tile(s), a 128-byte line a lane "
+                 "(where the cache's tokens follow one another)" if params["lead"] else "none"),
         "masks": ("every tile clamps its keys to the cache and masks its scores" if masks == "all" else
                   "a piece's last tiles clamp and mask; the tiles before them run a loop without either")
                  + (" (masks=auto for this cache)" if params["masks"] == "auto" else ""),
@@ -567,19 +576,19 @@ def _supports(case):
     allowed={"splits": lambda value: None if value >= 0 else "splits takes 0 (automatic) or a positive number",
              "tile": TILES, "warps": ("auto", *WARPS), "stages": STAGES, "masks": MASKS, "form": FORMS, "v_scales": V_SCALES,
              "k_scales": K_SCALES, "v_codes": V_CODES,
-             "prefetch": PREFETCH, "pipe": PIPES, "merge": MERGES},
+             "prefetch": PREFETCH, "lead": LEADS, "pipe": PIPES, "merge": MERGES},
     description="BitDecoding-style decode in CUDA C++: mma.sync m16n8k16 with the keys (or the GQA group) as "
                 "the rows, int4/int8 codes dequantized into the fragments by lop3/prmt, split-KV merged by "
                 "log-sum-exp",
 )
 def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form, v_scales, k_scales, v_codes, prefetch,
-                   pipe, merge):
+                   lead, pipe, merge):
     import numpy as np
     import torch
 
     from kbench.occupancy import LIMITS, blocks_per_sm
 
-    reason = check_config(case, tile, warps, form, stages, v_scales, prefetch, pipe, k_scales, v_codes)
+    reason = check_config(case, tile, warps, form, stages, v_scales, prefetch, pipe, k_scales, v_codes, lead)
     if reason:
         raise Unsupported(reason)
     q = inputs["q"]
@@ -616,7 +625,8 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form, 
     warps = resolve_warps(warps, form, case.d)
     v_scales = resolve_v_scales(v_scales, case, form)
     dense = dense_rows(k, v, scales[2] if v_scales == "p" else None)
-    prefetch = prefetch if dense else 0  # the kernel prefetches a tile's rows as whole lines: dense caches only
+    # the kernel asks L2 for a tile's rows as whole lines: dense caches only
+    prefetch, lead = (prefetch, lead) if dense else (0, 0)
     pipe = resolve_pipe(pipe, bits, form, dense)
     kernel = _cupy.compiled(str(SOURCE), instance(case, tile, warps, stages, form, v_scales, dense, pipe, k_scales,
                                                             v_codes))
@@ -663,7 +673,7 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form, 
             np.int32(plan["keys_per_split"]), np.int32(n_splits), np.int32(rbs), np.int32(case.group),
             np.int32(masks == "edge"), *(np.uint32(x) for x in divisor(case.group)),
             *strides(q), *byte_strides(k), *byte_strides(v), *scale_strides, *strides(out),
-            np.float32(case.d**-0.5 * LOG2_E), np.int32(prefetch))
+            np.float32(case.d**-0.5 * LOG2_E), np.int32(prefetch), np.int32(lead))
     grid, block = plan["grid"], plan["block"]
     if n_splits > 1 and not fused:
         combine = _cupy.compiled(str(SOURCE), combine_name(case.d, bf16))
@@ -687,7 +697,7 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form, 
     run.config = {"splits": n_splits, "keys_per_split": plan["keys_per_split"], "tile": tile, "warps": warps,
                   "stages": stages, "masks": masks, "form": form, "v_scales": v_scales, "k_scales": k_scales,
                   "v_codes": v_codes,
-                  "prefetch": prefetch,
+                  "prefetch": prefetch, "lead": lead,
                   "pipe": pipe, "merge": merge if n_splits > 1 else "none (one piece)", "dense_rows": dense, "one_group_a_tile": one_group_a_tile(case.group, tile, bits),
                   "row_blocks": rbs, "resident_blocks_per_sm": resident, "v_span": vspan,
                   **_cupy.kernel_config(kernel, grid, block, smem)}

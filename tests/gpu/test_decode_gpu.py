@@ -250,16 +250,48 @@ def test_cupy_bitdecode_reads_a_cache_whose_tokens_are_apart(registry, kv_dtype,
     assert (dense.double() - ref).abs().max().item() < 0.05 * ref.abs().max().item()
 
 
-LOAD_ORDERS = ([{"prefetch": p} for p in (1, 2, 4)]
-               + [{"pipe": "none"}, {"pipe": "k"}, {"pipe": "kv"}, {"pipe": "kv", "prefetch": 1}])
+@pytest.mark.usefixtures("needs_cupy")
+@pytest.mark.parametrize("kv_dtype", ["int4", "int8", "fp16"])
+def test_cupy_bitdecode_reads_queries_that_are_not_16_byte_aligned(registry, kv_dtype):
+    """The keys form reads a lane's chunk of Q as 16-byte vectors where it is 16-byte aligned, one value at a
+    time elsewhere: Q one element past an aligned address (every chunk 2 bytes off) gives the same output,
+    bit for bit, as the same values aligned, with both row blocks' zero rows (GQA 32/8 and 3 queries:
+    12 rows in two blocks of 8)."""
+    import torch
+
+    from kbench.suite import Case
+
+    suite, impl = registry.suite("decode"), registry.implementations("decode")["cupy-bitdecode"]
+    case = Case({"l": 4099, "q": 3, "batch": 2, "hq": 32, "hkv": 8, "d": 128, "kv_dtype": kv_dtype, "group": 128})
+    inputs = suite.make_inputs(case, seed=4, device="cuda")
+    q = inputs["q"]
+    off = torch.empty(q.numel() + 1, dtype=q.dtype, device=q.device)[1:].view(q.shape)
+    off.copy_(q)
+    assert off.data_ptr() % 16 == 2 and q.data_ptr() % 16 == 0
+    outputs = []
+    for queries in (q, off):
+        out = suite.make_output(case, inputs)
+        run = impl.make(case, {**inputs, "q": queries}, out, **impl.params)
+        run()
+        torch.cuda.synchronize()
+        assert run.config["form"] == "keys"
+        outputs.append(out)
+    assert torch.equal(outputs[0], outputs[1])
+    ref = suite.reference(case, inputs)
+    assert (outputs[0].double() - ref).abs().max().item() < 0.05 * ref.abs().max().item()
+
+
+LOAD_ORDERS = ([{"prefetch": p} for p in (1, 2, 4)] + [{"lead": n} for n in (1, 8)]
+               + [{"pipe": "none"}, {"pipe": "k"}, {"pipe": "kv"}, {"pipe": "kv", "prefetch": 1},
+                  {"pipe": "kv", "lead": 4}, {"lead": 4, "prefetch": 2}])
 
 
 @pytest.mark.usefixtures("needs_cupy")
 @pytest.mark.parametrize("kv_dtype, group, masks", [("int4", 128, "edge"), ("int8", 128, "all"), ("fp16", 128, "edge"),
                                                     ("int4", 128, "all"), ("int4", 48, "edge"), ("int8", 32, "edge")])
 def test_cupy_bitdecode_load_order_changes_no_bit(registry, kv_dtype, group, masks):
-    """prefetch=N (L2 asked for the tiles ahead) and pipe=k|kv (each tile loading the next one's codes) only
-    move loads: over 4099 keys (a short last tile), 131072, and 300 (fewer tiles than a piece's warps), in
+    """prefetch=N (L2 asked for the tiles ahead), lead=N (L2 asked for a warp's first tiles before Q is read)
+    and pipe=k|kv (each tile loading the next one's codes) only move loads: over 4099 keys (a short last tile), 131072, and 300 (fewer tiles than a piece's warps), in
     pieces and in one, both loops, V's scales on P (groups of 128) and on the values, the output is the
     same bit for bit as the default's (pipe=auto: kv for int8, none elsewhere; pipe=none is one of the
     orders), and the record says what ran (pipe: quantized caches only). The

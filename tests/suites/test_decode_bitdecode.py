@@ -486,11 +486,13 @@ def test_supported_cases(impl):
 
 def test_params_are_checked_before_anything_runs(impl):
     assert impl.params == {"splits": 0, "tile": 32, "warps": "auto", "stages": 0, "masks": "auto", "form": "auto",
-                           "v_scales": "auto", "k_scales": "values", "v_codes": "converted", "prefetch": 0, "pipe": "auto", "merge": "last"}
+                           "v_scales": "auto", "k_scales": "values", "v_codes": "converted", "prefetch": 0, "lead": 0, "pipe": "auto",
+                           "merge": "last"}
     for arg, message in (("merge=first", "is not one of kernel, last"), ("tile=48", "is not one of 16, 32, 64"), ("warps=3", "is not one of auto, 2, 4, 8"),
                          ("masks=none", "is not one of auto, all, edge"), ("form=cols", "is not one of auto, rows, keys"),
                          ("v_scales=k", "is not one of auto, values, p"), ("k_scales=p", "is not one of values, q"),
-                         ("v_codes=centred", "is not one of converted, raw"), ("prefetch=5", "is not one of 0, 1, 2, 3, 4"), ("pipe=2", "is not one of auto, none, k, kv"),
+                         ("v_codes=centred", "is not one of converted, raw"), ("prefetch=5", "is not one of 0, 1, 2, 3, 4"),
+                         ("lead=3", "is not one of 0, 1, 2, 4, 8"), ("pipe=2", "is not one of auto, none, k, kv"),
                          ("splits=-2", "splits takes 0"), ("splits=two", "is not an integer")):
         with pytest.raises(UserError, match=message):
             variants([impl], parse_param_args([arg]))
@@ -731,6 +733,8 @@ def test_form_auto_takes_the_keys_form_where_it_can_run(bd):
     assert bd.check_config(case(d=128), 32, 4, "auto", 3) is None and bd.check_config(case(d=128), 32, 4, "keys") is None
     assert "prefetch asks L2" in bd.check_config(case(d=128), 32, 4, "rows", 0, "auto", 1)  # the keys form only
     assert "prefetch asks L2" in bd.check_config(case(d=128), 32, 4, "auto", 2, "auto", 1)
+    assert "lead asks L2" in bd.check_config(case(d=128), 32, 4, "rows", 0, lead=1)  # the keys form only
+    assert bd.check_config(case(d=128), 32, 4, "auto", 0, lead=8) is None
     assert bd.check_config(case(d=128), 32, 4, "auto", 0, "auto", 2) is None
     # pipe=k|kv: the next tile's codes into registers, quantized caches in the keys form only
     int4 = case(d=128, kv_dtype="int4", group=128)
