@@ -140,7 +140,7 @@ def test_registration(registry):
     assert impl.needs.min_cc == (9, 0) and impl.needs.dtypes == ("fp16", "bf16")
     assert impl.params == {"block_n": "auto", "stages": 2, "overlap": 1, "pingpong": 1, "persistent": 1,
                            "dynamic": 1, "narrow_tail": 1, "chains": 1, "consumers": "auto",
-                           "rescale": 0}
+                           "rescale": 8}
     from kbench.registry import _param_value
 
     with pytest.raises(UserError, match="chains"):
