@@ -1031,9 +1031,12 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
 
     constexpr int ROW_BYTES = D * BITS / 8;
     const int n_tiles = (end - start + TN - 1) / TN;
-    const unsigned char* k_head = K + b * k_sb + kvh * k_sh;  // the head's first key (DENSE: rows one after another)
+    // The head's first key (DENSE: rows one after another) and (VFOLD) its V scales and minimums. The last two
+    // are HeadCache's vs_row and vm_row, taken here before hc exists: hc built this early, ptxas (sm_90, int4
+    // in groups of 128 at d = 128) spills 112 bytes a thread in the loop instead of 4.
+    const unsigned char* k_head = K + b * k_sb + kvh * k_sh;
     const unsigned char* v_head = V + b * v_sb + kvh * v_sh;
-    const unsigned short* vs_head = VS + b * vs_sb + kvh * vs_sh;  // (VFOLD) its V scales and minimums
+    const unsigned short* vs_head = VS + b * vs_sb + kvh * vs_sh;
     const unsigned short* vm_head = VM + b * vs_sb + kvh * vs_sh;
     // A tile of the warp's, `ahead` tiles of WARPS from its first (nothing past the piece), asked of L2.
     auto prefetch_tile = [&](int ahead) {
