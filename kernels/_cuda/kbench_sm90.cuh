@@ -83,6 +83,14 @@ __device__ __forceinline__ void tma_load_3d(unsigned dst, const TensorMap* map, 
         : "memory");
 }
 
+// Copy `bytes` contiguous bytes from global memory at `src` into shared memory at `dst` (no tensor map:
+// both 16-byte aligned, `bytes` a multiple of 16), completing `bar`'s transaction bytes.
+__device__ __forceinline__ void bulk_load(unsigned dst, const void* src, unsigned bytes, unsigned bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
+                 ::"r"(dst), "l"(reinterpret_cast<unsigned long long>(src)), "r"(bytes), "r"(bar)
+                 : "memory");
+}
+
 // The same copy of a 2-D box, written at `dst` in the shared memory of every CTA of the cluster whose
 // bit is set in `cta_mask` (bit r: the CTA of rank r), each completing the mbarrier at `bar` in its own
 // shared memory (dst and bar are this CTA's addresses: the same offsets in every CTA).

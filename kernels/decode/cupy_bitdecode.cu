@@ -52,6 +52,7 @@
 // No CUDA headers, so NVRTC (cupy.RawModule) and nvcc compile it alike.
 
 #include "kbench_ptx.cuh"
+#include "kbench_sm90.cuh"
 
 namespace bitdecode {
 
@@ -130,6 +131,24 @@ __device__ __forceinline__ void load_stream(unsigned (&w)[WORDS], const unsigned
     } else {
         static_assert(WORDS == 1, "1, 2 or a multiple of 4 words");
         asm("ld.global.nc.L1::no_allocate.u32 %0, [%1];\n" : "=r"(w[0]) : "l"(p));
+    }
+}
+
+// WORDS (1, 2 or a multiple of 4) 32-bit words from shared memory at p (16-byte aligned for 4 and more).
+template <int WORDS>
+__device__ __forceinline__ void load_shared(unsigned (&w)[WORDS], const unsigned char* p) {
+    if constexpr (WORDS % 4 == 0) {
+#pragma unroll
+        for (int i = 0; i < WORDS; i += 4) {
+            const uint4 x = *reinterpret_cast<const uint4*>(p + 4 * i);
+            w[i] = x.x, w[i + 1] = x.y, w[i + 2] = x.z, w[i + 3] = x.w;
+        }
+    } else if constexpr (WORDS == 2) {
+        const uint2 x = *reinterpret_cast<const uint2*>(p);
+        w[0] = x.x, w[1] = x.y;
+    } else {
+        static_assert(WORDS == 1, "1, 2 or a multiple of 4 words");
+        w[0] = *reinterpret_cast<const unsigned*>(p);
     }
 }
 
@@ -574,7 +593,7 @@ __device__ __forceinline__ void merge_pieces(const float* part_o, const float* p
         long long v_sb, long long v_sh, long long v_sl,                                                          \
         long long ks_sb, long long ks_sh, long long ks_sg,                                                       \
         long long vs_sb, long long vs_sh, long long vs_sl,                                                       \
-        long long o_sb, long long o_sh, long long o_sq, float scale_log2, int prefetch, int lead
+        long long o_sb, long long o_sh, long long o_sq, float scale_log2, int prefetch, int lead, int ring_depth
 
 // Bytes of dynamic shared memory of bitdecode_partial: the Q fragments during the loop, then the
 // warps' states for the merge (the same bytes, reused after a barrier).
@@ -962,6 +981,55 @@ __device__ __forceinline__ void prefetch_rows(const unsigned char* k_head, const
     }
 }
 
+// ---- the ring of tiles in shared memory (PIPE 3: sm_90's bulk copies) --------------------------------
+// PIPE 3 is launched on sm_90 and newer only (the host refuses it elsewhere); on an older arch these
+// trap, so that the source still builds there.
+
+// A warp's stage of the ring: a tile's K rows, then its V rows, then (VFOLD) its keys' V scales and then
+// their minimums, each as the cache holds them (a tile's rows follow one another: DENSE). A bulk copy
+// starts and ends on 16 bytes: the scales' copy starts at the 16 bytes holding the tile's first one, 16
+// bytes more where that is not its first byte (RING_SCALE_BYTES).
+template <int TN>
+constexpr int RING_SCALE_BYTES = 2 * TN + 16;
+template <int BITS, int D, int TN, bool VFOLD>
+constexpr int RING_STAGE_BYTES = 2 * TN * (D * BITS / 8) + (VFOLD ? 2 * RING_SCALE_BYTES<TN> : 0);
+
+// Barriers `bars`, `bars` + 8, ... (one a stage, one arrival each: the thread that asks for the copies).
+__device__ __forceinline__ void ring_init(unsigned bars, int stages) {
+#if __CUDA_ARCH__ >= 900
+    for (int s = 0; s < stages; ++s) kbench_sm90::mbarrier_init(bars + 8 * s, 1);
+    kbench_sm90::mbarrier_init_fence();
+#else
+    __trap();
+#endif
+}
+
+// Waits until the copies of a stage's phase of parity `parity` have landed.
+__device__ __forceinline__ void ring_wait(unsigned bar, unsigned parity) {
+#if __CUDA_ARCH__ >= 900
+    kbench_sm90::mbarrier_wait(bar, parity);
+#else
+    __trap();
+#endif
+}
+
+// Asks the copy engine for one stage: PIECES contiguous runs of bytes, completing `bar` once all have landed.
+// The runs land at `dst` + `at`[i].
+template <int PIECES>
+__device__ __forceinline__ void ring_fill(unsigned dst, unsigned bar, const void* const (&src)[PIECES],
+                                          const int (&bytes)[PIECES], const int (&at)[PIECES]) {
+#if __CUDA_ARCH__ >= 900
+    int total = 0;
+#pragma unroll
+    for (int i = 0; i < PIECES; ++i) total += bytes[i];
+    kbench_sm90::mbarrier_arrive_expect_tx(bar, total);
+#pragma unroll
+    for (int i = 0; i < PIECES; ++i) kbench_sm90::bulk_load(dst + at[i], src[i], bytes[i], bar);
+#else
+    __trap();
+#endif
+}
+
 // 16 warps an SM (128 registers a thread) for int4 codes whose V strip lies in one group; 12 (168)
 // otherwise: int8 and 16-bit values (twice and four times the words a lane holds), and a second set of
 // V's scales and minimums, spill at 128. PIPE 2 holds two tiles' codes: 12 warps (168) for int4, 8 (up to
@@ -1002,6 +1070,11 @@ constexpr int KEY_FORM_WARPS_PER_SM = PIPE == 2 ? (BITS == 4 ? 12 : 8) : (BITS =
 // bytes; with VFOLD, V's scales and minimums one element a token). The loop's tiles before the
 // piece's edge then address each row as the tile's first row plus a constant, which ptxas folds into
 // the load instruction, instead of a multiply and a 64-bit add of a run-time stride every row.
+// PIPE: how a tile's codes reach registers. 0: loaded as the warp starts the tile; 1: K's loaded during the
+// warp's tile before (after its products with K); 2: V's too; 3 (DENSE, sm_90): the tiles without masks
+// through a ring of `ring_depth` stages a warp in shared memory, each stage filled by the copy engine
+// (cp.async.bulk: one copy of the tile's K rows, one of its V rows, with VFOLD one each of their V scales
+// and minimums), asked for `ring_depth` tiles ahead without registers; the tiles with masks load as with 0.
 template <int BITS, bool BF16, int D, int TN, int WARPS, int VSPAN, bool KG1, bool VFOLD, bool KFOLD, bool VRAW,
           bool DENSE, int PIPE>
 __global__ void __launch_bounds__(WARPS * 32, WARPS <= KEY_FORM_WARPS_PER_SM<BITS, VSPAN, PIPE> ? KEY_FORM_WARPS_PER_SM<BITS, VSPAN, PIPE> / WARPS : 1)
@@ -1019,6 +1092,9 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
     static_assert(!VFOLD || (QUANT && VSPAN == 1), "V's scales fold into P for a quantized cache, one group a token");
     static_assert(!KFOLD || (QUANT && KG1), "K's scales fold into Q for a quantized cache, one group a tile");
     static_assert(!VRAW || VFOLD, "V's raw codes with V's scales on P");
+    static_assert(PIPE != 3 || DENSE, "the ring copies a tile's rows as one run of bytes: DENSE");
+    constexpr bool RING = PIPE == 3;        // a ring of `ring_depth` tiles a warp in shared memory (bulk copies)
+    constexpr int AHEAD = RING ? 0 : PIPE;  // the next tile's codes in registers: 1 K's, 2 K's and V's
 
     extern __shared__ __align__(16) float smem[];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -1048,6 +1124,50 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
     if (DENSE) {
 #pragma unroll 1
         for (int i = 0; i < lead; ++i) prefetch_tile(warp + i * WARPS);
+    }
+    // RING: the warp's `ring_depth` stages, in the block's first bytes of shared memory (the merge reuses them
+    // after a barrier), and their barriers past those bytes and the merge's. A stage holds one of the warp's
+    // tiles without masks; the warp's first `ring_depth` of them are asked of the copy engine before Q is read,
+    // and each tile's stage asks for the tile `ring_depth` on once the tile is done with it. The tiles take the
+    // stages in turn (ring_slot), each stage's phases alternating parity (ring_parity).
+    constexpr int STAGE_BYTES = RING_STAGE_BYTES<BITS, D, TN, VFOLD>;
+    constexpr int MERGE_BYTES = WARPS * KEY_FORM_ROWS * (2 + D + 4) * 4;  // sm_m, sm_l, sm_o below
+    [[maybe_unused]] const unsigned char* ring_stages =
+        reinterpret_cast<const unsigned char*>(smem) + warp * ring_depth * STAGE_BYTES;
+    [[maybe_unused]] const unsigned ring_bars = static_cast<unsigned>(__cvta_generic_to_shared(smem))
+                                                + ((max(WARPS * ring_depth * STAGE_BYTES, MERGE_BYTES) + 7) & ~7)
+                                                + 8 * warp * ring_depth;
+    [[maybe_unused]] int ring_slot = 0;
+    [[maybe_unused]] unsigned ring_parity = 0;
+    // VFOLD: the V scales' and minimums' 16-byte lines in the stage start that many values before the head's
+    // (and every tile's: a tile is 64 bytes of them or more) first one.
+    [[maybe_unused]] const int vs_skew = static_cast<int>(reinterpret_cast<unsigned long long>(vs_head) % 16) / 2;
+    [[maybe_unused]] const int vm_skew = static_cast<int>(reinterpret_cast<unsigned long long>(vm_head) % 16) / 2;
+    [[maybe_unused]] auto ring_ask = [&](int slot, int tile) {  // lane 0: the tile's bytes into stage `slot`
+        const long long key0 = start + tile * TN;
+        const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(ring_stages + slot * STAGE_BYTES));
+        if constexpr (VFOLD) {
+            const void* const src[4] = {k_head + key0 * ROW_BYTES, v_head + key0 * ROW_BYTES,
+                                        vs_head + key0 - vs_skew, vm_head + key0 - vm_skew};
+            const int bytes[4] = {TN * ROW_BYTES, TN * ROW_BYTES, 2 * TN + (vs_skew ? 16 : 0),
+                                  2 * TN + (vm_skew ? 16 : 0)};
+            constexpr int SCALES_AT = 2 * TN * ROW_BYTES;
+            ring_fill(dst, ring_bars + 8 * slot, src, bytes,
+                      {0, TN * ROW_BYTES, SCALES_AT, SCALES_AT + RING_SCALE_BYTES<TN>});
+        } else {
+            const void* const src[2] = {k_head + key0 * ROW_BYTES, v_head + key0 * ROW_BYTES};
+            const int bytes[2] = {TN * ROW_BYTES, TN * ROW_BYTES};
+            ring_fill(dst, ring_bars + 8 * slot, src, bytes, {0, TN * ROW_BYTES});
+        }
+    };
+    if constexpr (RING) {
+        if (lane == 0) ring_init(ring_bars, ring_depth);
+        __syncwarp();
+        const int interior = edge_masks ? max(0, (min(end, L - nq + 1) - start) / TN) : 0;  // as below
+        if (lane == 0) {
+#pragma unroll 1
+            for (int i = 0; i < ring_depth && warp + i * WARPS < interior; ++i) ring_ask(i, warp + i * WARPS);
+        }
     }
     // ---- Q^T as B fragments, in registers: query row rb 8 + g (zero past the group), the channels of
     // k_channel in the lane's chunk t.
@@ -1123,7 +1243,35 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
                 }
         }
     };
-    // PIPE (1: K's codes, 2: K's and V's): the warp's next tile (tile + WARPS), loaded by `load` (load_k or
+    // RING: a tile's codes (and V's scales and minimums) from its stage, where the lane reads the same bytes
+    // load_k and load_v read from the cache.
+    [[maybe_unused]] auto read_stage = [&](const unsigned char* stage) {
+        const unsigned char* k_rows = stage + t * (LN::KWORDS * 4);
+        const unsigned char* v_rows = stage + TN * ROW_BYTES + g * (LN::VWORDS * 4);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) load_shared(kc[mt][h], k_rows + (16 * mt + 8 * h + g) * ROW_BYTES);
+#pragma unroll
+        for (int j = 0; j < MT; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                load_shared(vc[j][e], v_rows + (16 * j + (e & 1) + 8 * (e >> 1) + 2 * t) * ROW_BYTES);
+        if constexpr (VFOLD) {
+            const unsigned short* scales =
+                reinterpret_cast<const unsigned short*>(stage + 2 * TN * ROW_BYTES) + vs_skew;
+            const unsigned short* minimums =
+                reinterpret_cast<const unsigned short*>(stage + 2 * TN * ROW_BYTES + RING_SCALE_BYTES<TN>) + vm_skew;
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    v_scale[mt][h] = scales[16 * mt + 8 * h + g];
+                    v_min[mt][h] = minimums[16 * mt + 8 * h + g];
+                }
+        }
+    };
+    // AHEAD (1: K's codes, 2: K's and V's): the warp's next tile (tile + WARPS), loaded by `load` (load_k or
     // load_v) during this one. A tile of the loop without masks has its next one there too (the loop stops
     // a round early), whose rows it loads from constants (DENSE); a masked tile loads the next one's rows
     // clamped to the cache, or nothing past the piece.
@@ -1138,9 +1286,15 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
         // prefetch > 0 (DENSE): the tile `prefetch` ahead asked of L2, so that its loads meet L2's latency instead
         // of HBM's, at no cost in registers (PIPE holds the next tile's codes in registers instead)
         if (DENSE && prefetch > 0) prefetch_tile(tile + prefetch * WARPS);
-        // the tile's codes as it starts, those PIPE does not load during the tile before
-        if constexpr (PIPE < 1) load_k(edge, tile);
-        if constexpr (PIPE < 2) load_v(edge, tile);
+        // the tile's codes as it starts: from its stage of the ring (RING, the tiles without masks), or those
+        // AHEAD does not load during the tile before
+        if constexpr (RING && !EDGE) {
+            ring_wait(ring_bars + 8 * ring_slot, ring_parity);
+            read_stage(ring_stages + ring_slot * STAGE_BYTES);
+        } else {
+            if constexpr (AHEAD < 1) load_k(edge, tile);
+            if constexpr (AHEAD < 2) load_v(edge, tile);
+        }
 
         // ---- S^T = K Q^T ------------------------------------------------------------------------------
         float s[MT][4];
@@ -1231,7 +1385,7 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
                 for (int e = 0; e < 4; ++e)
                     if (key0 + 16 * mt + g + 8 * (e >> 1) >= limit[e & 1]) s[mt][e] = neg_inf();
         }
-        if constexpr (PIPE >= 1) load_next(load_k, edge, tile + WARPS);  // K's registers are free until the next tile
+        if constexpr (AHEAD >= 1) load_next(load_k, edge, tile + WARPS);  // K's registers are free until the next tile
 
         // ---- online softmax: row 2t + e is column e of the lane's C registers, over keys g, g + 8 of
         // every m16 tile; the 8 lanes of one t (lanes t, t + 4, ..., t + 28) hold the tile's 32 keys.
@@ -1316,21 +1470,26 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
                 mma_16816<BF16>(o[mi], a, pb[j][0], pb[j][1]);
             }
         }
-        if constexpr (PIPE == 2) load_next(load_v, edge, tile + WARPS);  // and V's (with its scales) until its products
+        if constexpr (AHEAD == 2) load_next(load_v, edge, tile + WARPS);  // and V's (with its scales) after its products
+        if constexpr (RING && !EDGE) {  // the stage's bytes are in registers and used: its next tile asked for
+            __syncwarp();
+            if (lane == 0 && tile + ring_depth * WARPS < interior) ring_ask(ring_slot, tile + ring_depth * WARPS);
+            if (++ring_slot == ring_depth) ring_slot = 0, ring_parity ^= 1u;
+        }
     };
     int tile = warp;
     if (DENSE && prefetch > 0) {
         for (int i = 1; i < prefetch; ++i) prefetch_tile(tile + i * WARPS);  // the loop asks from `prefetch` on
     }
-    // PIPE: the loop without masks stops a round early, so that each of its tiles' next one is in it too.
-    const int unmasked = PIPE ? interior - WARPS : interior;
-    if constexpr (PIPE) {  // the first tile's codes that PIPE loads ahead; each tile then loads the next one's
+    // AHEAD: the loop without masks stops a round early, so that each of its tiles' next one is in it too.
+    const int unmasked = AHEAD ? interior - WARPS : interior;
+    if constexpr (AHEAD) {  // the first tile's codes that PIPE loads ahead; each tile then loads the next one's
         if (tile < unmasked) {
             load_k(Flag<false>(), tile);
-            if constexpr (PIPE == 2) load_v(Flag<false>(), tile);
+            if constexpr (AHEAD == 2) load_v(Flag<false>(), tile);
         } else if (tile < n_tiles) {
             load_k(Flag<true>(), tile);
-            if constexpr (PIPE == 2) load_v(Flag<true>(), tile);
+            if constexpr (AHEAD == 2) load_v(Flag<true>(), tile);
         }
     }
     for (; tile < unmasked; tile += WARPS) run_tile(Flag<false>(), tile);
@@ -1351,6 +1510,7 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
     }
 
     // ---- the warps' states merged through shared memory: per warp 8 maxima, 8 sums, 8 rows of O ------
+    if constexpr (RING) __syncthreads();  // every warp done with its stages, whose bytes these are
     float* sm_m = smem;
     float* sm_l = sm_m + WARPS * ROWS;
     float* sm_o = sm_l + WARPS * ROWS;
@@ -1571,6 +1731,30 @@ KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, true, true, true, false, false, 0)
 KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, true, true, false, true, true, 0)
 KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, true, true, true, true, true, 0)
 KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, false, true, false, true, true, 0)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, false, false, false, true, 3)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, false, false, false, true, 3)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 2, false, false, false, false, true, 3)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, true, false, false, true, 3)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, true, false, false, true, 3)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, true, false, false, false, true, 3)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, false, false, false, false, true, 3)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 2, false, false, false, false, true, 3)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, true, true, false, false, true, 3)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, false, true, false, false, true, 3)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, false, false, false, true, 3)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, false, false, false, true, 3)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 2, false, false, false, false, true, 3)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, true, false, false, true, 3)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, true, false, false, true, 3)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, true, false, false, false, true, 3)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, false, false, false, false, true, 3)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 2, false, false, false, false, true, 3)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, true, true, false, false, true, 3)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, false, true, false, false, true, 3)
+KBENCH_BD_KEYS(16, false, 64, 32, 4, 1, false, false, false, false, true, 3)
+KBENCH_BD_KEYS(16, false, 128, 32, 8, 1, false, false, false, false, true, 3)
+KBENCH_BD_KEYS(16, true, 64, 32, 4, 1, false, false, false, false, true, 3)
+KBENCH_BD_KEYS(16, true, 128, 32, 8, 1, false, false, false, false, true, 3)
 KBENCH_BD_KEYS(16, false, 64, 32, 4, 1, false, false, false, false, true, 0)
 KBENCH_BD_KEYS(16, false, 64, 32, 4, 1, false, false, false, false, false, 0)
 KBENCH_BD_KEYS(16, false, 128, 32, 8, 1, false, false, false, false, true, 0)

@@ -48,6 +48,14 @@ SM instead of 16) and up to 255 for int8 (8 instead of 12). ``pipe=auto`` (the d
 int8 cache whose tokens follow one another and none elsewhere: on an H200, kv ran int8 1.02-1.05x as fast
 as none and int4 0.96-1.00x. prefetch is off by default: on an H200 it made every call 2-12 % slower
 (docs/performance.md).
+``--param ring=N`` (the keys form over a cache whose tokens follow one another, sm_90 and newer; 0, the
+default, none): the tiles without masks come through a ring of N stages a warp in shared memory, each
+filled by the copy engine (``cp.async.bulk``: one copy of the tile's K rows, one of its V rows, and with
+V's scales on P one each of its keys' scales and minimums) and waited for on an mbarrier. The warp asks
+for its first N tiles before it reads Q and for the tile N on as it finishes each one, so N tiles' bytes
+are on their way without a register; the codes then come from shared memory instead of global memory
+(the same loads a lane, the same bits). The stages take the merge's bytes: int4 at d = 128 with 8 warps
+is 4.2 KiB a stage and warp, so ring=3 keeps two blocks an SM (16 warps).
 ``--param merge=last`` (the default) has the last block of each sequence x K/V head x row block to finish
 merge the pieces' states in the partial kernel: each block counts itself in once its state is written (a
 fenced atomic add), and the one that takes the last count reads the others' states from L2 and writes the
@@ -181,9 +189,12 @@ def resolve_warps(warps, form: str, d: int) -> int:
     return AUTO_WARPS if form == "keys" and d == 128 else 4
 
 
-def resolve_masks(masks: str, bits: int) -> str:
-    """masks=auto as the loop form it takes for a cache of ``bits``-bit elements; all or edge as given."""
-    return AUTO_MASKS[bits] if masks == "auto" else masks
+def resolve_masks(masks: str, bits: int, ring: int = 0) -> str:
+    """masks=auto as the loop form it takes for a cache of ``bits``-bit elements (edge with a ring, which
+    feeds the loop without masks); all or edge as given."""
+    if masks != "auto":
+        return masks
+    return "edge" if ring else AUTO_MASKS[bits]
 
 
 PREFETCH = range(0, 5)  # tiles ahead a warp asks L2 for (form=keys over a dense cache); 0: none
@@ -198,19 +209,34 @@ PIPES = ("auto", *PIPE)
 AUTO_PIPE_BITS = (8,)
 
 
-def resolve_pipe(pipe: str, bits: int, form: str, dense: bool = True) -> str:
-    """pipe=auto as the loads it takes (kv where AUTO_PIPE_BITS, the keys form and a dense cache meet, else
-    none); none, k or kv as given."""
+# A ring of tiles a warp in shared memory, filled by sm_90's bulk copies (form=keys over a dense cache, the
+# tiles without masks): 0 (none) or its stages. The .cu's PIPE 3; the host passes the stages at run time.
+RINGS = (0, 2, 3, 4)
+RING_PIPE = "ring"
+LOADS = {**PIPE, RING_PIPE: 3}  # the .cu's PIPE for each way a tile's codes arrive
+
+
+def resolve_pipe(pipe: str, bits: int, form: str, dense: bool = True, ring: int = 0) -> str:
+    """pipe=auto as the loads it takes (the ring where ``ring`` asks for one; else kv where AUTO_PIPE_BITS, the
+    keys form and a dense cache meet, else none); none, k or kv as given."""
+    if ring:
+        return RING_PIPE
     if pipe != "auto":
         return pipe
     return "kv" if bits in AUTO_PIPE_BITS and form == "keys" and dense else "none"
+
+
+def ring_stage_bytes(d: int, bits: int, tile: int, v_fold: bool) -> int:
+    """Bytes of one stage of the ring (the .cu's RING_STAGE_BYTES): a tile's K and V rows, and with V's
+    scales on P (``v_fold``) its keys' V scales and minimums, each from the 16 bytes holding its first."""
+    return 2 * tile * d * bits // 8 + (2 * (2 * tile + 16) if v_fold else 0)
 
 
 # How the pieces' states are merged: a second kernel (bitdecode_combine) after the partial one, or the
 # last block of each sequence x K/V head x row block to finish, in the partial kernel (no second launch).
 MERGES = ("kernel", "last")
 DEFAULT_PARAMS = {"splits": 0, "tile": 32, "warps": "auto", "stages": 0, "masks": "auto", "form": "auto",
-                  "v_scales": "auto", "k_scales": "values", "v_codes": "converted", "prefetch": 0, "lead": 0, "pipe": "auto",
+                  "v_scales": "auto", "k_scales": "values", "v_codes": "converted", "prefetch": 0, "lead": 0, "pipe": "auto", "ring": 0,
                   "merge": "last"}
 
 
@@ -241,10 +267,10 @@ def keys_form_name(bits: int, bf16: bool, d: int, tile: int, warps: int, vspan: 
                    v_raw: bool = False) -> str:
     """The template instance of the keys-as-rows partial kernel (form=keys); ``v_fold``: V's scales
     applied to P (v_scales=p); ``dense``: the cache's tokens one after the other (see :func:`dense_rows`);
-    ``pipe``: which of the next tile's codes each tile loads (PIPE); ``k_fold``: K's scales applied to Q
+    ``pipe``: which of the next tile's codes each tile loads, or the ring (PIPE); ``k_fold``: K's scales applied to Q
     (k_scales=q); ``v_raw``: V's codes as raw fp16 numbers (v_codes=raw)."""
     return _cupy.instance_name("bitdecode_partial_keys", bits, bf16, d, tile, warps, vspan, one_group, v_fold, k_fold,
-                               v_raw, dense, PIPE[pipe])
+                               v_raw, dense, LOADS[pipe])
 
 
 def instance(case, tile: int, warps: int, stages: int, form: str = "rows", v_scales: str = "values",
@@ -275,13 +301,19 @@ def combine_name(d: int, bf16: bool) -> str:
     return _cupy.instance_name("bitdecode_combine", d, bf16)
 
 
-def smem_bytes(d: int, warps: int, bits: int = 16, tile: int = 32, stages: int = 0, form: str = "rows") -> int:
+def smem_bytes(d: int, warps: int, bits: int = 16, tile: int = 32, stages: int = 0, form: str = "rows",
+               ring: int = 0, v_fold: bool = False) -> int:
     """The partial kernel's dynamic shared memory (PartialSmem in the .cu): Q's fragments and the ring of
     ``stages`` code tiles a warp (a lane's words of a tile rounded up to 16 bytes), then, in the same
     bytes, each warp's 16 maxima, 16 sums and 16 rows of d + 8 floats of O. form=keys keeps Q in
-    registers: only each warp's 8 maxima, 8 sums and 8 rows of d + 4 floats."""
+    registers: only each warp's 8 maxima, 8 sums and 8 rows of d + 4 floats, in the bytes of the ring of
+    ``ring`` stages a warp (:func:`ring_stage_bytes`) where there is one, whose 8-byte barriers follow."""
     if form == "keys":
-        return warps * FORM_ROWS["keys"] * (2 + d + 4) * 4
+        merge = warps * FORM_ROWS["keys"] * (2 + d + 4) * 4
+        if not ring:
+            return merge
+        stages_bytes = warps * ring * ring_stage_bytes(d, bits, tile, v_fold)
+        return -(-max(stages_bytes, merge) // 8) * 8 + 8 * warps * ring
     lane_words = (tile // 8) * (d // 4) * bits // 32 + (tile // 16) * 4 * (d // 8) * bits // 32
     ring = stages * warps * math.ceil(lane_words / 4) * 512
     return max(d // 16 * 32 * 16 + ring, warps * ROWS * (2 + d + 8) * 4)
@@ -327,7 +359,7 @@ def split_plan(length: int, programs: int, sms: int, resident: int, tile: int, w
 
 def check_config(case, tile: int, warps: int, form: str = "auto", stages: int = 0,
                  v_scales: str = "auto", prefetch: int = 0, pipe: str = "none", k_scales: str = "values",
-                 v_codes: str = "converted", lead: int = 0) -> str | None:
+                 v_codes: str = "converted", lead: int = 0, ring: int = 0, masks: str = "auto") -> str | None:
     """Why this case, block shape and form cannot run, or None."""
     if seq_lengths.is_ragged(case):  # --l 1000+130000
         return "a ragged batch (one length a sequence): cupy-bitdecode takes one length for every sequence"
@@ -348,6 +380,9 @@ def check_config(case, tile: int, warps: int, form: str = "auto", stages: int = 
         return "prefetch asks L2 for the tiles ahead in the keys form: form=keys (or auto) and stages=0"
     if lead and resolve_form(form, stages) != "keys":
         return "lead asks L2 for a warp's first tiles in the keys form: form=keys (or auto) and stages=0"
+    if ring and not (resolve_form(form, stages) == "keys" and pipe in ("none", "auto") and masks != "all"):
+        return ("ring fills shared memory for the keys form's tiles without masks: form=keys (or auto), stages=0, "
+                "pipe=none (or auto) and masks=edge (or auto)")
     if pipe not in ("none", "auto") and (resolve_form(form, stages) != "keys" or CODE_BITS[case.kv_dtype] == 16):
         return (f"pipe={pipe} loads the next tile's codes into registers: the keys form (form=keys or auto, "
                 "stages=0) over an int4 or int8 cache")
@@ -382,6 +417,9 @@ def default_instances() -> list[str]:
                       for vspan, one_group in shapes]
             names += [keys_form_name(bits, bf16, d, tile, keys_warps, vspan, one_group, fold, dense)
                       for vspan, one_group, fold in keys for dense in (True, False)]
+            # a ring of tiles in shared memory (ring=N), over dense caches
+            names += [keys_form_name(bits, bf16, d, tile, keys_warps, vspan, one_group, fold, True, RING_PIPE)
+                      for vspan, one_group, fold in keys]
             if bits < 16:  # each tile loading the next one's codes (pipe=k|kv), over dense caches
                 names += [keys_form_name(bits, bf16, d, tile, keys_warps, vspan, one_group, fold, True, pipe)
                           for pipe in ("k", "kv") for vspan, one_group, fold in keys]
@@ -472,18 +510,19 @@ def explain(case, params) -> dict:
 
     tile, warps, stages = params["tile"], params["warps"], params["stages"]
     reason = check_config(case, tile, warps, params["form"], stages, params["v_scales"], params["prefetch"],
-                          params["pipe"], params["k_scales"], params["v_codes"], params["lead"])
+                          params["pipe"], params["k_scales"], params["v_codes"], params["lead"], params["ring"],
+                          params["masks"])
     if reason:
         return {"configuration": f"not runnable: {reason}"}
-    bits = CODE_BITS[case.kv_dtype]
-    masks = resolve_masks(params["masks"], bits)
+    bits, ring = CODE_BITS[case.kv_dtype], params["ring"]
+    masks = resolve_masks(params["masks"], bits, ring)
     form = resolve_form(params["form"], stages)
     warps = resolve_warps(warps, form, case.d)
     v_scales = resolve_v_scales(params["v_scales"], case, form)
-    pipe = resolve_pipe(params["pipe"], bits, form)
+    pipe = resolve_pipe(params["pipe"], bits, form, ring=ring)
     name = instance(case, tile, warps, stages, form, v_scales, pipe=pipe, k_scales=params["k_scales"],
                     v_codes=params["v_codes"])
-    smem = smem_bytes(case.d, warps, bits, tile, stages, form)
+    smem = smem_bytes(case.d, warps, bits, tile, stages, form, ring, v_scales == "p")
     try:
         resources, failure = from_nvcc(SOURCE, name), None
     except RuntimeError as exc:
@@ -514,13 +553,17 @@ def explain(case, params) -> dict:
                 + (" (form=auto for this cache)" if params["form"] == "auto" else ""),
         "block": f"{warps} warps, each its own tiles of {tile} keys"
                  + (" (warps=auto for this form and d)" if params["warps"] == "auto" else ""),
-        "loads": ("K's codes into registers during the tile before (after its products with K), V's as a warp "
+        "loads": (f"a ring of {ring} tiles a warp in shared memory, each tile's K and V rows"
+                  + (" and V's scales and minimums" if v_scales == "p" else "")
+                  + f" one bulk copy each (cp.async.bulk, sm_90), asked for {ring} tiles ahead: the first before Q is "
+                  "read; the tiles with masks load into registers as a warp starts them" if ring else
+                  "K's codes into registers during the tile before (after its products with K), V's as a warp "
                   "starts a tile" if pipe == "k" else
                   "codes into registers during the tile before (K's after its products with K, V's after its own), "
                   "two tiles' codes in registers" if pipe == "kv" else
                   "codes into registers as a warp starts a tile" if stages == 0 else
                   f"a ring of {stages} tiles a warp in shared memory, cp.async {stages - 1} tiles ahead")
-                 + (" (pipe=auto for this cache)" if params["pipe"] == "auto" and stages == 0 else "")
+                 + (" (pipe=auto for this cache)" if params["pipe"] == "auto" and stages == 0 and not ring else "")
                  + ("; K's scales once a k16 step for the tile's one group" if one_group_a_tile(case.group, tile, bits)
                     else ("; K's scales once a k16 step and n8 tile" if bits < 16 else "")),
         "prefetch": (f"as a warp starts a tile, it asks L2 for its tile {params['prefetch']} ahead, a 128-byte line "
@@ -577,21 +620,24 @@ def _supports(case):
     allowed={"splits": lambda value: None if value >= 0 else "splits takes 0 (automatic) or a positive number",
              "tile": TILES, "warps": ("auto", *WARPS), "stages": STAGES, "masks": MASKS, "form": FORMS, "v_scales": V_SCALES,
              "k_scales": K_SCALES, "v_codes": V_CODES,
-             "prefetch": PREFETCH, "lead": LEADS, "pipe": PIPES, "merge": MERGES},
+             "prefetch": PREFETCH, "lead": LEADS, "pipe": PIPES, "ring": RINGS, "merge": MERGES},
     description="BitDecoding-style decode in CUDA C++: mma.sync m16n8k16 with the keys (or the GQA group) as "
                 "the rows, int4/int8 codes dequantized into the fragments by lop3/prmt, split-KV merged by "
                 "log-sum-exp",
 )
 def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form, v_scales, k_scales, v_codes, prefetch,
-                   lead, pipe, merge):
+                   lead, pipe, ring, merge):
     import numpy as np
     import torch
 
     from kbench.occupancy import LIMITS, blocks_per_sm
 
-    reason = check_config(case, tile, warps, form, stages, v_scales, prefetch, pipe, k_scales, v_codes, lead)
+    reason = check_config(case, tile, warps, form, stages, v_scales, prefetch, pipe, k_scales, v_codes, lead, ring,
+                          masks)
     if reason:
         raise Unsupported(reason)
+    if ring and torch.cuda.get_device_capability(inputs["q"].device) < (9, 0):
+        raise Unsupported("ring fills shared memory by bulk copies (cp.async.bulk): sm_90 and newer")
     q = inputs["q"]
     quantized = "k_codes" in inputs
     if quantized:
@@ -602,7 +648,7 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form, 
         k, v = inputs["k"], inputs["v"]
         scales = ()
         bits = 16
-    masks = resolve_masks(masks, bits)
+    masks = resolve_masks(masks, bits, ring)
     for t in (q, k, v, out, *scales):
         if t.stride(-1) != 1:
             raise Unsupported("cupy-bitdecode needs a contiguous last dimension")
@@ -628,10 +674,12 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form, 
     dense = dense_rows(k, v, scales[2] if v_scales == "p" else None)
     # the kernel asks L2 for a tile's rows as whole lines: dense caches only
     prefetch, lead = (prefetch, lead) if dense else (0, 0)
-    pipe = resolve_pipe(pipe, bits, form, dense)
+    if ring and not dense:  # a tile's K rows, V rows (and V's scales and minimums) are each one copy
+        raise Unsupported("ring copies a tile's rows as one run of bytes: a cache whose tokens follow one another")
+    pipe = resolve_pipe(pipe, bits, form, dense, ring)
     kernel = _cupy.compiled(str(SOURCE), instance(case, tile, warps, stages, form, v_scales, dense, pipe, k_scales,
                                                             v_codes))
-    smem = smem_bytes(case.d, warps, bits, tile, stages, form)
+    smem = smem_bytes(case.d, warps, bits, tile, stages, form, ring, v_scales == "p")
     if smem > 48 * 1024:  # above 48 KiB a block must opt in to its dynamic shared memory
         if smem > _cupy.smem_optin_limit(q):
             raise Unsupported(f"needs {smem // 1024} KiB of shared memory per block")
@@ -674,7 +722,8 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form, 
             np.int32(plan["keys_per_split"]), np.int32(n_splits), np.int32(rbs), np.int32(case.group),
             np.int32(masks == "edge"), *(np.uint32(x) for x in divisor(case.group)),
             *strides(q), *byte_strides(k), *byte_strides(v), *scale_strides, *strides(out),
-            np.float32(case.d**-0.5 * LOG2_E), np.int32(prefetch), np.int32(lead))
+            np.float32(case.d**-0.5 * LOG2_E), np.int32(prefetch), np.int32(lead),
+            np.int32(ring))
     grid, block = plan["grid"], plan["block"]
     if n_splits > 1 and not fused:
         combine = _cupy.compiled(str(SOURCE), combine_name(case.d, bf16))
@@ -698,7 +747,7 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form, 
     run.config = {"splits": n_splits, "keys_per_split": plan["keys_per_split"], "tile": tile, "warps": warps,
                   "stages": stages, "masks": masks, "form": form, "v_scales": v_scales, "k_scales": k_scales,
                   "v_codes": v_codes,
-                  "prefetch": prefetch, "lead": lead,
+                  "prefetch": prefetch, "lead": lead, "ring": ring,
                   "pipe": pipe, "merge": merge if n_splits > 1 else "none (one piece)", "dense_rows": dense, "one_group_a_tile": one_group_a_tile(case.group, tile, bits),
                   "row_blocks": rbs, "resident_blocks_per_sm": resident, "v_span": vspan,
                   **_cupy.kernel_config(kernel, grid, block, smem)}

@@ -487,12 +487,13 @@ def test_supported_cases(impl):
 def test_params_are_checked_before_anything_runs(impl):
     assert impl.params == {"splits": 0, "tile": 32, "warps": "auto", "stages": 0, "masks": "auto", "form": "auto",
                            "v_scales": "auto", "k_scales": "values", "v_codes": "converted", "prefetch": 0, "lead": 0, "pipe": "auto",
-                           "merge": "last"}
+                           "ring": 0, "merge": "last"}
     for arg, message in (("merge=first", "is not one of kernel, last"), ("tile=48", "is not one of 16, 32, 64"), ("warps=3", "is not one of auto, 2, 4, 8"),
                          ("masks=none", "is not one of auto, all, edge"), ("form=cols", "is not one of auto, rows, keys"),
                          ("v_scales=k", "is not one of auto, values, p"), ("k_scales=p", "is not one of values, q"),
                          ("v_codes=centred", "is not one of converted, raw"), ("prefetch=5", "is not one of 0, 1, 2, 3, 4"),
                          ("lead=3", "is not one of 0, 1, 2, 4, 8"), ("pipe=2", "is not one of auto, none, k, kv"),
+                         ("ring=1", "is not one of 0, 2, 3, 4"),
                          ("splits=-2", "splits takes 0"), ("splits=two", "is not an integer")):
         with pytest.raises(UserError, match=message):
             variants([impl], parse_param_args([arg]))
@@ -753,6 +754,30 @@ def test_form_auto_takes_the_keys_form_where_it_can_run(bd):
     c = case(d=128, kv_dtype="int4", group=32)
     assert bd.instance(c, 32, 4, 0, "keys") == "bitdecode_partial_keys<4, false, 128, 32, 4, 1, true, false, false, false, true, 0>"
     assert bd.smem_bytes(128, 4, 4, 32, 0, "keys") == 4 * 8 * (2 + 128 + 4) * 4
+
+
+def test_ring_is_the_keys_forms_loop_without_masks(bd):
+    """ring=N: the keys form's tiles without masks come through a ring of N stages a warp in shared memory
+    (the .cu's PIPE 3); it refuses what it cannot feed, and its stages and barriers are counted in the
+    block's shared memory."""
+    int4, int8 = case(d=128, kv_dtype="int4", group=128), case(d=128, kv_dtype="int8", group=128)
+    assert bd.check_config(int4, 32, 8, "auto", 0, ring=3) is None
+    assert bd.check_config(int8, 32, 8, "keys", 0, pipe="auto", ring=2) is None  # auto: the ring, not kv
+    for refused in ({"form": "rows"}, {"stages": 3}, {"pipe": "kv"}, {"pipe": "none", "masks": "all"}):
+        args = {"form": "auto", "stages": 0, "pipe": "auto", "masks": "auto", **refused}
+        assert "ring fills shared memory" in bd.check_config(int4, 32, 8, ring=2, **args), refused
+    assert bd.resolve_pipe("auto", 8, "keys", ring=2) == "ring" == bd.resolve_pipe("none", 4, "keys", ring=3)
+    assert bd.resolve_masks("auto", 8, ring=2) == "edge" and bd.resolve_masks("auto", 8) == "all"
+    assert bd.instance(int4, 32, 8, 0, "keys", "p", pipe="ring") == \
+        "bitdecode_partial_keys<4, false, 128, 32, 8, 1, true, true, false, false, true, 3>"
+    # a stage: a tile's K and V rows (32 keys x 64 bytes each for int4 at d 128) and, with V's scales on P,
+    # 32 scales and 32 minimums, each with room for the 16 bytes before them; the merge reuses the stages'
+    # bytes, the barriers (8 bytes) follow both
+    assert bd.ring_stage_bytes(128, 4, 32, True) == 2 * 32 * 64 + 2 * (64 + 16)
+    assert bd.smem_bytes(128, 8, 4, 32, 0, "keys", ring=3, v_fold=True) == 8 * 3 * 4256 + 8 * 8 * 3
+    assert bd.smem_bytes(64, 4, 4, 32, 0, "keys", ring=2) == 4 * 2 * 2048 + 8 * 4 * 2  # d 64: 32-byte rows
+    assert 4 * 2 * 2048 > 4 * 8 * 70 * 4  # (more than the merge's bytes)
+    assert bd.smem_bytes(128, 8, 4, 32, 0, "keys") == 8 * 8 * 134 * 4  # no ring, no barriers
 
 
 def test_v_scales_on_p_where_a_token_has_one_group(bd):
