@@ -985,14 +985,19 @@ __device__ __forceinline__ void prefetch_rows(const unsigned char* k_head, const
 // PIPE 3 is launched on sm_90 and newer only (the host refuses it elsewhere); on an older arch these
 // trap, so that the source still builds there.
 
-// A warp's stage of the ring: a tile's K rows, then its V rows, then (VFOLD) its keys' V scales and then
-// their minimums, each as the cache holds them (a tile's rows follow one another: DENSE). A bulk copy
-// starts and ends on 16 bytes: the scales' copy starts at the 16 bytes holding the tile's first one, 16
-// bytes more where that is not its first byte (RING_SCALE_BYTES).
-template <int TN>
-constexpr int RING_SCALE_BYTES = 2 * TN + 16;
-template <int BITS, int D, int TN, bool VFOLD>
-constexpr int RING_STAGE_BYTES = 2 * TN * (D * BITS / 8) + (VFOLD ? 2 * RING_SCALE_BYTES<TN> : 0);
+// A warp's stage of the ring, each part as the cache holds it (a tile's rows follow one another: DENSE): the
+// tile's K rows, its V rows, (KSCALES: a tile of one group of K's scales) the group's D K scales and D
+// minimums, (VFOLD) its keys' V scales and their minimums. A bulk copy starts and ends on 16 bytes: V's
+// scales' copy starts at the 16 bytes holding the tile's first one, 16 bytes more where that is not its
+// first byte (V_SCALE_BYTES each).
+template <int BITS, int D, int TN, bool KSCALES, bool VFOLD>
+struct RingStage {
+    static constexpr int ROWS = TN * (D * BITS / 8);
+    static constexpr int K_SCALES = 2 * ROWS;
+    static constexpr int V_SCALES = K_SCALES + (KSCALES ? 2 * D * 2 : 0);
+    static constexpr int V_SCALE_BYTES = 2 * TN + 16;
+    static constexpr int BYTES = V_SCALES + (VFOLD ? 2 * V_SCALE_BYTES : 0);
+};
 
 // Barriers `bars`, `bars` + 8, ... (one a stage, one arrival each: the thread that asks for the copies).
 __device__ __forceinline__ void ring_init(unsigned bars, int stages) {
@@ -1013,18 +1018,19 @@ __device__ __forceinline__ void ring_wait(unsigned bar, unsigned parity) {
 #endif
 }
 
-// Asks the copy engine for one stage: PIECES contiguous runs of bytes, completing `bar` once all have landed.
-// The runs land at `dst` + `at`[i].
-template <int PIECES>
-__device__ __forceinline__ void ring_fill(unsigned dst, unsigned bar, const void* const (&src)[PIECES],
-                                          const int (&bytes)[PIECES], const int (&at)[PIECES]) {
+// Announces a stage's `bytes` to its barrier `bar` (the one arrival of its phase), before ring_copy asks for them.
+__device__ __forceinline__ void ring_expect(unsigned bar, int bytes) {
 #if __CUDA_ARCH__ >= 900
-    int total = 0;
-#pragma unroll
-    for (int i = 0; i < PIECES; ++i) total += bytes[i];
-    kbench_sm90::mbarrier_arrive_expect_tx(bar, total);
-#pragma unroll
-    for (int i = 0; i < PIECES; ++i) kbench_sm90::bulk_load(dst + at[i], src[i], bytes[i], bar);
+    kbench_sm90::mbarrier_arrive_expect_tx(bar, bytes);
+#else
+    __trap();
+#endif
+}
+
+// Asks the copy engine for `bytes` contiguous bytes from `src` at shared address `dst`, counted on `bar`.
+__device__ __forceinline__ void ring_copy(unsigned dst, const void* src, int bytes, unsigned bar) {
+#if __CUDA_ARCH__ >= 900
+    kbench_sm90::bulk_load(dst, src, bytes, bar);
 #else
     __trap();
 #endif
@@ -1130,7 +1136,8 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
     // tiles without masks; the warp's first `ring_depth` of them are asked of the copy engine before Q is read,
     // and each tile's stage asks for the tile `ring_depth` on once the tile is done with it. The tiles take the
     // stages in turn (ring_slot), each stage's phases alternating parity (ring_parity).
-    constexpr int STAGE_BYTES = RING_STAGE_BYTES<BITS, D, TN, VFOLD>;
+    using RS = RingStage<BITS, D, TN, QUANT && KG1, VFOLD>;
+    constexpr int STAGE_BYTES = RS::BYTES;
     constexpr int MERGE_BYTES = WARPS * KEY_FORM_ROWS * (2 + D + 4) * 4;  // sm_m, sm_l, sm_o below
     [[maybe_unused]] const unsigned char* ring_stages =
         reinterpret_cast<const unsigned char*>(smem) + warp * ring_depth * STAGE_BYTES;
@@ -1146,18 +1153,20 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
     [[maybe_unused]] auto ring_ask = [&](int slot, int tile) {  // lane 0: the tile's bytes into stage `slot`
         const long long key0 = start + tile * TN;
         const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(ring_stages + slot * STAGE_BYTES));
+        const unsigned bar = ring_bars + 8 * slot;
+        const int v_scale_bytes = VFOLD ? 4 * TN + (vs_skew ? 16 : 0) + (vm_skew ? 16 : 0) : 0;
+        ring_expect(bar, RS::V_SCALES + v_scale_bytes);
+        ring_copy(dst, k_head + key0 * ROW_BYTES, RS::ROWS, bar);
+        ring_copy(dst + RS::ROWS, v_head + key0 * ROW_BYTES, RS::ROWS, bar);
+        if constexpr (QUANT && KG1) {  // the tile's group of K's scales: its row of D scales, of D minimums
+            const long long at = divide(static_cast<unsigned>(key0), Divisor{group_magic, group_shift}) * ks_sg;
+            ring_copy(dst + RS::K_SCALES, KS + b * ks_sb + kvh * ks_sh + at, 2 * D, bar);
+            ring_copy(dst + RS::K_SCALES + 2 * D, KM + b * ks_sb + kvh * ks_sh + at, 2 * D, bar);
+        }
         if constexpr (VFOLD) {
-            const void* const src[4] = {k_head + key0 * ROW_BYTES, v_head + key0 * ROW_BYTES,
-                                        vs_head + key0 - vs_skew, vm_head + key0 - vm_skew};
-            const int bytes[4] = {TN * ROW_BYTES, TN * ROW_BYTES, 2 * TN + (vs_skew ? 16 : 0),
-                                  2 * TN + (vm_skew ? 16 : 0)};
-            constexpr int SCALES_AT = 2 * TN * ROW_BYTES;
-            ring_fill(dst, ring_bars + 8 * slot, src, bytes,
-                      {0, TN * ROW_BYTES, SCALES_AT, SCALES_AT + RING_SCALE_BYTES<TN>});
-        } else {
-            const void* const src[2] = {k_head + key0 * ROW_BYTES, v_head + key0 * ROW_BYTES};
-            const int bytes[2] = {TN * ROW_BYTES, TN * ROW_BYTES};
-            ring_fill(dst, ring_bars + 8 * slot, src, bytes, {0, TN * ROW_BYTES});
+            ring_copy(dst + RS::V_SCALES, vs_head + key0 - vs_skew, 2 * TN + (vs_skew ? 16 : 0), bar);
+            ring_copy(dst + RS::V_SCALES + RS::V_SCALE_BYTES, vm_head + key0 - vm_skew, 2 * TN + (vm_skew ? 16 : 0),
+                      bar);
         }
     };
     if constexpr (RING) {
@@ -1258,10 +1267,9 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
             for (int e = 0; e < 4; ++e)
                 load_shared(vc[j][e], v_rows + (16 * j + (e & 1) + 8 * (e >> 1) + 2 * t) * ROW_BYTES);
         if constexpr (VFOLD) {
-            const unsigned short* scales =
-                reinterpret_cast<const unsigned short*>(stage + 2 * TN * ROW_BYTES) + vs_skew;
+            const unsigned short* scales = reinterpret_cast<const unsigned short*>(stage + RS::V_SCALES) + vs_skew;
             const unsigned short* minimums =
-                reinterpret_cast<const unsigned short*>(stage + 2 * TN * ROW_BYTES + RING_SCALE_BYTES<TN>) + vm_skew;
+                reinterpret_cast<const unsigned short*>(stage + RS::V_SCALES + RS::V_SCALE_BYTES) + vm_skew;
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -1314,7 +1322,12 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
 #pragma unroll
         for (int w = 0; w < DS / 2; ++w) {
             [[maybe_unused]] unsigned sc[2][4], mn[2][4];  // [key g | key g + 8]: channels 8w .. 8w + 7 of the chunk
-            if constexpr (QUANT && KG1) {
+            if constexpr (QUANT && KG1 && RING && !EDGE) {  // the lane's channels of the stage's K scales
+                const unsigned char* at =
+                    ring_stages + ring_slot * STAGE_BYTES + RS::K_SCALES + t * (LN::KCH * 2) + 16 * w;
+                load_shared(sc[0], at);
+                load_shared(mn[0], at + 2 * D);
+            } else if constexpr (QUANT && KG1) {
                 load_cached<4>(sc[0], hc.ks_row + k_group[0][0] + 8 * w);
                 load_cached<4>(mn[0], hc.km_row + k_group[0][0] + 8 * w);
             }

@@ -226,10 +226,11 @@ def resolve_pipe(pipe: str, bits: int, form: str, dense: bool = True, ring: int 
     return "kv" if bits in AUTO_PIPE_BITS and form == "keys" and dense else "none"
 
 
-def ring_stage_bytes(d: int, bits: int, tile: int, v_fold: bool) -> int:
-    """Bytes of one stage of the ring (the .cu's RING_STAGE_BYTES): a tile's K and V rows, and with V's
+def ring_stage_bytes(d: int, bits: int, tile: int, v_fold: bool, one_group: bool = False) -> int:
+    """Bytes of one stage of the ring (the .cu's RingStage): a tile's K and V rows; where the tile is one
+    group of K's scales (``one_group``, a quantized cache), the group's d scales and d minimums; and with V's
     scales on P (``v_fold``) its keys' V scales and minimums, each from the 16 bytes holding its first."""
-    return 2 * tile * d * bits // 8 + (2 * (2 * tile + 16) if v_fold else 0)
+    return 2 * tile * d * bits // 8 + (4 * d if one_group else 0) + (2 * (2 * tile + 16) if v_fold else 0)
 
 
 # How the pieces' states are merged: a second kernel (bitdecode_combine) after the partial one, or the
@@ -302,7 +303,7 @@ def combine_name(d: int, bf16: bool) -> str:
 
 
 def smem_bytes(d: int, warps: int, bits: int = 16, tile: int = 32, stages: int = 0, form: str = "rows",
-               ring: int = 0, v_fold: bool = False) -> int:
+               ring: int = 0, v_fold: bool = False, one_group: bool = False) -> int:
     """The partial kernel's dynamic shared memory (PartialSmem in the .cu): Q's fragments and the ring of
     ``stages`` code tiles a warp (a lane's words of a tile rounded up to 16 bytes), then, in the same
     bytes, each warp's 16 maxima, 16 sums and 16 rows of d + 8 floats of O. form=keys keeps Q in
@@ -312,7 +313,7 @@ def smem_bytes(d: int, warps: int, bits: int = 16, tile: int = 32, stages: int =
         merge = warps * FORM_ROWS["keys"] * (2 + d + 4) * 4
         if not ring:
             return merge
-        stages_bytes = warps * ring * ring_stage_bytes(d, bits, tile, v_fold)
+        stages_bytes = warps * ring * ring_stage_bytes(d, bits, tile, v_fold, one_group)
         return -(-max(stages_bytes, merge) // 8) * 8 + 8 * warps * ring
     lane_words = (tile // 8) * (d // 4) * bits // 32 + (tile // 16) * 4 * (d // 8) * bits // 32
     ring = stages * warps * math.ceil(lane_words / 4) * 512
@@ -522,7 +523,8 @@ def explain(case, params) -> dict:
     pipe = resolve_pipe(params["pipe"], bits, form, ring=ring)
     name = instance(case, tile, warps, stages, form, v_scales, pipe=pipe, k_scales=params["k_scales"],
                     v_codes=params["v_codes"])
-    smem = smem_bytes(case.d, warps, bits, tile, stages, form, ring, v_scales == "p")
+    smem = smem_bytes(case.d, warps, bits, tile, stages, form, ring, v_scales == "p",
+                      one_group_a_tile(case.group, tile, bits))
     try:
         resources, failure = from_nvcc(SOURCE, name), None
     except RuntimeError as exc:
@@ -679,7 +681,8 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form, 
     pipe = resolve_pipe(pipe, bits, form, dense, ring)
     kernel = _cupy.compiled(str(SOURCE), instance(case, tile, warps, stages, form, v_scales, dense, pipe, k_scales,
                                                             v_codes))
-    smem = smem_bytes(case.d, warps, bits, tile, stages, form, ring, v_scales == "p")
+    smem = smem_bytes(case.d, warps, bits, tile, stages, form, ring, v_scales == "p",
+                      one_group_a_tile(case.group, tile, bits))
     if smem > 48 * 1024:  # above 48 KiB a block must opt in to its dynamic shared memory
         if smem > _cupy.smem_optin_limit(q):
             raise Unsupported(f"needs {smem // 1024} KiB of shared memory per block")

@@ -775,6 +775,9 @@ def test_ring_is_the_keys_forms_loop_without_masks(bd):
     # bytes, the barriers (8 bytes) follow both
     assert bd.ring_stage_bytes(128, 4, 32, True) == 2 * 32 * 64 + 2 * (64 + 16)
     assert bd.smem_bytes(128, 8, 4, 32, 0, "keys", ring=3, v_fold=True) == 8 * 3 * 4256 + 8 * 8 * 3
+    # a tile of one group of K's scales: the group's 128 scales and 128 minimums too (two blocks an SM still fit)
+    assert bd.ring_stage_bytes(128, 4, 32, True, one_group=True) == 4256 + 512
+    assert 2 * (bd.smem_bytes(128, 8, 4, 32, 0, "keys", ring=3, v_fold=True, one_group=True) + 1024) <= 228 * 1024
     assert bd.smem_bytes(64, 4, 4, 32, 0, "keys", ring=2) == 4 * 2 * 2048 + 8 * 4 * 2  # d 64: 32-byte rows
     assert 4 * 2 * 2048 > 4 * 8 * 70 * 4  # (more than the merge's bytes)
     assert bd.smem_bytes(128, 8, 4, 32, 0, "keys") == 8 * 8 * 134 * 4  # no ring, no barriers
