@@ -985,18 +985,22 @@ __device__ __forceinline__ void prefetch_rows(const unsigned char* k_head, const
 // PIPE 3 is launched on sm_90 and newer only (the host refuses it elsewhere); on an older arch these
 // trap, so that the source still builds there.
 
-// A warp's stage of the ring, each part as the cache holds it (a tile's rows follow one another: DENSE): the
-// tile's K rows, its V rows, (KSCALES: a tile of one group of K's scales) the group's D K scales and D
-// minimums, (VFOLD) its keys' V scales and their minimums. A bulk copy starts and ends on 16 bytes: V's
-// scales' copy starts at the 16 bytes holding the tile's first one, 16 bytes more where that is not its
-// first byte (V_SCALE_BYTES each).
-template <int BITS, int D, int TN, bool KSCALES, bool VFOLD>
+// A stage of the ring: the block's round of WARPS tiles (warp w's tile of round r is r WARPS + w, TN keys
+// each: the round's keys follow one another), each part as the cache holds it (DENSE): the round's K rows,
+// its V rows, (KSCALES: tiles of one group of K's scales each) the rows of K's scales its keys touch (at most
+// `k_rows`: (WARPS TN - 1) / group + 2) and as many of minimums, (VFOLD) its keys' V scales and their
+// minimums. A bulk copy starts and ends on 16 bytes: V's scales' copy starts at the 16 bytes holding the
+// round's first one, 16 bytes more where that is not its first byte (V_SCALE_BYTES each). Offsets in bytes.
+template <int BITS, int D, int TN, int WARPS, bool KSCALES, bool VFOLD>
 struct RingStage {
-    static constexpr int ROWS = TN * (D * BITS / 8);
+    static constexpr int ROWS = WARPS * TN * (D * BITS / 8);
     static constexpr int K_SCALES = 2 * ROWS;
-    static constexpr int V_SCALES = K_SCALES + (KSCALES ? 2 * D * 2 : 0);
-    static constexpr int V_SCALE_BYTES = 2 * TN + 16;
-    static constexpr int BYTES = V_SCALES + (VFOLD ? 2 * V_SCALE_BYTES : 0);
+    static constexpr int V_SCALE_BYTES = 2 * WARPS * TN + 16;
+    int k_rows, v_scales, bytes;
+    __device__ __forceinline__ explicit RingStage(int group)
+        : k_rows(KSCALES ? (WARPS * TN - 1) / group + 2 : 0),
+          v_scales(K_SCALES + 2 * k_rows * D * 2),
+          bytes(v_scales + (VFOLD ? 2 * V_SCALE_BYTES : 0)) {}
 };
 
 // Barriers `bars`, `bars` + 8, ... (one a stage, one arrival each: the thread that asks for the copies).
@@ -1022,6 +1026,16 @@ __device__ __forceinline__ void ring_wait(unsigned bar, unsigned parity) {
 __device__ __forceinline__ void ring_expect(unsigned bar, int bytes) {
 #if __CUDA_ARCH__ >= 900
     kbench_sm90::mbarrier_arrive_expect_tx(bar, bytes);
+#else
+    __trap();
+#endif
+}
+
+// Orders this thread's reads of shared memory (and the other warps', seen through a block-scope atomic
+// before it) ahead of the copy engine's writes that follow.
+__device__ __forceinline__ void ring_release() {
+#if __CUDA_ARCH__ >= 900
+    kbench_sm90::fence_proxy_async_shared();
 #else
     __trap();
 #endif
@@ -1078,9 +1092,9 @@ constexpr int KEY_FORM_WARPS_PER_SM = PIPE == 2 ? (BITS == 4 ? 12 : 8) : (BITS =
 // the load instruction, instead of a multiply and a 64-bit add of a run-time stride every row.
 // PIPE: how a tile's codes reach registers. 0: loaded as the warp starts the tile; 1: K's loaded during the
 // warp's tile before (after its products with K); 2: V's too; 3 (DENSE, sm_90): the tiles without masks
-// through a ring of `ring_depth` stages a warp in shared memory, each stage filled by the copy engine
-// (cp.async.bulk: one copy of the tile's K rows, one of its V rows, with VFOLD one each of their V scales
-// and minimums), asked for `ring_depth` tiles ahead without registers; the tiles with masks load as with 0.
+// through a ring of `ring_depth` stages in shared memory, each a round of the block's tiles filled by the
+// copy engine (RingStage: one bulk copy of each part), asked for `ring_depth` rounds ahead without
+// registers; the tiles with masks load as with 0.
 template <int BITS, bool BF16, int D, int TN, int WARPS, int VSPAN, bool KG1, bool VFOLD, bool KFOLD, bool VRAW,
           bool DENSE, int PIPE>
 __global__ void __launch_bounds__(WARPS * 32, WARPS <= KEY_FORM_WARPS_PER_SM<BITS, VSPAN, PIPE> ? KEY_FORM_WARPS_PER_SM<BITS, VSPAN, PIPE> / WARPS : 1)
@@ -1099,7 +1113,7 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
     static_assert(!KFOLD || (QUANT && KG1), "K's scales fold into Q for a quantized cache, one group a tile");
     static_assert(!VRAW || VFOLD, "V's raw codes with V's scales on P");
     static_assert(PIPE != 3 || DENSE, "the ring copies a tile's rows as one run of bytes: DENSE");
-    constexpr bool RING = PIPE == 3;        // a ring of `ring_depth` tiles a warp in shared memory (bulk copies)
+    constexpr bool RING = PIPE == 3;        // a ring of `ring_depth` rounds of tiles in shared memory
     constexpr int AHEAD = RING ? 0 : PIPE;  // the next tile's codes in registers: 1 K's, 2 K's and V's
 
     extern __shared__ __align__(16) float smem[];
@@ -1131,52 +1145,61 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
 #pragma unroll 1
         for (int i = 0; i < lead; ++i) prefetch_tile(warp + i * WARPS);
     }
-    // RING: the warp's `ring_depth` stages, in the block's first bytes of shared memory (the merge reuses them
-    // after a barrier), and their barriers past those bytes and the merge's. A stage holds one of the warp's
-    // tiles without masks; the warp's first `ring_depth` of them are asked of the copy engine before Q is read,
-    // and each tile's stage asks for the tile `ring_depth` on once the tile is done with it. The tiles take the
-    // stages in turn (ring_slot), each stage's phases alternating parity (ring_parity).
-    using RS = RingStage<BITS, D, TN, QUANT && KG1, VFOLD>;
-    constexpr int STAGE_BYTES = RS::BYTES;
+    // RING: `ring_depth` stages in the block's first bytes of shared memory (the merge reuses them after a
+    // barrier), then a barrier and a count a stage past those bytes and the merge's. Stage s % ring_depth holds
+    // round s of the block's tiles without masks (ring_round). Thread 0 asks the copy engine for the first
+    // `ring_depth` rounds before Q is read; as each warp finishes its tile of a round its lane 0 counts it in
+    // (ring_counts), and the last of the block's warps asks for round + ring_depth into the same stage. The
+    // rounds take the stages in turn (ring_slot), each stage's phases alternating parity (ring_parity).
+    using RS = RingStage<BITS, D, TN, WARPS, QUANT && KG1, VFOLD>;
     constexpr int MERGE_BYTES = WARPS * KEY_FORM_ROWS * (2 + D + 4) * 4;  // sm_m, sm_l, sm_o below
-    [[maybe_unused]] const unsigned char* ring_stages =
-        reinterpret_cast<const unsigned char*>(smem) + warp * ring_depth * STAGE_BYTES;
-    [[maybe_unused]] const unsigned ring_bars = static_cast<unsigned>(__cvta_generic_to_shared(smem))
-                                                + ((max(WARPS * ring_depth * STAGE_BYTES, MERGE_BYTES) + 7) & ~7)
-                                                + 8 * warp * ring_depth;
-    [[maybe_unused]] int ring_slot = 0;
+    [[maybe_unused]] const RS stage_of{group};
+    [[maybe_unused]] const unsigned char* ring_stages = reinterpret_cast<const unsigned char*>(smem);
+    [[maybe_unused]] const int ring_end = (max(ring_depth * stage_of.bytes, MERGE_BYTES) + 7) & ~7;
+    [[maybe_unused]] const unsigned ring_bars = static_cast<unsigned>(__cvta_generic_to_shared(smem)) + ring_end;
+    [[maybe_unused]] int* ring_counts =
+        reinterpret_cast<int*>(reinterpret_cast<char*>(smem) + ring_end + 8 * ring_depth);
+    [[maybe_unused]] int ring_slot = 0, ring_round = 0;
     [[maybe_unused]] unsigned ring_parity = 0;
     // VFOLD: the V scales' and minimums' 16-byte lines in the stage start that many values before the head's
-    // (and every tile's: a tile is 64 bytes of them or more) first one.
+    // (and every round's: a round is 64 bytes of them or more) first one.
     [[maybe_unused]] const int vs_skew = static_cast<int>(reinterpret_cast<unsigned long long>(vs_head) % 16) / 2;
     [[maybe_unused]] const int vm_skew = static_cast<int>(reinterpret_cast<unsigned long long>(vm_head) % 16) / 2;
-    [[maybe_unused]] auto ring_ask = [&](int slot, int tile) {  // lane 0: the tile's bytes into stage `slot`
-        const long long key0 = start + tile * TN;
-        const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(ring_stages + slot * STAGE_BYTES));
+    [[maybe_unused]] const Divisor k_group_div{group_magic, group_shift};
+    [[maybe_unused]] auto ring_ask = [&](int slot, int round, int tiles_without_masks) {  // one thread
+        const int keys = min(WARPS, tiles_without_masks - round * WARPS) * TN;  // the last round may be short
+        const long long key0 = start + round * WARPS * TN;
+        const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(ring_stages + slot * stage_of.bytes));
         const unsigned bar = ring_bars + 8 * slot;
-        const int v_scale_bytes = VFOLD ? 4 * TN + (vs_skew ? 16 : 0) + (vm_skew ? 16 : 0) : 0;
-        ring_expect(bar, RS::V_SCALES + v_scale_bytes);
-        ring_copy(dst, k_head + key0 * ROW_BYTES, RS::ROWS, bar);
-        ring_copy(dst + RS::ROWS, v_head + key0 * ROW_BYTES, RS::ROWS, bar);
-        if constexpr (QUANT && KG1) {  // the tile's group of K's scales: its row of D scales, of D minimums
-            const long long at = divide(static_cast<unsigned>(key0), Divisor{group_magic, group_shift}) * ks_sg;
-            ring_copy(dst + RS::K_SCALES, KS + b * ks_sb + kvh * ks_sh + at, 2 * D, bar);
-            ring_copy(dst + RS::K_SCALES + 2 * D, KM + b * ks_sb + kvh * ks_sh + at, 2 * D, bar);
+        int k_scale_bytes = 0;
+        long long k_group0 = 0;
+        if constexpr (QUANT && KG1) {  // the rows of K's scales (D each, one after another) the round's keys touch
+            k_group0 = divide(static_cast<unsigned>(key0), k_group_div);
+            k_scale_bytes = (divide(static_cast<unsigned>(key0 + keys - 1), k_group_div) - k_group0 + 1) * D * 2;
+        }
+        const int vs_bytes = 2 * keys + (vs_skew ? 16 : 0), vm_bytes = 2 * keys + (vm_skew ? 16 : 0);
+        ring_expect(bar, 2 * keys * ROW_BYTES + 2 * k_scale_bytes + (VFOLD ? vs_bytes + vm_bytes : 0));
+        ring_copy(dst, k_head + key0 * ROW_BYTES, keys * ROW_BYTES, bar);
+        ring_copy(dst + RS::ROWS, v_head + key0 * ROW_BYTES, keys * ROW_BYTES, bar);
+        if constexpr (QUANT && KG1) {
+            const long long at = b * ks_sb + kvh * ks_sh + k_group0 * D;
+            ring_copy(dst + RS::K_SCALES, KS + at, k_scale_bytes, bar);
+            ring_copy(dst + RS::K_SCALES + stage_of.k_rows * D * 2, KM + at, k_scale_bytes, bar);
         }
         if constexpr (VFOLD) {
-            ring_copy(dst + RS::V_SCALES, vs_head + key0 - vs_skew, 2 * TN + (vs_skew ? 16 : 0), bar);
-            ring_copy(dst + RS::V_SCALES + RS::V_SCALE_BYTES, vm_head + key0 - vm_skew, 2 * TN + (vm_skew ? 16 : 0),
-                      bar);
+            ring_copy(dst + stage_of.v_scales, vs_head + key0 - vs_skew, vs_bytes, bar);
+            ring_copy(dst + stage_of.v_scales + RS::V_SCALE_BYTES, vm_head + key0 - vm_skew, vm_bytes, bar);
         }
     };
     if constexpr (RING) {
-        if (lane == 0) ring_init(ring_bars, ring_depth);
-        __syncwarp();
-        const int interior = edge_masks ? max(0, (min(end, L - nq + 1) - start) / TN) : 0;  // as below
-        if (lane == 0) {
+        if (threadIdx.x == 0) {
+            const int interior = edge_masks ? max(0, (min(end, L - nq + 1) - start) / TN) : 0;  // as below
+            ring_init(ring_bars, ring_depth);
+            for (int s = 0; s < ring_depth; ++s) ring_counts[s] = 0;
 #pragma unroll 1
-            for (int i = 0; i < ring_depth && warp + i * WARPS < interior; ++i) ring_ask(i, warp + i * WARPS);
+            for (int r = 0; r < ring_depth && r * WARPS < interior; ++r) ring_ask(r, r, interior);
         }
+        __syncthreads();
     }
     // ---- Q^T as B fragments, in registers: query row rb 8 + g (zero past the group), the channels of
     // k_channel in the lane's chunk t.
@@ -1255,8 +1278,8 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
     // RING: a tile's codes (and V's scales and minimums) from its stage, where the lane reads the same bytes
     // load_k and load_v read from the cache.
     [[maybe_unused]] auto read_stage = [&](const unsigned char* stage) {
-        const unsigned char* k_rows = stage + t * (LN::KWORDS * 4);
-        const unsigned char* v_rows = stage + TN * ROW_BYTES + g * (LN::VWORDS * 4);
+        const unsigned char* k_rows = stage + warp * TN * ROW_BYTES + t * (LN::KWORDS * 4);
+        const unsigned char* v_rows = stage + RS::ROWS + warp * TN * ROW_BYTES + g * (LN::VWORDS * 4);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -1267,9 +1290,10 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
             for (int e = 0; e < 4; ++e)
                 load_shared(vc[j][e], v_rows + (16 * j + (e & 1) + 8 * (e >> 1) + 2 * t) * ROW_BYTES);
         if constexpr (VFOLD) {
-            const unsigned short* scales = reinterpret_cast<const unsigned short*>(stage + RS::V_SCALES) + vs_skew;
-            const unsigned short* minimums =
-                reinterpret_cast<const unsigned short*>(stage + RS::V_SCALES + RS::V_SCALE_BYTES) + vm_skew;
+            const unsigned short* scales =
+                reinterpret_cast<const unsigned short*>(stage + stage_of.v_scales) + vs_skew + warp * TN;
+            const unsigned short* minimums = reinterpret_cast<const unsigned short*>(
+                                                 stage + stage_of.v_scales + RS::V_SCALE_BYTES) + vm_skew + warp * TN;
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -1298,7 +1322,7 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
         // AHEAD does not load during the tile before
         if constexpr (RING && !EDGE) {
             ring_wait(ring_bars + 8 * ring_slot, ring_parity);
-            read_stage(ring_stages + ring_slot * STAGE_BYTES);
+            read_stage(ring_stages + ring_slot * stage_of.bytes);
         } else {
             if constexpr (AHEAD < 1) load_k(edge, tile);
             if constexpr (AHEAD < 2) load_v(edge, tile);
@@ -1323,10 +1347,13 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
         for (int w = 0; w < DS / 2; ++w) {
             [[maybe_unused]] unsigned sc[2][4], mn[2][4];  // [key g | key g + 8]: channels 8w .. 8w + 7 of the chunk
             if constexpr (QUANT && KG1 && RING && !EDGE) {  // the lane's channels of the stage's K scales
-                const unsigned char* at =
-                    ring_stages + ring_slot * STAGE_BYTES + RS::K_SCALES + t * (LN::KCH * 2) + 16 * w;
+                // the tile's group's row of the round's rows of K scales
+                const int row = divide(static_cast<unsigned>(key0), k_group_div)
+                                - divide(static_cast<unsigned>(start + ring_round * WARPS * TN), k_group_div);
+                const unsigned char* at = ring_stages + ring_slot * stage_of.bytes + RS::K_SCALES
+                                          + row * (D * 2) + t * (LN::KCH * 2) + 16 * w;
                 load_shared(sc[0], at);
-                load_shared(mn[0], at + 2 * D);
+                load_shared(mn[0], at + stage_of.k_rows * D * 2);
             } else if constexpr (QUANT && KG1) {
                 load_cached<4>(sc[0], hc.ks_row + k_group[0][0] + 8 * w);
                 load_cached<4>(mn[0], hc.km_row + k_group[0][0] + 8 * w);
@@ -1484,9 +1511,17 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
             }
         }
         if constexpr (AHEAD == 2) load_next(load_v, edge, tile + WARPS);  // and V's (with its scales) after its products
-        if constexpr (RING && !EDGE) {  // the stage's bytes are in registers and used: its next tile asked for
+        if constexpr (RING && !EDGE) {  // the warp's bytes of the stage are in registers and used: counted in
             __syncwarp();
-            if (lane == 0 && tile + ring_depth * WARPS < interior) ring_ask(ring_slot, tile + ring_depth * WARPS);
+            if (lane == 0) {
+                __threadfence_block();
+                const bool last = atomicAdd(ring_counts + ring_slot, 1) % WARPS == WARPS - 1;
+                if (last && (ring_round + ring_depth) * WARPS < interior) {  // every warp is done with the stage
+                    ring_release();
+                    ring_ask(ring_slot, ring_round + ring_depth, interior);
+                }
+            }
+            ++ring_round;
             if (++ring_slot == ring_depth) ring_slot = 0, ring_parity ^= 1u;
         }
     };

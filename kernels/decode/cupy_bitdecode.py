@@ -49,13 +49,16 @@ int8 cache whose tokens follow one another and none elsewhere: on an H200, kv ra
 as none and int4 0.96-1.00x. prefetch is off by default: on an H200 it made every call 2-12 % slower
 (docs/performance.md).
 ``--param ring=N`` (the keys form over a cache whose tokens follow one another, sm_90 and newer; 0, the
-default, none): the tiles without masks come through a ring of N stages a warp in shared memory, each
-filled by the copy engine (``cp.async.bulk``: one copy of the tile's K rows, one of its V rows, and with
-V's scales on P one each of its keys' scales and minimums) and waited for on an mbarrier. The warp asks
-for its first N tiles before it reads Q and for the tile N on as it finishes each one, so N tiles' bytes
-are on their way without a register; the codes then come from shared memory instead of global memory
-(the same loads a lane, the same bits). The stages take the merge's bytes: int4 at d = 128 with 8 warps
-is 4.2 KiB a stage and warp, so ring=3 keeps two blocks an SM (16 warps).
+default, none): the tiles without masks come through a ring of N stages in shared memory, each holding a
+round of the block's tiles (warp w's tile of round r is r x warps + w, so a round's keys follow one
+another), filled by the copy engine (``cp.async.bulk``: one copy of the round's K rows, one of its V rows,
+one each of the rows of K's scales and minimums its keys touch where a tile is one group of them, and with
+V's scales on P one each of its keys' scales and minimums) and waited for on an mbarrier. One thread asks
+for the first N rounds before Q is read; each warp counts itself in (a shared-memory atomic) as it finishes
+its tile of a round, and the last one asks for the round N on into the same stage. So N rounds' bytes are on
+their way without a register, and the codes come from shared memory instead of global memory (the same
+bytes a lane, the same bits). The stages take the merge's bytes: int4 in groups of 128 at d = 128 with 8
+warps is 35 KiB a stage, so ring=3 keeps two blocks an SM (16 warps).
 ``--param merge=last`` (the default) has the last block of each sequence x K/V head x row block to finish
 merge the pieces' states in the partial kernel: each block counts itself in once its state is written (a
 fenced atomic add), and the one that takes the last count reads the others' states from L2 and writes the
@@ -226,11 +229,14 @@ def resolve_pipe(pipe: str, bits: int, form: str, dense: bool = True, ring: int 
     return "kv" if bits in AUTO_PIPE_BITS and form == "keys" and dense else "none"
 
 
-def ring_stage_bytes(d: int, bits: int, tile: int, v_fold: bool, one_group: bool = False) -> int:
-    """Bytes of one stage of the ring (the .cu's RingStage): a tile's K and V rows; where the tile is one
-    group of K's scales (``one_group``, a quantized cache), the group's d scales and d minimums; and with V's
-    scales on P (``v_fold``) its keys' V scales and minimums, each from the 16 bytes holding its first."""
-    return 2 * tile * d * bits // 8 + (4 * d if one_group else 0) + (2 * (2 * tile + 16) if v_fold else 0)
+def ring_stage_bytes(d: int, bits: int, tile: int, warps: int, v_fold: bool, group: int = 0) -> int:
+    """Bytes of one stage of the ring (the .cu's RingStage): the K and V rows of a round of the block's
+    tiles (one a warp); where each tile is one group of K's scales (``group``, a quantized cache; 0: not so),
+    the rows of d scales and of d minimums the round's keys can touch; and with V's scales on P (``v_fold``)
+    the round's V scales and minimums, each from the 16 bytes holding its first."""
+    keys = warps * tile
+    k_rows = (keys - 1) // group + 2 if group else 0
+    return 2 * keys * d * bits // 8 + 2 * k_rows * d * 2 + (2 * (2 * keys + 16) if v_fold else 0)
 
 
 # How the pieces' states are merged: a second kernel (bitdecode_combine) after the partial one, or the
@@ -303,18 +309,19 @@ def combine_name(d: int, bf16: bool) -> str:
 
 
 def smem_bytes(d: int, warps: int, bits: int = 16, tile: int = 32, stages: int = 0, form: str = "rows",
-               ring: int = 0, v_fold: bool = False, one_group: bool = False) -> int:
+               ring: int = 0, v_fold: bool = False, k_group: int = 0) -> int:
     """The partial kernel's dynamic shared memory (PartialSmem in the .cu): Q's fragments and the ring of
     ``stages`` code tiles a warp (a lane's words of a tile rounded up to 16 bytes), then, in the same
     bytes, each warp's 16 maxima, 16 sums and 16 rows of d + 8 floats of O. form=keys keeps Q in
     registers: only each warp's 8 maxima, 8 sums and 8 rows of d + 4 floats, in the bytes of the ring of
-    ``ring`` stages a warp (:func:`ring_stage_bytes`) where there is one, whose 8-byte barriers follow."""
+    ``ring`` stages (:func:`ring_stage_bytes`, ``k_group`` its ``group``) where there is one, whose 8-byte
+    barriers and 4-byte counts follow."""
     if form == "keys":
         merge = warps * FORM_ROWS["keys"] * (2 + d + 4) * 4
         if not ring:
             return merge
-        stages_bytes = warps * ring * ring_stage_bytes(d, bits, tile, v_fold, one_group)
-        return -(-max(stages_bytes, merge) // 8) * 8 + 8 * warps * ring
+        stages_bytes = ring * ring_stage_bytes(d, bits, tile, warps, v_fold, k_group)
+        return -(-max(stages_bytes, merge) // 8) * 8 + (8 + 4) * ring
     lane_words = (tile // 8) * (d // 4) * bits // 32 + (tile // 16) * 4 * (d // 8) * bits // 32
     ring = stages * warps * math.ceil(lane_words / 4) * 512
     return max(d // 16 * 32 * 16 + ring, warps * ROWS * (2 + d + 8) * 4)
@@ -524,7 +531,7 @@ def explain(case, params) -> dict:
     name = instance(case, tile, warps, stages, form, v_scales, pipe=pipe, k_scales=params["k_scales"],
                     v_codes=params["v_codes"])
     smem = smem_bytes(case.d, warps, bits, tile, stages, form, ring, v_scales == "p",
-                      one_group_a_tile(case.group, tile, bits))
+                      case.group if one_group_a_tile(case.group, tile, bits) else 0)
     try:
         resources, failure = from_nvcc(SOURCE, name), None
     except RuntimeError as exc:
@@ -555,10 +562,12 @@ def explain(case, params) -> dict:
                 + (" (form=auto for this cache)" if params["form"] == "auto" else ""),
         "block": f"{warps} warps, each its own tiles of {tile} keys"
                  + (" (warps=auto for this form and d)" if params["warps"] == "auto" else ""),
-        "loads": (f"a ring of {ring} tiles a warp in shared memory, each tile's K and V rows"
-                  + (" and V's scales and minimums" if v_scales == "p" else "")
-                  + f" one bulk copy each (cp.async.bulk, sm_90), asked for {ring} tiles ahead: the first before Q is "
-                  "read; the tiles with masks load into registers as a warp starts them" if ring else
+        "loads": (f"a ring of {ring} stages in shared memory, each a round of the block's tiles (one a warp): its "
+                  "K rows, V rows" + (", rows of K scales" if one_group_a_tile(case.group, tile, bits) else "")
+                  + (", V scales" if v_scales == "p" else "")
+                  + f" one bulk copy each (cp.async.bulk, sm_90), asked for {ring} rounds ahead: the first before Q "
+                  "is read, the next by the last warp done with a stage; the tiles with masks load into registers "
+                  "as a warp starts them" if ring else
                   "K's codes into registers during the tile before (after its products with K), V's as a warp "
                   "starts a tile" if pipe == "k" else
                   "codes into registers during the tile before (K's after its products with K, V's after its own), "
@@ -676,13 +685,15 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form, 
     dense = dense_rows(k, v, scales[2] if v_scales == "p" else None)
     # the kernel asks L2 for a tile's rows as whole lines: dense caches only
     prefetch, lead = (prefetch, lead) if dense else (0, 0)
-    if ring and not dense:  # a tile's K rows, V rows (and V's scales and minimums) are each one copy
-        raise Unsupported("ring copies a tile's rows as one run of bytes: a cache whose tokens follow one another")
+    if ring and not dense:  # a round's K rows, V rows (and V's scales and minimums) are each one copy
+        raise Unsupported("ring copies a round's rows as one run of bytes: a cache whose tokens follow one another")
+    if ring and one_group_a_tile(case.group, tile, bits) and scales[0].stride(2) != case.d:
+        raise Unsupported("ring copies a round's rows of K scales as one run: rows of d scales one after another")
     pipe = resolve_pipe(pipe, bits, form, dense, ring)
     kernel = _cupy.compiled(str(SOURCE), instance(case, tile, warps, stages, form, v_scales, dense, pipe, k_scales,
                                                             v_codes))
     smem = smem_bytes(case.d, warps, bits, tile, stages, form, ring, v_scales == "p",
-                      one_group_a_tile(case.group, tile, bits))
+                      case.group if one_group_a_tile(case.group, tile, bits) else 0)
     if smem > 48 * 1024:  # above 48 KiB a block must opt in to its dynamic shared memory
         if smem > _cupy.smem_optin_limit(q):
             raise Unsupported(f"needs {smem // 1024} KiB of shared memory per block")

@@ -770,16 +770,16 @@ def test_ring_is_the_keys_forms_loop_without_masks(bd):
     assert bd.resolve_masks("auto", 8, ring=2) == "edge" and bd.resolve_masks("auto", 8) == "all"
     assert bd.instance(int4, 32, 8, 0, "keys", "p", pipe="ring") == \
         "bitdecode_partial_keys<4, false, 128, 32, 8, 1, true, true, false, false, true, 3>"
-    # a stage: a tile's K and V rows (32 keys x 64 bytes each for int4 at d 128) and, with V's scales on P,
-    # 32 scales and 32 minimums, each with room for the 16 bytes before them; the merge reuses the stages'
-    # bytes, the barriers (8 bytes) follow both
-    assert bd.ring_stage_bytes(128, 4, 32, True) == 2 * 32 * 64 + 2 * (64 + 16)
-    assert bd.smem_bytes(128, 8, 4, 32, 0, "keys", ring=3, v_fold=True) == 8 * 3 * 4256 + 8 * 8 * 3
-    # a tile of one group of K's scales: the group's 128 scales and 128 minimums too (two blocks an SM still fit)
-    assert bd.ring_stage_bytes(128, 4, 32, True, one_group=True) == 4256 + 512
-    assert 2 * (bd.smem_bytes(128, 8, 4, 32, 0, "keys", ring=3, v_fold=True, one_group=True) + 1024) <= 228 * 1024
-    assert bd.smem_bytes(64, 4, 4, 32, 0, "keys", ring=2) == 4 * 2 * 2048 + 8 * 4 * 2  # d 64: 32-byte rows
-    assert 4 * 2 * 2048 > 4 * 8 * 70 * 4  # (more than the merge's bytes)
+    # a stage: a round of the block's tiles (8 warps x 32 keys), its K and V rows (64 bytes a key each for int4 at
+    # d 128) and, with V's scales on P, its 256 scales and 256 minimums, each with room for the 16 bytes before
+    # them; the merge reuses the stages' bytes, a barrier and a count (8 + 4 bytes) a stage follow both
+    assert bd.ring_stage_bytes(128, 4, 32, 8, True) == 2 * 256 * 64 + 2 * (512 + 16)
+    assert bd.smem_bytes(128, 8, 4, 32, 0, "keys", ring=3, v_fold=True) == 3 * 33824 + 12 * 3
+    # tiles of one group of K's scales: the rows of 128 scales (and of minimums) 256 keys can touch, 3 at
+    # groups of 128 (two blocks an SM still fit at ring=3)
+    assert bd.ring_stage_bytes(128, 4, 32, 8, True, group=128) == 33824 + 2 * 3 * 256
+    assert 2 * (bd.smem_bytes(128, 8, 4, 32, 0, "keys", ring=3, v_fold=True, k_group=128) + 1024) <= 228 * 1024
+    assert bd.smem_bytes(64, 4, 4, 32, 0, "keys", ring=2) == 2 * 2 * 128 * 32 + 12 * 2  # d 64: 32-byte rows
     assert bd.smem_bytes(128, 8, 4, 32, 0, "keys") == 8 * 8 * 134 * 4  # no ring, no barriers
 
 
