@@ -127,7 +127,10 @@ def decode(registry) -> tuple[int, list[str]]:
     """cupy-bitdecode (its cp.async pipeline and shared-memory tiles) over int4, int8 and fp16 caches of
     17 and 1000 tokens: a partial tile, a partial group of 32 tokens, GQA 32/8 with one new query and
     four (more rows than one m16 tile), with every tile masked and with the unmasked loop; and V's scales
-    applied to P, and K's to the queries with both raw codes, over caches in groups of 128 (one a token)."""
+    applied to P, and K's to the queries with both raw codes, over caches in groups of 128 (one a token); on
+    sm_90 the ring of tiles in shared memory filled by bulk copies (ring=2, 3) over those caches."""
+    import torch
+
     suite, impl = registry.suite("decode"), registry.implementations("decode")["cupy-bitdecode"]
     problems, count = [], 0
     for kv_dtype in ("int4", "int8", "fp16"):
@@ -148,6 +151,11 @@ def decode(registry) -> tuple[int, list[str]]:
         checked(suite, impl, case, dict(impl.params, k_scales="q", v_codes="raw"),
                 f"cupy-bitdecode {kv_dtype} group=128 k_scales=q v_codes=raw", problems)
         count += 1
+        if torch.cuda.get_device_capability() >= (9, 0):  # the ring's bulk copies and mbarriers (sm_90)
+            for ring in (2, 3):
+                checked(suite, impl, case, dict(impl.params, ring=ring, masks="edge"),
+                        f"cupy-bitdecode {kv_dtype} group=128 ring={ring}", problems)
+                count += 1
     return count, problems
 
 
