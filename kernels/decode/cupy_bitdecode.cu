@@ -1112,7 +1112,7 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
     static_assert(!VFOLD || (QUANT && VSPAN == 1), "V's scales fold into P for a quantized cache, one group a token");
     static_assert(!KFOLD || (QUANT && KG1), "K's scales fold into Q for a quantized cache, one group a tile");
     static_assert(!VRAW || VFOLD, "V's raw codes with V's scales on P");
-    static_assert(PIPE != 3 || DENSE, "the ring copies a tile's rows as one run of bytes: DENSE");
+    static_assert(PIPE != 3 || DENSE, "the ring copies a round's rows as one run of bytes: DENSE");
     constexpr bool RING = PIPE == 3;        // a ring of `ring_depth` rounds of tiles in shared memory
     constexpr int AHEAD = RING ? 0 : PIPE;  // the next tile's codes in registers: 1 K's, 2 K's and V's
 
@@ -1316,7 +1316,7 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
         auto in_cache = [&](int key) { return EDGE ? min(key, L - 1) : key; };
         const int key0 = start + tile * TN;
         // prefetch > 0 (DENSE): the tile `prefetch` ahead asked of L2, so that its loads meet L2's latency instead
-        // of HBM's, at no cost in registers (PIPE holds the next tile's codes in registers instead)
+        // of HBM's, at no cost in registers (AHEAD holds the next tile's codes in registers instead)
         if (DENSE && prefetch > 0) prefetch_tile(tile + prefetch * WARPS);
         // the tile's codes as it starts: from its stage of the ring (RING, the tiles without masks), or those
         // AHEAD does not load during the tile before
@@ -1531,7 +1531,7 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
     }
     // AHEAD: the loop without masks stops a round early, so that each of its tiles' next one is in it too.
     const int unmasked = AHEAD ? interior - WARPS : interior;
-    if constexpr (AHEAD) {  // the first tile's codes that PIPE loads ahead; each tile then loads the next one's
+    if constexpr (AHEAD) {  // the first tile's codes that AHEAD loads ahead; each tile then loads the next one's
         if (tile < unmasked) {
             load_k(Flag<false>(), tile);
             if constexpr (AHEAD == 2) load_v(Flag<false>(), tile);
@@ -1558,7 +1558,7 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
     }
 
     // ---- the warps' states merged through shared memory: per warp 8 maxima, 8 sums, 8 rows of O ------
-    if constexpr (RING) __syncthreads();  // every warp done with its stages, whose bytes these are
+    if constexpr (RING) __syncthreads();  // every warp done with the ring's stages, whose bytes these are
     float* sm_m = smem;
     float* sm_l = sm_m + WARPS * ROWS;
     float* sm_o = sm_l + WARPS * ROWS;

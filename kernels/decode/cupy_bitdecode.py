@@ -58,7 +58,9 @@ for the first N rounds before Q is read; each warp counts itself in (a shared-me
 its tile of a round, and the last one asks for the round N on into the same stage. So N rounds' bytes are on
 their way without a register, and the codes come from shared memory instead of global memory (the same
 bytes a lane, the same bits). The stages take the merge's bytes: int4 in groups of 128 at d = 128 with 8
-warps is 35 KiB a stage, so ring=3 keeps two blocks an SM (16 warps).
+warps is 35 KiB a stage, so ring=3 keeps two blocks an SM (16 warps). On an H100 ring=2 and 3 made every
+call 0.76-0.93x as fast: a stage is filled again only once the block's slowest warp is done with it, and
+a third of the warps' time went to waiting for a round to land (docs/performance.md).
 ``--param merge=last`` (the default) has the last block of each sequence x K/V head x row block to finish
 merge the pieces' states in the partial kernel: each block counts itself in once its state is written (a
 fenced atomic add), and the one that takes the last count reads the others' states from L2 and writes the
@@ -687,7 +689,8 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form, 
     prefetch, lead = (prefetch, lead) if dense else (0, 0)
     if ring and not dense:  # a round's K rows, V rows (and V's scales and minimums) are each one copy
         raise Unsupported("ring copies a round's rows as one run of bytes: a cache whose tokens follow one another")
-    if ring and one_group_a_tile(case.group, tile, bits) and scales[0].stride(2) != case.d:
+    k_rows_apart = scales[0].stride(2) if scales and scales[0].shape[2] > 1 else case.d
+    if ring and one_group_a_tile(case.group, tile, bits) and k_rows_apart != case.d:
         raise Unsupported("ring copies a round's rows of K scales as one run: rows of d scales one after another")
     pipe = resolve_pipe(pipe, bits, form, dense, ring)
     kernel = _cupy.compiled(str(SOURCE), instance(case, tile, warps, stages, form, v_scales, dense, pipe, k_scales,
