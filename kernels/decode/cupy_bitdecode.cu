@@ -580,6 +580,14 @@ __device__ __forceinline__ void merge_pieces(const float* part_o, const float* p
 
 // ---- the kernels ------------------------------------------------------------------------------------
 
+// edge_masks 1: the piece's tiles of TN keys from `start` that end before the first key hidden from some
+// row (min(end, L - nq + 1)), so each of their keys is in the cache and visible to every row: they run with
+// no clamped addresses and no masked scores. 0: none (every tile clamps and masks).
+template <int TN>
+__device__ __forceinline__ int tiles_without_masks(int edge_masks, int start, int end, int L, int nq) {
+    return edge_masks ? max(0, (min(end, L - nq + 1) - start) / TN) : 0;
+}
+
 // The partial kernels' arguments (both forms take the same; the host passes them in this order).
 #define BITDECODE_PARTIAL_PARAMS                                                                              \
     const unsigned short* __restrict__ Q, const unsigned char* __restrict__ K, const unsigned char* __restrict__ V,  \
@@ -689,7 +697,6 @@ bitdecode_partial(BITDECODE_PARTIAL_PARAMS) {
 
     const HeadCache<BITS, D> hc(K, V, KS, KM, VS, VM, b, kvh, g, t, group, k_sb, k_sh, k_sl, v_sb, v_sh, v_sl, ks_sb,
                                 ks_sh, ks_sg, vs_sb, vs_sh, vs_sl);
-    const int mask_from = min(end, L - nq + 1);  // the first key hidden from some row
     const Divisor group_div{group_magic, group_shift};  // key / group, K's group of tokens
     const int n_tiles = (end - start + TN - 1) / TN;
 
@@ -719,11 +726,9 @@ bitdecode_partial(BITDECODE_PARTIAL_PARAMS) {
         for (int s = 0; s < STAGES - 1; ++s) fill(warp + s * WARPS, s);
     }
 
-    // edge_masks 1: tiles [0, interior) end before mask_from, so each of their keys is in the cache and
-    // visible to every row; they run with no clamped addresses and no masked scores (EDGE false), and
-    // only the piece's last tiles with both. 0: every tile clamps and masks (one loop). The tile's body
-    // is one generic lambda, instantiated for both.
-    const int interior = edge_masks ? max(0, (mask_from - start) / TN) : 0;
+    // Tiles [0, interior) run with no clamped addresses and no masked scores (EDGE false), the piece's last
+    // ones with both (tiles_without_masks). The tile's body is one generic lambda, instantiated for both.
+    const int interior = tiles_without_masks<TN>(edge_masks, start, end, L, nq);
     auto run_tile = [&](auto edge, int tile, int it) {
         constexpr bool EDGE = decltype(edge)::value;
         auto in_cache = [&](int key) { return EDGE ? min(key, L - 1) : key; };  // a key past L reads the last
@@ -983,7 +988,7 @@ __device__ __forceinline__ void prefetch_rows(const unsigned char* k_head, const
 
 // ---- the ring of tiles in shared memory (PIPE 3: sm_90's bulk copies) --------------------------------
 // PIPE 3 is launched on sm_90 and newer only (the host refuses it elsewhere); on an older arch these
-// trap, so that the source still builds there.
+// wrappers trap (BITDECODE_SM90), so that the source still builds there.
 
 // A stage of the ring: the block's round of WARPS tiles (warp w's tile of round r is r WARPS + w, TN keys
 // each: the round's keys follow one another), each part as the cache holds it (DENSE): the round's K rows,
@@ -1003,51 +1008,36 @@ struct RingStage {
           bytes(v_scales + (VFOLD ? 2 * V_SCALE_BYTES : 0)) {}
 };
 
+// An sm_90 statement as it is there, a trap on an older arch.
+#if __CUDA_ARCH__ >= 900
+#define BITDECODE_SM90(...) __VA_ARGS__
+#else
+#define BITDECODE_SM90(...) __trap()
+#endif
+
 // Barriers `bars`, `bars` + 8, ... (one a stage, one arrival each: the thread that asks for the copies).
 __device__ __forceinline__ void ring_init(unsigned bars, int stages) {
-#if __CUDA_ARCH__ >= 900
-    for (int s = 0; s < stages; ++s) kbench_sm90::mbarrier_init(bars + 8 * s, 1);
-    kbench_sm90::mbarrier_init_fence();
-#else
-    __trap();
-#endif
+    for (int s = 0; s < stages; ++s) BITDECODE_SM90(kbench_sm90::mbarrier_init(bars + 8 * s, 1));
+    BITDECODE_SM90(kbench_sm90::mbarrier_init_fence());
 }
 
 // Waits until the copies of a stage's phase of parity `parity` have landed.
 __device__ __forceinline__ void ring_wait(unsigned bar, unsigned parity) {
-#if __CUDA_ARCH__ >= 900
-    kbench_sm90::mbarrier_wait(bar, parity);
-#else
-    __trap();
-#endif
+    BITDECODE_SM90(kbench_sm90::mbarrier_wait(bar, parity));
 }
 
 // Announces a stage's `bytes` to its barrier `bar` (the one arrival of its phase), before ring_copy asks for them.
 __device__ __forceinline__ void ring_expect(unsigned bar, int bytes) {
-#if __CUDA_ARCH__ >= 900
-    kbench_sm90::mbarrier_arrive_expect_tx(bar, bytes);
-#else
-    __trap();
-#endif
+    BITDECODE_SM90(kbench_sm90::mbarrier_arrive_expect_tx(bar, bytes));
 }
 
 // Orders this thread's reads of shared memory (and the other warps', seen through a block-scope atomic
 // before it) ahead of the copy engine's writes that follow.
-__device__ __forceinline__ void ring_release() {
-#if __CUDA_ARCH__ >= 900
-    kbench_sm90::fence_proxy_async_shared();
-#else
-    __trap();
-#endif
-}
+__device__ __forceinline__ void ring_release() { BITDECODE_SM90(kbench_sm90::fence_proxy_async_shared()); }
 
 // Asks the copy engine for `bytes` contiguous bytes from `src` at shared address `dst`, counted on `bar`.
 __device__ __forceinline__ void ring_copy(unsigned dst, const void* src, int bytes, unsigned bar) {
-#if __CUDA_ARCH__ >= 900
-    kbench_sm90::bulk_load(dst, src, bytes, bar);
-#else
-    __trap();
-#endif
+    BITDECODE_SM90(kbench_sm90::bulk_load(dst, src, bytes, bar));
 }
 
 // 16 warps an SM (128 registers a thread) for int4 codes whose V strip lies in one group; 12 (168)
@@ -1193,7 +1183,7 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
     };
     if constexpr (RING) {
         if (threadIdx.x == 0) {
-            const int interior = edge_masks ? max(0, (min(end, L - nq + 1) - start) / TN) : 0;  // as below
+            const int interior = tiles_without_masks<TN>(edge_masks, start, end, L, nq);
             ring_init(ring_bars, ring_depth);
             for (int s = 0; s < ring_depth; ++s) ring_counts[s] = 0;
 #pragma unroll 1
@@ -1226,9 +1216,8 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
 
     const HeadCache<BITS, D> hc(K, V, KS, KM, VS, VM, b, kvh, g, t, group, k_sb, k_sh, k_sl, v_sb, v_sh, v_sl, ks_sb,
                                 ks_sh, ks_sg, vs_sb, vs_sh, vs_sl);
-    const int mask_from = min(end, L - nq + 1);
     const Divisor group_div{group_magic, group_shift};
-    const int interior = edge_masks ? max(0, (mask_from - start) / TN) : 0;
+    const int interior = tiles_without_masks<TN>(edge_masks, start, end, L, nq);
 
     // A tile's codes in registers, and (VFOLD) V's scales and minimums of the keys whose P this lane holds.
     unsigned kc[MT][2][LN::KWORDS];  // keys 16 mt + g (0) and + 8 (1)
