@@ -214,8 +214,9 @@ PIPES = ("auto", *PIPE)
 AUTO_PIPE_BITS = (8,)
 
 
-# A ring of tiles a warp in shared memory, filled by sm_90's bulk copies (form=keys over a dense cache, the
-# tiles without masks): 0 (none) or its stages. The .cu's PIPE 3; the host passes the stages at run time.
+# A ring of stages in shared memory, each a round of the block's tiles filled by sm_90's bulk copies (form=keys
+# over a dense cache, the tiles without masks): 0 (none) or its stages. The .cu's PIPE 3; the host passes the
+# stages at run time.
 RINGS = (0, 2, 3, 4)
 RING_PIPE = "ring"
 LOADS = {**PIPE, RING_PIPE: 3}  # the .cu's PIPE for each way a tile's codes arrive
@@ -311,17 +312,18 @@ def combine_name(d: int, bf16: bool) -> str:
 
 
 def smem_bytes(d: int, warps: int, bits: int = 16, tile: int = 32, stages: int = 0, form: str = "rows",
-               ring: int = 0, v_fold: bool = False, k_group: int = 0) -> int:
+               ring: int = 0, v_fold: bool = False, group: int = 0) -> int:
     """The partial kernel's dynamic shared memory (PartialSmem in the .cu): Q's fragments and the ring of
     ``stages`` code tiles a warp (a lane's words of a tile rounded up to 16 bytes), then, in the same
     bytes, each warp's 16 maxima, 16 sums and 16 rows of d + 8 floats of O. form=keys keeps Q in
     registers: only each warp's 8 maxima, 8 sums and 8 rows of d + 4 floats, in the bytes of the ring of
-    ``ring`` stages (:func:`ring_stage_bytes`, ``k_group`` its ``group``) where there is one, whose 8-byte
-    barriers and 4-byte counts follow."""
+    ``ring`` stages (:func:`ring_stage_bytes`; the cache's ``group``, its rows of K scales where a tile is
+    one group of them) where there is one, whose 8-byte barriers and 4-byte counts follow."""
     if form == "keys":
         merge = warps * FORM_ROWS["keys"] * (2 + d + 4) * 4
         if not ring:
             return merge
+        k_group = group if one_group_a_tile(group, tile, bits) else 0
         stages_bytes = ring * ring_stage_bytes(d, bits, tile, warps, v_fold, k_group)
         return -(-max(stages_bytes, merge) // 8) * 8 + (8 + 4) * ring
     lane_words = (tile // 8) * (d // 4) * bits // 32 + (tile // 16) * 4 * (d // 8) * bits // 32
@@ -532,8 +534,7 @@ def explain(case, params) -> dict:
     pipe = resolve_pipe(params["pipe"], bits, form, ring=ring)
     name = instance(case, tile, warps, stages, form, v_scales, pipe=pipe, k_scales=params["k_scales"],
                     v_codes=params["v_codes"])
-    smem = smem_bytes(case.d, warps, bits, tile, stages, form, ring, v_scales == "p",
-                      case.group if one_group_a_tile(case.group, tile, bits) else 0)
+    smem = smem_bytes(case.d, warps, bits, tile, stages, form, ring, v_scales == "p", case.group)
     try:
         resources, failure = from_nvcc(SOURCE, name), None
     except RuntimeError as exc:
@@ -687,16 +688,15 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form, 
     dense = dense_rows(k, v, scales[2] if v_scales == "p" else None)
     # the kernel asks L2 for a tile's rows as whole lines: dense caches only
     prefetch, lead = (prefetch, lead) if dense else (0, 0)
-    if ring and not dense:  # a round's K rows, V rows (and V's scales and minimums) are each one copy
-        raise Unsupported("ring copies a round's rows as one run of bytes: a cache whose tokens follow one another")
-    k_rows_apart = scales[0].stride(2) if scales and scales[0].shape[2] > 1 else case.d
-    if ring and one_group_a_tile(case.group, tile, bits) and k_rows_apart != case.d:
-        raise Unsupported("ring copies a round's rows of K scales as one run: rows of d scales one after another")
+    if ring:  # a round's K rows, V rows, rows of K scales (and V's scales and minimums) are each one copy
+        if not dense:
+            raise Unsupported("ring copies a round's rows as one run of bytes: a cache whose tokens follow one another")
+        if one_group_a_tile(case.group, tile, bits) and scales[0].shape[2] > 1 and scales[0].stride(2) != case.d:
+            raise Unsupported("ring copies a round's rows of K scales as one run: rows of d scales one after another")
     pipe = resolve_pipe(pipe, bits, form, dense, ring)
     kernel = _cupy.compiled(str(SOURCE), instance(case, tile, warps, stages, form, v_scales, dense, pipe, k_scales,
                                                             v_codes))
-    smem = smem_bytes(case.d, warps, bits, tile, stages, form, ring, v_scales == "p",
-                      case.group if one_group_a_tile(case.group, tile, bits) else 0)
+    smem = smem_bytes(case.d, warps, bits, tile, stages, form, ring, v_scales == "p", case.group)
     if smem > 48 * 1024:  # above 48 KiB a block must opt in to its dynamic shared memory
         if smem > _cupy.smem_optin_limit(q):
             raise Unsupported(f"needs {smem // 1024} KiB of shared memory per block")

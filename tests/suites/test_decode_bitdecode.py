@@ -778,7 +778,7 @@ def test_ring_is_the_keys_forms_loop_without_masks(bd):
     # tiles of one group of K's scales: the rows of 128 scales (and of minimums) 256 keys can touch, 3 at
     # groups of 128 (two blocks an SM still fit at ring=3)
     assert bd.ring_stage_bytes(128, 4, 32, 8, True, group=128) == 33824 + 2 * 3 * 256
-    assert 2 * (bd.smem_bytes(128, 8, 4, 32, 0, "keys", ring=3, v_fold=True, k_group=128) + 1024) <= 228 * 1024
+    assert 2 * (bd.smem_bytes(128, 8, 4, 32, 0, "keys", ring=3, v_fold=True, group=128) + 1024) <= 228 * 1024
     assert bd.smem_bytes(64, 4, 4, 32, 0, "keys", ring=2) == 2 * 2 * 128 * 32 + 12 * 2  # d 64: 32-byte rows
     assert bd.smem_bytes(128, 8, 4, 32, 0, "keys") == 8 * 8 * 134 * 4  # no ring, no barriers
 
