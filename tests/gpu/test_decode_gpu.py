@@ -293,8 +293,9 @@ LOAD_ORDERS = ([{"prefetch": p} for p in (1, 2, 4)] + [{"lead": n} for n in (1, 
 def test_cupy_bitdecode_load_order_changes_no_bit(registry, kv_dtype, group, masks):
     """prefetch=N (L2 asked for the tiles ahead), lead=N (L2 asked for a warp's first tiles before Q is read),
     pipe=k|kv (each tile loading the next one's codes) and ring=N (the tiles without masks through shared
-    memory, sm_90; it needs masks=edge, and a 16-bit cache's stages do not fit at d 128) only move loads: over 4099 keys (a short last tile), 131072, and 300 (fewer tiles than a piece's warps), in
-    pieces and in one, both loops, V's scales on P (groups of 128) and on the values, the output is the
+    memory, sm_90; it needs masks=edge, and a 16-bit cache's stages do not fit at d 128) only move loads:
+    over 4099 keys (a short last tile), 131072, and 300 (fewer tiles than a piece's warps), in pieces and
+    in one, both loops, V's scales on P (groups of 128) and on the values, the output is the
     same bit for bit as the default's (pipe=auto: kv for int8, none elsewhere; pipe=none is one of the
     orders), and the record says what ran (pipe: quantized caches only). The
     pieces are fixed: pipe=kv changes the occupancy, from which splits=0 would choose other pieces (and

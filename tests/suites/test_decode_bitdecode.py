@@ -757,9 +757,9 @@ def test_form_auto_takes_the_keys_form_where_it_can_run(bd):
 
 
 def test_ring_is_the_keys_forms_loop_without_masks(bd):
-    """ring=N: the keys form's tiles without masks come through a ring of N stages a warp in shared memory
-    (the .cu's PIPE 3); it refuses what it cannot feed, and its stages and barriers are counted in the
-    block's shared memory."""
+    """ring=N: the keys form's tiles without masks come through a ring of N stages in shared memory, each a
+    round of the block's tiles (the .cu's PIPE 3); it refuses what it cannot feed, and its stages, barriers
+    and counts are counted in the block's shared memory."""
     int4, int8 = case(d=128, kv_dtype="int4", group=128), case(d=128, kv_dtype="int8", group=128)
     assert bd.check_config(int4, 32, 8, "auto", 0, ring=3) is None
     assert bd.check_config(int8, 32, 8, "keys", 0, pipe="auto", ring=2) is None  # auto: the ring, not kv
