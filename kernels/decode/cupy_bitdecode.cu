@@ -1008,6 +1008,35 @@ struct RingStage {
           bytes(v_scales + (VFOLD ? 2 * V_SCALE_BYTES : 0)) {}
 };
 
+// A stage of a warp's own ring (PIPE 4): one of its tiles, each part as the cache holds it (DENSE): the
+// tile's K rows, its V rows, (KSCALES: a tile of one group of K's scales) the group's row of D scales and
+// its row of D minimums, (VFOLD) its keys' V scales and their minimums, each from the 16 bytes holding the
+// first (V_SCALE_BYTES each). Each lane copies 16-byte pieces of them. Offsets in bytes, BYTES a multiple of 16.
+template <int BITS, int D, int TN, bool KSCALES, bool VFOLD>
+struct WarpStage {
+    static constexpr int ROWS = TN * (D * BITS / 8);
+    static constexpr int K_SCALES = 2 * ROWS;
+    static constexpr int V_SCALES = K_SCALES + (KSCALES ? 2 * D * 2 : 0);
+    static constexpr int V_SCALE_BYTES = 2 * TN + 16;
+    static constexpr int BYTES = V_SCALES + (VFOLD ? 2 * V_SCALE_BYTES : 0);
+    static_assert(ROWS % 16 == 0 && D * 2 % 16 == 0 && V_SCALE_BYTES % 16 == 0, "16-byte pieces");
+};
+
+// Copies `bytes` (a multiple of 16) from `src` to shared address `dst`, 16 bytes a lane at a time, the warp's
+// lanes taking the pieces in turn (each its own cp.async, completed by its own wait_group).
+__device__ __forceinline__ void warp_copy(unsigned dst, const unsigned char* src, int bytes, int lane) {
+#pragma unroll 4
+    for (int at = 16 * lane; at < bytes; at += 16 * 32) kbench_ptx::cp_async_16(dst + at, src + at, 16);
+}
+
+// Waits until at most `pending` of this thread's cp.async groups are in flight (`pending` 1, 2 or 3: a ring
+// of 2, 3 or 4 stages whose next stages are on their way).
+__device__ __forceinline__ void warp_ring_wait(int pending) {
+    if (pending >= 3) kbench_ptx::cp_async_wait<3>();
+    else if (pending == 2) kbench_ptx::cp_async_wait<2>();
+    else kbench_ptx::cp_async_wait<1>();
+}
+
 // An sm_90 statement as it is there, a trap on an older arch.
 #if __CUDA_ARCH__ >= 900
 #define BITDECODE_SM90(...) __VA_ARGS__
@@ -1084,7 +1113,9 @@ constexpr int KEY_FORM_WARPS_PER_SM = PIPE == 2 ? (BITS == 4 ? 12 : 8) : (BITS =
 // warp's tile before (after its products with K); 2: V's too; 3 (DENSE, sm_90): the tiles without masks
 // through a ring of `ring_depth` stages in shared memory, each a round of the block's tiles filled by the
 // copy engine (RingStage: one bulk copy of each part), asked for `ring_depth` rounds ahead without
-// registers; the tiles with masks load as with 0.
+// registers; 4 (DENSE): the same tiles through a ring of `ring_depth` stages a warp (WarpStage), each one
+// of the warp's tiles, filled by its own lanes' 16-byte cp.async `ring_depth` tiles ahead, so that no warp
+// waits for another; with 3 and 4 the tiles with masks load as with 0.
 template <int BITS, bool BF16, int D, int TN, int WARPS, int VSPAN, bool KG1, bool VFOLD, bool KFOLD, bool VRAW,
           bool DENSE, int PIPE>
 __global__ void __launch_bounds__(WARPS * 32, WARPS <= KEY_FORM_WARPS_PER_SM<BITS, VSPAN, PIPE> ? KEY_FORM_WARPS_PER_SM<BITS, VSPAN, PIPE> / WARPS : 1)
@@ -1102,8 +1133,10 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
     static_assert(!VFOLD || (QUANT && VSPAN == 1), "V's scales fold into P for a quantized cache, one group a token");
     static_assert(!KFOLD || (QUANT && KG1), "K's scales fold into Q for a quantized cache, one group a tile");
     static_assert(!VRAW || VFOLD, "V's raw codes with V's scales on P");
-    static_assert(PIPE != 3 || DENSE, "the ring copies a round's rows as one run of bytes: DENSE");
-    constexpr bool RING = PIPE == 3;        // a ring of `ring_depth` rounds of tiles in shared memory
+    static_assert(PIPE < 3 || DENSE, "a ring copies a tile's rows as one run of bytes: DENSE");
+    constexpr bool BLOCK_RING = PIPE == 3;  // a ring of `ring_depth` rounds of the block's tiles in shared memory
+    constexpr bool WARP_RING = PIPE == 4;   // a ring of `ring_depth` of the warp's own tiles in shared memory
+    constexpr bool RING = BLOCK_RING || WARP_RING;
     constexpr int AHEAD = RING ? 0 : PIPE;  // the next tile's codes in registers: 1 K's, 2 K's and V's
 
     extern __shared__ __align__(16) float smem[];
@@ -1181,7 +1214,7 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
             ring_copy(dst + stage_of.v_scales + RS::V_SCALE_BYTES, vm_head + key0 - vm_skew, vm_bytes, bar);
         }
     };
-    if constexpr (RING) {
+    if constexpr (BLOCK_RING) {
         if (threadIdx.x == 0) {
             const int interior = tiles_without_masks<TN>(edge_masks, start, end, L, nq);
             ring_init(ring_bars, ring_depth);
@@ -1190,6 +1223,41 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
             for (int r = 0; r < ring_depth && r * WARPS < interior; ++r) ring_ask(r, r, interior);
         }
         __syncthreads();
+    }
+    // WARP_RING: `ring_depth` stages a warp (warp w's stage s at (s WARPS + w) WarpStage bytes; the merge reuses
+    // them after a barrier). The warp's i-th tile without masks takes stage i % ring_depth (ring_slot); its lanes
+    // copy the first `ring_depth` tiles before Q is read, and as the warp finishes a tile the tile `ring_depth`
+    // on into the same stage. One cp.async group a tile (empty past the tiles without masks), so that a tile's
+    // group is in once all but the `ring_depth` - 1 after it are (warp_ring_wait).
+    using WS = WarpStage<BITS, D, TN, QUANT && KG1, VFOLD>;
+    [[maybe_unused]] auto warp_stage = [&](int slot) {
+        return reinterpret_cast<const unsigned char*>(smem) + (slot * WARPS + warp) * WS::BYTES;
+    };
+    [[maybe_unused]] auto warp_fill = [&](int slot, int tile, int tiles_without_masks) {  // every lane of the warp
+        if (tile < tiles_without_masks) {
+            const long long key0 = start + tile * TN;
+            const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(warp_stage(slot)));
+            warp_copy(dst, k_head + key0 * ROW_BYTES, WS::ROWS, lane);
+            warp_copy(dst + WS::ROWS, v_head + key0 * ROW_BYTES, WS::ROWS, lane);
+            if constexpr (QUANT && KG1) {  // the tile's group's row of K scales and of minimums
+                const long long at = b * ks_sb + kvh * ks_sh + divide(static_cast<unsigned>(key0), k_group_div) * ks_sg;
+                warp_copy(dst + WS::K_SCALES, reinterpret_cast<const unsigned char*>(KS + at), D * 2, lane);
+                warp_copy(dst + WS::K_SCALES + D * 2, reinterpret_cast<const unsigned char*>(KM + at), D * 2, lane);
+            }
+            if constexpr (VFOLD) {
+                warp_copy(dst + WS::V_SCALES, reinterpret_cast<const unsigned char*>(vs_head + key0 - vs_skew),
+                          (2 * (TN + vs_skew) + 15) & ~15, lane);
+                warp_copy(dst + WS::V_SCALES + WS::V_SCALE_BYTES,
+                          reinterpret_cast<const unsigned char*>(vm_head + key0 - vm_skew), (2 * (TN + vm_skew) + 15) & ~15,
+                          lane);
+            }
+        }
+        kbench_ptx::cp_async_commit();
+    };
+    if constexpr (WARP_RING) {
+        const int interior = tiles_without_masks<TN>(edge_masks, start, end, L, nq);
+#pragma unroll 1
+        for (int r = 0; r < ring_depth; ++r) warp_fill(r, warp + r * WARPS, interior);
     }
     // ---- Q^T as B fragments, in registers: query row rb 8 + g (zero past the group), the channels of
     // k_channel in the lane's chunk t.
@@ -1264,11 +1332,13 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
                 }
         }
     };
-    // RING: a tile's codes (and V's scales and minimums) from its stage, where the lane reads the same bytes
-    // load_k and load_v read from the cache.
-    [[maybe_unused]] auto read_stage = [&](const unsigned char* stage) {
-        const unsigned char* k_rows = stage + warp * TN * ROW_BYTES + t * (LN::KWORDS * 4);
-        const unsigned char* v_rows = stage + RS::ROWS + warp * TN * ROW_BYTES + g * (LN::VWORDS * 4);
+    // RING: a tile's codes (and V's scales and minimums) from shared memory, where the lane reads the same bytes
+    // load_k and load_v read from the cache: the tile's first K row, first V row, (VFOLD) first V scale and
+    // first V minimum there.
+    [[maybe_unused]] auto read_stage = [&](const unsigned char* k_tile, const unsigned char* v_tile,
+                                           const unsigned short* scales, const unsigned short* minimums) {
+        const unsigned char* k_rows = k_tile + t * (LN::KWORDS * 4);
+        const unsigned char* v_rows = v_tile + g * (LN::VWORDS * 4);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -1279,10 +1349,6 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
             for (int e = 0; e < 4; ++e)
                 load_shared(vc[j][e], v_rows + (16 * j + (e & 1) + 8 * (e >> 1) + 2 * t) * ROW_BYTES);
         if constexpr (VFOLD) {
-            const unsigned short* scales =
-                reinterpret_cast<const unsigned short*>(stage + stage_of.v_scales) + vs_skew + warp * TN;
-            const unsigned short* minimums = reinterpret_cast<const unsigned short*>(
-                                                 stage + stage_of.v_scales + RS::V_SCALE_BYTES) + vm_skew + warp * TN;
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -1309,9 +1375,19 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
         if (DENSE && prefetch > 0) prefetch_tile(tile + prefetch * WARPS);
         // the tile's codes as it starts: from its stage of the ring (RING, the tiles without masks), or those
         // AHEAD does not load during the tile before
-        if constexpr (RING && !EDGE) {
+        if constexpr (BLOCK_RING && !EDGE) {
             ring_wait(ring_bars + 8 * ring_slot, ring_parity);
-            read_stage(ring_stages + ring_slot * stage_of.bytes);
+            const unsigned char* stage = ring_stages + ring_slot * stage_of.bytes;
+            read_stage(stage + warp * TN * ROW_BYTES, stage + RS::ROWS + warp * TN * ROW_BYTES,
+                       reinterpret_cast<const unsigned short*>(stage + stage_of.v_scales) + vs_skew + warp * TN,
+                       reinterpret_cast<const unsigned short*>(stage + stage_of.v_scales + RS::V_SCALE_BYTES) + vm_skew
+                           + warp * TN);
+        } else if constexpr (WARP_RING && !EDGE) {
+            warp_ring_wait(ring_depth - 1);  // this tile's copies are in (this lane's), the next ring_depth - 1 on their way
+            __syncwarp();                    // and the other lanes'
+            const unsigned char* stage = warp_stage(ring_slot);
+            read_stage(stage, stage + WS::ROWS, reinterpret_cast<const unsigned short*>(stage + WS::V_SCALES) + vs_skew,
+                       reinterpret_cast<const unsigned short*>(stage + WS::V_SCALES + WS::V_SCALE_BYTES) + vm_skew);
         } else {
             if constexpr (AHEAD < 1) load_k(edge, tile);
             if constexpr (AHEAD < 2) load_v(edge, tile);
@@ -1335,7 +1411,11 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
 #pragma unroll
         for (int w = 0; w < DS / 2; ++w) {
             [[maybe_unused]] unsigned sc[2][4], mn[2][4];  // [key g | key g + 8]: channels 8w .. 8w + 7 of the chunk
-            if constexpr (QUANT && KG1 && RING && !EDGE) {  // the lane's channels of the stage's K scales
+            if constexpr (QUANT && KG1 && WARP_RING && !EDGE) {  // the lane's channels of the stage's K scales
+                const unsigned char* at = warp_stage(ring_slot) + WS::K_SCALES + t * (LN::KCH * 2) + 16 * w;
+                load_shared(sc[0], at);
+                load_shared(mn[0], at + D * 2);
+            } else if constexpr (QUANT && KG1 && BLOCK_RING && !EDGE) {  // the lane's channels of the stage's K scales
                 // the tile's group's row of the round's rows of K scales
                 const int row = divide(static_cast<unsigned>(key0), k_group_div)
                                 - divide(static_cast<unsigned>(start + ring_round * WARPS * TN), k_group_div);
@@ -1500,7 +1580,12 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
             }
         }
         if constexpr (AHEAD == 2) load_next(load_v, edge, tile + WARPS);  // and V's (with its scales) after its products
-        if constexpr (RING && !EDGE) {  // the warp's bytes of the stage are in registers and used: counted in
+        if constexpr (WARP_RING && !EDGE) {  // the stage's bytes are in registers and used: the tile ring_depth on
+            __syncwarp();                     // into it, once every lane is done with it
+            warp_fill(ring_slot, tile + ring_depth * WARPS, interior);
+            if (++ring_slot == ring_depth) ring_slot = 0;
+        }
+        if constexpr (BLOCK_RING && !EDGE) {  // the warp's bytes of the stage are in registers and used: counted in
             __syncwarp();
             if (lane == 0) {
                 __threadfence_block();
@@ -1547,6 +1632,7 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
     }
 
     // ---- the warps' states merged through shared memory: per warp 8 maxima, 8 sums, 8 rows of O ------
+    if constexpr (WARP_RING) kbench_ptx::cp_async_wait<0>();  // only empty groups are left: none in flight
     if constexpr (RING) __syncthreads();  // every warp done with the ring's stages, whose bytes these are
     float* sm_m = smem;
     float* sm_l = sm_m + WARPS * ROWS;
@@ -1792,6 +1878,30 @@ KBENCH_BD_KEYS(16, false, 64, 32, 4, 1, false, false, false, false, true, 3)
 KBENCH_BD_KEYS(16, false, 128, 32, 8, 1, false, false, false, false, true, 3)
 KBENCH_BD_KEYS(16, true, 64, 32, 4, 1, false, false, false, false, true, 3)
 KBENCH_BD_KEYS(16, true, 128, 32, 8, 1, false, false, false, false, true, 3)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, false, false, false, true, 4)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, false, false, false, true, 4)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 2, false, false, false, false, true, 4)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, true, true, false, false, true, 4)
+KBENCH_BD_KEYS(4, false, 64, 32, 4, 1, false, true, false, false, true, 4)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, true, false, false, false, true, 4)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, false, false, false, false, true, 4)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 2, false, false, false, false, true, 4)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, true, true, false, false, true, 4)
+KBENCH_BD_KEYS(4, false, 128, 32, 8, 1, false, true, false, false, true, 4)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, false, false, false, true, 4)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, false, false, false, true, 4)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 2, false, false, false, false, true, 4)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, true, true, false, false, true, 4)
+KBENCH_BD_KEYS(8, false, 64, 32, 4, 1, false, true, false, false, true, 4)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, true, false, false, false, true, 4)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, false, false, false, false, true, 4)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 2, false, false, false, false, true, 4)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, true, true, false, false, true, 4)
+KBENCH_BD_KEYS(8, false, 128, 32, 8, 1, false, true, false, false, true, 4)
+KBENCH_BD_KEYS(16, false, 64, 32, 4, 1, false, false, false, false, true, 4)
+KBENCH_BD_KEYS(16, false, 128, 32, 8, 1, false, false, false, false, true, 4)
+KBENCH_BD_KEYS(16, true, 64, 32, 4, 1, false, false, false, false, true, 4)
+KBENCH_BD_KEYS(16, true, 128, 32, 8, 1, false, false, false, false, true, 4)
 KBENCH_BD_KEYS(16, false, 64, 32, 4, 1, false, false, false, false, true, 0)
 KBENCH_BD_KEYS(16, false, 64, 32, 4, 1, false, false, false, false, false, 0)
 KBENCH_BD_KEYS(16, false, 128, 32, 8, 1, false, false, false, false, true, 0)

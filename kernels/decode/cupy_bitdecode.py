@@ -61,6 +61,13 @@ bytes a lane, the same bits). The stages take the merge's bytes: int4 in groups 
 warps is 35 KiB a stage, so ring=3 keeps two blocks an SM (16 warps). On an H100 ring=2 and 3 made every
 call 0.76-0.93x as fast: a stage is filled again only once the block's slowest warp is done with it, and
 a third of the warps' time went to waiting for a round to land (docs/performance.md).
+``--param ring_fill=lanes`` (with ``ring=N``; ``bulk``, the default, is the ring above) gives each warp its own
+N stages, each one of its tiles (its K rows, V rows, where a tile is one group of K's scales that group's row of
+scales and of minimums, and with V's scales on P its keys' scales and minimums), copied by the warp's own lanes
+(``cp.async``, 16 bytes a copy, sm_80 and newer) N tiles ahead: the first N before Q is read, the next as the
+warp finishes a tile, waited for with ``cp.async.wait_group``. No warp waits for another, at the cost of
+about ten copies a lane a tile. int4 in groups of 128 at d = 128 with 8 warps is 4.7 KiB a stage a warp:
+ring=3 keeps two blocks an SM.
 ``--param merge=last`` (the default) has the last block of each sequence x K/V head x row block to finish
 merge the pieces' states in the partial kernel: each block counts itself in once its state is written (a
 fenced atomic add), and the one that takes the last count reads the others' states from L2 and writes the
@@ -214,19 +221,21 @@ PIPES = ("auto", *PIPE)
 AUTO_PIPE_BITS = (8,)
 
 
-# A ring of stages in shared memory, each a round of the block's tiles filled by sm_90's bulk copies (form=keys
-# over a dense cache, the tiles without masks): 0 (none) or its stages. The .cu's PIPE 3; the host passes the
-# stages at run time.
+# A ring of stages in shared memory for the tiles without masks (form=keys over a dense cache): 0 (none) or its
+# stages, the host passing them at run time. How its stages are filled (ring_fill): `bulk`, each stage a round of
+# the block's tiles filled by sm_90's bulk copies (the .cu's PIPE 3); `lanes`, each warp its own stages, one of
+# its tiles each, filled by its lanes' cp.async (PIPE 4).
 RINGS = (0, 2, 3, 4)
-RING_PIPE = "ring"
-LOADS = {**PIPE, RING_PIPE: 3}  # the .cu's PIPE for each way a tile's codes arrive
+RING_FILLS = ("bulk", "lanes")
+RING_PIPES = {"bulk": "ring", "lanes": "ring-lanes"}
+LOADS = {**PIPE, "ring": 3, "ring-lanes": 4}  # the .cu's PIPE for each way a tile's codes arrive
 
 
-def resolve_pipe(pipe: str, bits: int, form: str, dense: bool = True, ring: int = 0) -> str:
-    """pipe=auto as the loads it takes (the ring where ``ring`` asks for one; else kv where AUTO_PIPE_BITS, the
-    keys form and a dense cache meet, else none); none, k or kv as given."""
+def resolve_pipe(pipe: str, bits: int, form: str, dense: bool = True, ring: int = 0, ring_fill: str = "bulk") -> str:
+    """pipe=auto as the loads it takes (the ring where ``ring`` asks for one, by its ``ring_fill``; else kv where
+    AUTO_PIPE_BITS, the keys form and a dense cache meet, else none); none, k or kv as given."""
     if ring:
-        return RING_PIPE
+        return RING_PIPES[ring_fill]
     if pipe != "auto":
         return pipe
     return "kv" if bits in AUTO_PIPE_BITS and form == "keys" and dense else "none"
@@ -242,12 +251,19 @@ def ring_stage_bytes(d: int, bits: int, tile: int, warps: int, v_fold: bool, gro
     return 2 * keys * d * bits // 8 + 2 * k_rows * d * 2 + (2 * (2 * keys + 16) if v_fold else 0)
 
 
+def warp_stage_bytes(d: int, bits: int, tile: int, v_fold: bool, one_group: bool = False) -> int:
+    """Bytes of one stage of a warp's own ring (the .cu's WarpStage): one tile's K and V rows; where the tile is
+    one group of K's scales (``one_group``), that group's row of d scales and of d minimums; and with V's scales on
+    P (``v_fold``) its keys' V scales and minimums, each from the 16 bytes holding its first."""
+    return 2 * tile * d * bits // 8 + (2 * d * 2 if one_group else 0) + (2 * (2 * tile + 16) if v_fold else 0)
+
+
 # How the pieces' states are merged: a second kernel (bitdecode_combine) after the partial one, or the
 # last block of each sequence x K/V head x row block to finish, in the partial kernel (no second launch).
 MERGES = ("kernel", "last")
 DEFAULT_PARAMS = {"splits": 0, "tile": 32, "warps": "auto", "stages": 0, "masks": "auto", "form": "auto",
                   "v_scales": "auto", "k_scales": "values", "v_codes": "converted", "prefetch": 0, "lead": 0, "pipe": "auto", "ring": 0,
-                  "merge": "last"}
+                  "ring_fill": "bulk", "merge": "last"}
 
 
 def v_span(d: int, group: int, bits: int) -> int | None:
@@ -312,18 +328,21 @@ def combine_name(d: int, bf16: bool) -> str:
 
 
 def smem_bytes(d: int, warps: int, bits: int = 16, tile: int = 32, stages: int = 0, form: str = "rows",
-               ring: int = 0, v_fold: bool = False, group: int = 0) -> int:
+               ring: int = 0, v_fold: bool = False, group: int = 0, ring_fill: str = "bulk") -> int:
     """The partial kernel's dynamic shared memory (PartialSmem in the .cu): Q's fragments and the ring of
     ``stages`` code tiles a warp (a lane's words of a tile rounded up to 16 bytes), then, in the same
     bytes, each warp's 16 maxima, 16 sums and 16 rows of d + 8 floats of O. form=keys keeps Q in
     registers: only each warp's 8 maxima, 8 sums and 8 rows of d + 4 floats, in the bytes of the ring of
     ``ring`` stages (:func:`ring_stage_bytes`; the cache's ``group``, its rows of K scales where a tile is
-    one group of them) where there is one, whose 8-byte barriers and 4-byte counts follow."""
+    one group of them) where there is one, whose 8-byte barriers and 4-byte counts follow; with
+    ``ring_fill=lanes``, ``ring`` stages a warp (:func:`warp_stage_bytes`) and no barriers."""
     if form == "keys":
         merge = warps * FORM_ROWS["keys"] * (2 + d + 4) * 4
         if not ring:
             return merge
         k_group = group if one_group_a_tile(group, tile, bits) else 0
+        if ring_fill == "lanes":
+            return max(ring * warps * warp_stage_bytes(d, bits, tile, v_fold, bool(k_group)), merge)
         stages_bytes = ring * ring_stage_bytes(d, bits, tile, warps, v_fold, k_group)
         return -(-max(stages_bytes, merge) // 8) * 8 + (8 + 4) * ring
     lane_words = (tile // 8) * (d // 4) * bits // 32 + (tile // 16) * 4 * (d // 8) * bits // 32
@@ -371,7 +390,8 @@ def split_plan(length: int, programs: int, sms: int, resident: int, tile: int, w
 
 def check_config(case, tile: int, warps: int, form: str = "auto", stages: int = 0,
                  v_scales: str = "auto", prefetch: int = 0, pipe: str = "none", k_scales: str = "values",
-                 v_codes: str = "converted", lead: int = 0, ring: int = 0, masks: str = "auto") -> str | None:
+                 v_codes: str = "converted", lead: int = 0, ring: int = 0, masks: str = "auto",
+                 ring_fill: str = "bulk") -> str | None:
     """Why this case, block shape and form cannot run, or None."""
     if seq_lengths.is_ragged(case):  # --l 1000+130000
         return "a ragged batch (one length a sequence): cupy-bitdecode takes one length for every sequence"
@@ -395,6 +415,8 @@ def check_config(case, tile: int, warps: int, form: str = "auto", stages: int = 
     if ring and not (resolve_form(form, stages) == "keys" and pipe in ("none", "auto") and masks != "all"):
         return ("ring fills shared memory for the keys form's tiles without masks: form=keys (or auto), stages=0, "
                 "pipe=none (or auto) and masks=edge (or auto)")
+    if ring_fill != "bulk" and not ring:
+        return f"ring_fill={ring_fill} says how a ring's stages are filled: with ring=2, 3 or 4"
     if pipe not in ("none", "auto") and (resolve_form(form, stages) != "keys" or CODE_BITS[case.kv_dtype] == 16):
         return (f"pipe={pipe} loads the next tile's codes into registers: the keys form (form=keys or auto, "
                 "stages=0) over an int4 or int8 cache")
@@ -429,9 +451,9 @@ def default_instances() -> list[str]:
                       for vspan, one_group in shapes]
             names += [keys_form_name(bits, bf16, d, tile, keys_warps, vspan, one_group, fold, dense)
                       for vspan, one_group, fold in keys for dense in (True, False)]
-            # a ring of tiles in shared memory (ring=N), over dense caches
-            names += [keys_form_name(bits, bf16, d, tile, keys_warps, vspan, one_group, fold, True, RING_PIPE)
-                      for vspan, one_group, fold in keys]
+            # a ring of tiles in shared memory (ring=N) filled either way, over dense caches
+            names += [keys_form_name(bits, bf16, d, tile, keys_warps, vspan, one_group, fold, True, ring_pipe)
+                      for ring_pipe in RING_PIPES.values() for vspan, one_group, fold in keys]
             if bits < 16:  # each tile loading the next one's codes (pipe=k|kv), over dense caches
                 names += [keys_form_name(bits, bf16, d, tile, keys_warps, vspan, one_group, fold, True, pipe)
                           for pipe in ("k", "kv") for vspan, one_group, fold in keys]
@@ -523,18 +545,18 @@ def explain(case, params) -> dict:
     tile, warps, stages = params["tile"], params["warps"], params["stages"]
     reason = check_config(case, tile, warps, params["form"], stages, params["v_scales"], params["prefetch"],
                           params["pipe"], params["k_scales"], params["v_codes"], params["lead"], params["ring"],
-                          params["masks"])
+                          params["masks"], params["ring_fill"])
     if reason:
         return {"configuration": f"not runnable: {reason}"}
-    bits, ring = CODE_BITS[case.kv_dtype], params["ring"]
+    bits, ring, ring_fill = CODE_BITS[case.kv_dtype], params["ring"], params["ring_fill"]
     masks = resolve_masks(params["masks"], bits, ring)
     form = resolve_form(params["form"], stages)
     warps = resolve_warps(warps, form, case.d)
     v_scales = resolve_v_scales(params["v_scales"], case, form)
-    pipe = resolve_pipe(params["pipe"], bits, form, ring=ring)
+    pipe = resolve_pipe(params["pipe"], bits, form, ring=ring, ring_fill=ring_fill)
     name = instance(case, tile, warps, stages, form, v_scales, pipe=pipe, k_scales=params["k_scales"],
                     v_codes=params["v_codes"])
-    smem = smem_bytes(case.d, warps, bits, tile, stages, form, ring, v_scales == "p", case.group)
+    smem = smem_bytes(case.d, warps, bits, tile, stages, form, ring, v_scales == "p", case.group, ring_fill)
     try:
         resources, failure = from_nvcc(SOURCE, name), None
     except RuntimeError as exc:
@@ -570,7 +592,13 @@ def explain(case, params) -> dict:
                   + (", V scales" if v_scales == "p" else "")
                   + f" one bulk copy each (cp.async.bulk, sm_90), asked for {ring} rounds ahead: the first before Q "
                   "is read, the next by the last warp done with a stage; the tiles with masks load into registers "
-                  "as a warp starts them" if ring else
+                  "as a warp starts them" if ring and ring_fill == "bulk" else
+                  f"a ring of {ring} stages a warp in shared memory, each one of its tiles: its K rows, V rows"
+                  + (", K scales" if one_group_a_tile(case.group, tile, bits) else "")
+                  + (", V scales" if v_scales == "p" else "")
+                  + f", copied by the warp's lanes (cp.async, 16 bytes each) {ring} tiles ahead: the first before Q is "
+                  "read, the next as the warp finishes a tile, no warp waiting for another; the tiles with masks load "
+                  "into registers as a warp starts them" if ring else
                   "K's codes into registers during the tile before (after its products with K), V's as a warp "
                   "starts a tile" if pipe == "k" else
                   "codes into registers during the tile before (K's after its products with K, V's after its own), "
@@ -634,23 +662,24 @@ def _supports(case):
     allowed={"splits": lambda value: None if value >= 0 else "splits takes 0 (automatic) or a positive number",
              "tile": TILES, "warps": ("auto", *WARPS), "stages": STAGES, "masks": MASKS, "form": FORMS, "v_scales": V_SCALES,
              "k_scales": K_SCALES, "v_codes": V_CODES,
-             "prefetch": PREFETCH, "lead": LEADS, "pipe": PIPES, "ring": RINGS, "merge": MERGES},
+             "prefetch": PREFETCH, "lead": LEADS, "pipe": PIPES, "ring": RINGS, "ring_fill": RING_FILLS,
+             "merge": MERGES},
     description="BitDecoding-style decode in CUDA C++: mma.sync m16n8k16 with the keys (or the GQA group) as "
                 "the rows, int4/int8 codes dequantized into the fragments by lop3/prmt, split-KV merged by "
                 "log-sum-exp",
 )
 def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form, v_scales, k_scales, v_codes, prefetch,
-                   lead, pipe, ring, merge):
+                   lead, pipe, ring, ring_fill, merge):
     import numpy as np
     import torch
 
     from kbench.occupancy import LIMITS, blocks_per_sm
 
     reason = check_config(case, tile, warps, form, stages, v_scales, prefetch, pipe, k_scales, v_codes, lead, ring,
-                          masks)
+                          masks, ring_fill)
     if reason:
         raise Unsupported(reason)
-    if ring and torch.cuda.get_device_capability(inputs["q"].device) < (9, 0):
+    if ring and ring_fill == "bulk" and torch.cuda.get_device_capability(inputs["q"].device) < (9, 0):
         raise Unsupported("ring fills shared memory by bulk copies (cp.async.bulk): sm_90 and newer")
     q = inputs["q"]
     quantized = "k_codes" in inputs
@@ -688,15 +717,16 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form, 
     dense = dense_rows(k, v, scales[2] if v_scales == "p" else None)
     # the kernel asks L2 for a tile's rows as whole lines: dense caches only
     prefetch, lead = (prefetch, lead) if dense else (0, 0)
-    if ring:  # a round's K rows, V rows, rows of K scales (and V's scales and minimums) are each one copy
+    if ring:  # a stage's K rows, V rows (and V's scales and minimums) are each one run of bytes
         if not dense:
-            raise Unsupported("ring copies a round's rows as one run of bytes: a cache whose tokens follow one another")
-        if one_group_a_tile(case.group, tile, bits) and scales[0].shape[2] > 1 and scales[0].stride(2) != case.d:
+            raise Unsupported("ring copies a tile's rows as one run of bytes: a cache whose tokens follow one another")
+        # a round's rows of K scales are one copy (ring_fill=lanes copies one row a tile)
+        if ring_fill == "bulk" and one_group_a_tile(case.group, tile, bits) and scales[0].shape[2] > 1 and scales[0].stride(2) != case.d:
             raise Unsupported("ring copies a round's rows of K scales as one run: rows of d scales one after another")
-    pipe = resolve_pipe(pipe, bits, form, dense, ring)
+    pipe = resolve_pipe(pipe, bits, form, dense, ring, ring_fill)
     kernel = _cupy.compiled(str(SOURCE), instance(case, tile, warps, stages, form, v_scales, dense, pipe, k_scales,
                                                             v_codes))
-    smem = smem_bytes(case.d, warps, bits, tile, stages, form, ring, v_scales == "p", case.group)
+    smem = smem_bytes(case.d, warps, bits, tile, stages, form, ring, v_scales == "p", case.group, ring_fill)
     if smem > 48 * 1024:  # above 48 KiB a block must opt in to its dynamic shared memory
         if smem > _cupy.smem_optin_limit(q):
             raise Unsupported(f"needs {smem // 1024} KiB of shared memory per block")
@@ -764,7 +794,7 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form, 
     run.config = {"splits": n_splits, "keys_per_split": plan["keys_per_split"], "tile": tile, "warps": warps,
                   "stages": stages, "masks": masks, "form": form, "v_scales": v_scales, "k_scales": k_scales,
                   "v_codes": v_codes,
-                  "prefetch": prefetch, "lead": lead, "ring": ring,
+                  "prefetch": prefetch, "lead": lead, "ring": ring, "ring_fill": ring_fill if ring else "none",
                   "pipe": pipe, "merge": merge if n_splits > 1 else "none (one piece)", "dense_rows": dense, "one_group_a_tile": one_group_a_tile(case.group, tile, bits),
                   "row_blocks": rbs, "resident_blocks_per_sm": resident, "v_span": vspan,
                   **_cupy.kernel_config(kernel, grid, block, smem)}

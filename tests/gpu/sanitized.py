@@ -128,7 +128,8 @@ def decode(registry) -> tuple[int, list[str]]:
     17 and 1000 tokens: a partial tile, a partial group of 32 tokens, GQA 32/8 with one new query and
     four (more rows than one m16 tile), with every tile masked and with the unmasked loop; and V's scales
     applied to P, and K's to the queries with both raw codes, over caches in groups of 128 (one a token); on
-    sm_90 the ring of tiles in shared memory filled by bulk copies (ring=2, 3) over those caches."""
+    sm_90 the ring of tiles in shared memory filled by bulk copies (ring=2, 3) over those caches, and on any GPU
+    the ring of each warp's own tiles filled by its lanes' cp.async (ring=2, 3, ring_fill=lanes)."""
     import torch
 
     suite, impl = registry.suite("decode"), registry.implementations("decode")["cupy-bitdecode"]
@@ -156,6 +157,10 @@ def decode(registry) -> tuple[int, list[str]]:
                 checked(suite, impl, case, dict(impl.params, ring=ring, masks="edge"),
                         f"cupy-bitdecode {kv_dtype} group=128 ring={ring}", problems)
                 count += 1
+        for ring in (2, 3):  # a ring a warp, filled by its lanes (cp.async: sm_80 and newer)
+            checked(suite, impl, case, dict(impl.params, ring=ring, ring_fill="lanes", masks="edge"),
+                    f"cupy-bitdecode {kv_dtype} group=128 ring={ring} ring_fill=lanes", problems)
+            count += 1
     return count, problems
 
 

@@ -142,6 +142,16 @@ def test_cupy_bitdecode_ring_is_right(cli, tmp_path):
     assert {key.split("kv_dtype=")[1].split(",")[0] for _, key in rows} == {"int4", "int8", "fp16"}
 
 
+@pytest.mark.usefixtures("needs_cupy")
+def test_cupy_bitdecode_ring_of_each_warp_is_right(cli, tmp_path):
+    """Each warp's own ring of 2, 3 and 4 tiles, copied by its lanes (ring_fill=lanes), through every check of
+    kbench run: int4 and int8 caches, K groups of 128 tokens (one row of K scales a tile, in the stage) and 48 (a
+    tile across two groups: K's scales from global memory), V's scales on P and on the values."""
+    rows = _rows_of_params(cli, tmp_path, "cupy-bitdecode", "int4,int8", "--group", "128,48",
+                           "--param", "ring=2,3,4", "--param", "ring_fill=lanes")
+    assert len(rows) == 12 and all(label.startswith("cupy-bitdecode[ring=") for label, _ in rows)
+
+
 def test_triton_splitkv_params_are_right(cli, tmp_path, compiled_triton):
     """K/V tiles of 32 and 128 keys, 4 and 8 warps, each read through pointers and through tensor
     descriptors (four stages of 128 int4 keys need more shared memory than an H200 has: 315,392 bytes)."""
@@ -284,7 +294,8 @@ def test_cupy_bitdecode_reads_queries_that_are_not_16_byte_aligned(registry, kv_
 LOAD_ORDERS = ([{"prefetch": p} for p in (1, 2, 4)] + [{"lead": n} for n in (1, 8)]
                + [{"pipe": "none"}, {"pipe": "k"}, {"pipe": "kv"}, {"pipe": "kv", "prefetch": 1},
                   {"pipe": "kv", "lead": 4}, {"lead": 4, "prefetch": 2}, {"ring": 2}, {"ring": 3},
-                  {"ring": 3, "prefetch": 1}])
+                  {"ring": 3, "prefetch": 1}, {"ring": 2, "ring_fill": "lanes"}, {"ring": 3, "ring_fill": "lanes"},
+                  {"ring": 4, "ring_fill": "lanes"}, {"ring": 3, "ring_fill": "lanes", "prefetch": 1}])
 
 
 @pytest.mark.usefixtures("needs_cupy")
@@ -293,7 +304,9 @@ LOAD_ORDERS = ([{"prefetch": p} for p in (1, 2, 4)] + [{"lead": n} for n in (1, 
 def test_cupy_bitdecode_load_order_changes_no_bit(registry, kv_dtype, group, masks):
     """prefetch=N (L2 asked for the tiles ahead), lead=N (L2 asked for a warp's first tiles before Q is read),
     pipe=k|kv (each tile loading the next one's codes) and ring=N (the tiles without masks through shared
-    memory, sm_90; it needs masks=edge, and a 16-bit cache's stages do not fit at d 128) only move loads:
+    memory: rounds of the block's tiles by bulk copies on sm_90, or each warp's own tiles by its lanes'
+    cp.async with ring_fill=lanes; it needs masks=edge, and a 16-bit cache's stages do not fit at d 128)
+    only move loads:
     over 4099 keys (a short last tile), 131072, and 300 (fewer tiles than a piece's warps), in pieces and
     in one, both loops, V's scales on P (groups of 128) and on the values, the output is the
     same bit for bit as the default's (pipe=auto: kv for int8, none elsewhere; pipe=none is one of the
@@ -307,7 +320,8 @@ def test_cupy_bitdecode_load_order_changes_no_bit(registry, kv_dtype, group, mas
     suite, impl = registry.suite("decode"), registry.implementations("decode")["cupy-bitdecode"]
     hopper = torch.cuda.get_device_capability() >= (9, 0)
     orders = [order for order in LOAD_ORDERS if (kv_dtype != "fp16" or "pipe" not in order)
-              and ("ring" not in order or (hopper and masks == "edge" and kv_dtype != "fp16"))]
+              and ("ring" not in order or ((hopper or order.get("ring_fill") == "lanes") and masks == "edge"
+                                           and kv_dtype != "fp16"))]
     for length, splits in ((4099, 5), (4099, 1), (131072, 64), (300, 5)):
         case = Case({"l": length, "q": 1, "batch": 2, "hq": 32, "hkv": 8, "d": 128, "kv_dtype": kv_dtype,
                      "group": group})

@@ -487,13 +487,13 @@ def test_supported_cases(impl):
 def test_params_are_checked_before_anything_runs(impl):
     assert impl.params == {"splits": 0, "tile": 32, "warps": "auto", "stages": 0, "masks": "auto", "form": "auto",
                            "v_scales": "auto", "k_scales": "values", "v_codes": "converted", "prefetch": 0, "lead": 0, "pipe": "auto",
-                           "ring": 0, "merge": "last"}
+                           "ring": 0, "ring_fill": "bulk", "merge": "last"}
     for arg, message in (("merge=first", "is not one of kernel, last"), ("tile=48", "is not one of 16, 32, 64"), ("warps=3", "is not one of auto, 2, 4, 8"),
                          ("masks=none", "is not one of auto, all, edge"), ("form=cols", "is not one of auto, rows, keys"),
                          ("v_scales=k", "is not one of auto, values, p"), ("k_scales=p", "is not one of values, q"),
                          ("v_codes=centred", "is not one of converted, raw"), ("prefetch=5", "is not one of 0, 1, 2, 3, 4"),
                          ("lead=3", "is not one of 0, 1, 2, 4, 8"), ("pipe=2", "is not one of auto, none, k, kv"),
-                         ("ring=1", "is not one of 0, 2, 3, 4"),
+                         ("ring=1", "is not one of 0, 2, 3, 4"), ("ring_fill=tma", "is not one of bulk, lanes"),
                          ("splits=-2", "splits takes 0"), ("splits=two", "is not an integer")):
         with pytest.raises(UserError, match=message):
             variants([impl], parse_param_args([arg]))
@@ -781,6 +781,28 @@ def test_ring_is_the_keys_forms_loop_without_masks(bd):
     assert 2 * (bd.smem_bytes(128, 8, 4, 32, 0, "keys", ring=3, v_fold=True, group=128) + 1024) <= 228 * 1024
     assert bd.smem_bytes(64, 4, 4, 32, 0, "keys", ring=2) == 2 * 2 * 128 * 32 + 12 * 2  # d 64: 32-byte rows
     assert bd.smem_bytes(128, 8, 4, 32, 0, "keys") == 8 * 8 * 134 * 4  # no ring, no barriers
+
+
+def test_a_ring_a_warp_filled_by_its_lanes(bd):
+    """ring_fill=lanes: each warp its own ring stages, one of its tiles each, copied by its lanes (the .cu's
+    PIPE 4): the same refusals as the ring of rounds, itself refused without a ring, and its stages (no
+    barriers) counted in the block's shared memory."""
+    int4 = case(d=128, kv_dtype="int4", group=128)
+    assert bd.check_config(int4, 32, 8, "auto", 0, ring=3, ring_fill="lanes") is None
+    assert "with ring=2, 3 or 4" in bd.check_config(int4, 32, 8, ring=0, ring_fill="lanes")
+    assert "ring fills shared memory" in bd.check_config(int4, 32, 8, pipe="kv", ring=2, ring_fill="lanes")
+    assert bd.resolve_pipe("auto", 4, "keys", ring=2, ring_fill="lanes") == "ring-lanes"
+    assert bd.instance(int4, 32, 8, 0, "keys", "p", pipe="ring-lanes") == \
+        "bitdecode_partial_keys<4, false, 128, 32, 8, 1, true, true, false, false, true, 4>"
+    # a stage: one tile's K and V rows (32 keys x 64 bytes each), its group's 128 K scales and 128 minimums, and
+    # its 32 V scales and 32 minimums with room for the 16 bytes before them: 4,768 bytes, 16-byte pieces
+    assert bd.warp_stage_bytes(128, 4, 32, True, True) == 2 * 32 * 64 + 2 * 256 + 2 * (64 + 16) == 4768
+    assert bd.warp_stage_bytes(64, 16, 32, False) == 2 * 32 * 128
+    assert bd.smem_bytes(128, 8, 4, 32, 0, "keys", ring=3, v_fold=True, group=128, ring_fill="lanes") == 3 * 8 * 4768
+    # three stages a warp keep two blocks of 8 warps an SM (228 KiB, 1 KiB a block reserved)
+    assert 2 * (3 * 8 * 4768 + 1024) <= 228 * 1024
+    # a ring too small to hold the merge's states takes the merge's bytes
+    assert bd.smem_bytes(64, 4, 4, 32, 0, "keys", ring=2, ring_fill="lanes") == max(2 * 4 * 2048, 4 * 8 * 70 * 4)
 
 
 def test_v_scales_on_p_where_a_token_has_one_group(bd):
