@@ -1019,15 +1019,9 @@ struct WarpStage {
     static constexpr int V_SCALES = K_SCALES + (KSCALES ? 2 * D * 2 : 0);
     static constexpr int V_SCALE_BYTES = 2 * TN + 16;
     static constexpr int BYTES = V_SCALES + (VFOLD ? 2 * V_SCALE_BYTES : 0);
-    static_assert(ROWS % 16 == 0 && D * 2 % 16 == 0 && V_SCALE_BYTES % 16 == 0, "16-byte pieces");
+    static_assert(ROWS % (16 * 32) == 0 && D * 2 / 16 <= 16 && V_SCALE_BYTES <= 16 * 16,
+                  "a lane's 16-byte pieces: of the rows whole rounds of the warp, of each row of scales at most one");
 };
-
-// Copies `bytes` (a multiple of 16) from `src` to shared address `dst`, 16 bytes a lane at a time, the warp's
-// lanes taking the pieces in turn (each its own cp.async, completed by its own wait_group).
-__device__ __forceinline__ void warp_copy(unsigned dst, const unsigned char* src, int bytes, int lane) {
-#pragma unroll 4
-    for (int at = 16 * lane; at < bytes; at += 16 * 32) kbench_ptx::cp_async_16(dst + at, src + at, 16);
-}
 
 // Waits until at most `pending` of this thread's cp.async groups are in flight (`pending` 1, 2 or 3: a ring
 // of 2, 3 or 4 stages whose next stages are on their way).
@@ -1233,23 +1227,32 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
     [[maybe_unused]] auto warp_stage = [&](int slot) {
         return reinterpret_cast<const unsigned char*>(smem) + (slot * WARPS + warp) * WS::BYTES;
     };
-    [[maybe_unused]] auto warp_fill = [&](int slot, int tile, int tiles_without_masks) {  // every lane of the warp
+    // ks_head, km_head: the head's first row of K scales and of minimums (in the loop, from HeadCache's lane
+    // pointers, which it holds anyway: fewer registers held across the loop).
+    [[maybe_unused]] auto warp_fill = [&](int slot, int tile, int tiles_without_masks, const unsigned short* ks_head,
+                                          const unsigned short* km_head, int ks_group) {  // every lane of the warp
         if (tile < tiles_without_masks) {
             const long long key0 = start + tile * TN;
-            const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(warp_stage(slot)));
-            warp_copy(dst, k_head + key0 * ROW_BYTES, WS::ROWS, lane);
-            warp_copy(dst + WS::ROWS, v_head + key0 * ROW_BYTES, WS::ROWS, lane);
-            if constexpr (QUANT && KG1) {  // the tile's group's row of K scales and of minimums
-                const long long at = b * ks_sb + kvh * ks_sh + divide(static_cast<unsigned>(key0), k_group_div) * ks_sg;
-                warp_copy(dst + WS::K_SCALES, reinterpret_cast<const unsigned char*>(KS + at), D * 2, lane);
-                warp_copy(dst + WS::K_SCALES + D * 2, reinterpret_cast<const unsigned char*>(KM + at), D * 2, lane);
+            const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(warp_stage(slot))) + 16 * lane;
+            const unsigned char* k_rows = k_head + key0 * ROW_BYTES + 16 * lane;
+            const unsigned char* v_rows = v_head + key0 * ROW_BYTES + 16 * lane;
+#pragma unroll
+            for (int at = 0; at < WS::ROWS; at += 16 * 32) {  // lane l: the rows' 16-byte pieces l, l + 32, ...
+                kbench_ptx::cp_async_16(dst + at, k_rows + at, 16);
+                kbench_ptx::cp_async_16(dst + WS::ROWS + at, v_rows + at, 16);
             }
-            if constexpr (VFOLD) {
-                warp_copy(dst + WS::V_SCALES, reinterpret_cast<const unsigned char*>(vs_head + key0 - vs_skew),
-                          (2 * (TN + vs_skew) + 15) & ~15, lane);
-                warp_copy(dst + WS::V_SCALES + WS::V_SCALE_BYTES,
-                          reinterpret_cast<const unsigned char*>(vm_head + key0 - vm_skew), (2 * (TN + vm_skew) + 15) & ~15,
-                          lane);
+            if constexpr (QUANT && KG1) {  // the tile's group's row of K scales (first lanes) and of minimums
+                constexpr int PIECES = D * 2 / 16;
+                const int at = divide(static_cast<unsigned>(key0), k_group_div) * ks_group + 8 * (lane % PIECES);
+                if (lane < 2 * PIECES)
+                    kbench_ptx::cp_async_16(dst + WS::K_SCALES + (lane >= PIECES ? D * 2 - 16 * PIECES : 0),
+                                            (lane < PIECES ? ks_head : km_head) + at, 16);
+            }
+            if constexpr (VFOLD) {  // the keys' V scales (lanes 0-15) and minimums (16-31), from their 16-byte lines
+                const int piece = lane % 16, skew = lane < 16 ? vs_skew : vm_skew;
+                if (16 * piece < 2 * (TN + skew))
+                    kbench_ptx::cp_async_16(dst + WS::V_SCALES + (lane >= 16 ? WS::V_SCALE_BYTES - 16 * 16 : 0),
+                                            (lane < 16 ? vs_head : vm_head) + key0 - skew + 8 * piece, 16);
             }
         }
         kbench_ptx::cp_async_commit();
@@ -1257,7 +1260,9 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
     if constexpr (WARP_RING) {
         const int interior = tiles_without_masks<TN>(edge_masks, start, end, L, nq);
 #pragma unroll 1
-        for (int r = 0; r < ring_depth; ++r) warp_fill(r, warp + r * WARPS, interior);
+        for (int r = 0; r < ring_depth; ++r)
+            warp_fill(r, warp + r * WARPS, interior, KS + b * ks_sb + kvh * ks_sh, KM + b * ks_sb + kvh * ks_sh,
+                      static_cast<int>(ks_sg));
     }
     // ---- Q^T as B fragments, in registers: query row rb 8 + g (zero past the group), the channels of
     // k_channel in the lane's chunk t.
@@ -1582,7 +1587,8 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
         if constexpr (AHEAD == 2) load_next(load_v, edge, tile + WARPS);  // and V's (with its scales) after its products
         if constexpr (WARP_RING && !EDGE) {  // the stage's bytes are in registers and used: the tile ring_depth on
             __syncwarp();                     // into it, once every lane is done with it
-            warp_fill(ring_slot, tile + ring_depth * WARPS, interior);
+            warp_fill(ring_slot, tile + ring_depth * WARPS, interior, hc.ks_row - t * LN::KCH, hc.km_row - t * LN::KCH,
+                      hc.ksg);
             if (++ring_slot == ring_depth) ring_slot = 0;
         }
         if constexpr (BLOCK_RING && !EDGE) {  // the warp's bytes of the stage are in registers and used: counted in
