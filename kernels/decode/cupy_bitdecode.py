@@ -67,7 +67,9 @@ scales and of minimums, and with V's scales on P its keys' scales and minimums),
 (``cp.async``, 16 bytes a copy, sm_80 and newer) N tiles ahead: the first N before Q is read, the next as the
 warp finishes a tile, waited for with ``cp.async.wait_group``. No warp waits for another, at the cost of
 about ten copies a lane a tile. int4 in groups of 128 at d = 128 with 8 warps is 4.7 KiB a stage a warp:
-ring=3 keeps two blocks an SM.
+ring=3 keeps two blocks an SM. On an H100 both fills ran 0.77-0.96x as fast as ring=0 with every warp an SM
+holds, and 1.09-1.26x with half of them (two pieces a K/V head), the lanes' fill fastest at one sequence
+(docs/performance.md): the loads ahead pay where fewer warps must keep the bytes coming.
 ``--param merge=last`` (the default) has the last block of each sequence x K/V head x row block to finish
 merge the pieces' states in the partial kernel: each block counts itself in once its state is written (a
 fenced atomic add), and the one that takes the last count reads the others' states from L2 and writes the
