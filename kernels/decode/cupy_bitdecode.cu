@@ -1249,10 +1249,12 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
                                             (lane < PIECES ? ks_head : km_head) + at, 16);
             }
             if constexpr (VFOLD) {  // the keys' V scales (lanes 0-15) and minimums (16-31), from their 16-byte lines
+                // (a line's values past the cache's last are not read: the copy fills their bytes with zeros)
                 const int piece = lane % 16, skew = lane < 16 ? vs_skew : vm_skew;
+                const int first = static_cast<int>(key0) - skew + 8 * piece;  // the piece's first value
                 if (16 * piece < 2 * (TN + skew))
                     kbench_ptx::cp_async_16(dst + WS::V_SCALES + (lane >= 16 ? WS::V_SCALE_BYTES - 16 * 16 : 0),
-                                            (lane < 16 ? vs_head : vm_head) + key0 - skew + 8 * piece, 16);
+                                            (lane < 16 ? vs_head : vm_head) + first, 2 * min(8, L - first));
             }
         }
         kbench_ptx::cp_async_commit();
