@@ -986,8 +986,8 @@ __device__ __forceinline__ void prefetch_rows(const unsigned char* k_head, const
     }
 }
 
-// ---- the ring of tiles in shared memory (PIPE 3: sm_90's bulk copies) --------------------------------
-// PIPE 3 is launched on sm_90 and newer only (the host refuses it elsewhere); on an older arch these
+// ---- the rings of tiles in shared memory (PIPE 3: sm_90's bulk copies; PIPE 4: the lanes' cp.async) ----
+// PIPE 3 is launched on sm_90 and newer only (the host refuses it elsewhere); on an older arch its
 // wrappers trap (BITDECODE_SM90), so that the source still builds there.
 
 // A stage of the ring: the block's round of WARPS tiles (warp w's tile of round r is r WARPS + w, TN keys
@@ -1162,7 +1162,8 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
 #pragma unroll 1
         for (int i = 0; i < lead; ++i) prefetch_tile(warp + i * WARPS);
     }
-    // RING: `ring_depth` stages in the block's first bytes of shared memory (the merge reuses them after a
+    const Divisor group_div{group_magic, group_shift};  // key / group, K's group of tokens
+    // BLOCK_RING: `ring_depth` stages in the block's first bytes of shared memory (the merge reuses them after a
     // barrier), then a barrier and a count a stage past those bytes and the merge's. Stage s % ring_depth holds
     // round s of the block's tiles without masks (ring_round). Thread 0 asks the copy engine for the first
     // `ring_depth` rounds before Q is read; as each warp finishes its tile of a round its lane 0 counts it in
@@ -1182,17 +1183,17 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
     // (and every round's: a round is 64 bytes of them or more) first one.
     [[maybe_unused]] const int vs_skew = static_cast<int>(reinterpret_cast<unsigned long long>(vs_head) % 16) / 2;
     [[maybe_unused]] const int vm_skew = static_cast<int>(reinterpret_cast<unsigned long long>(vm_head) % 16) / 2;
-    [[maybe_unused]] const Divisor k_group_div{group_magic, group_shift};
-    [[maybe_unused]] auto ring_ask = [&](int slot, int round, int tiles_without_masks) {  // one thread
-        const int keys = min(WARPS, tiles_without_masks - round * WARPS) * TN;  // the last round may be short
+    // `interior`: the piece's tiles without masks (tiles_without_masks), which the rings carry
+    [[maybe_unused]] auto ring_ask = [&](int slot, int round, int interior) {  // one thread
+        const int keys = min(WARPS, interior - round * WARPS) * TN;  // the last round may be short
         const long long key0 = start + round * WARPS * TN;
         const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(ring_stages + slot * stage_of.bytes));
         const unsigned bar = ring_bars + 8 * slot;
         int k_scale_bytes = 0;
         long long k_group0 = 0;
         if constexpr (QUANT && KG1) {  // the rows of K's scales (D each, one after another) the round's keys touch
-            k_group0 = divide(static_cast<unsigned>(key0), k_group_div);
-            k_scale_bytes = (divide(static_cast<unsigned>(key0 + keys - 1), k_group_div) - k_group0 + 1) * D * 2;
+            k_group0 = divide(static_cast<unsigned>(key0), group_div);
+            k_scale_bytes = (divide(static_cast<unsigned>(key0 + keys - 1), group_div) - k_group0 + 1) * D * 2;
         }
         const int vs_bytes = 2 * keys + (vs_skew ? 16 : 0), vm_bytes = 2 * keys + (vm_skew ? 16 : 0);
         ring_expect(bar, 2 * keys * ROW_BYTES + 2 * k_scale_bytes + (VFOLD ? vs_bytes + vm_bytes : 0));
@@ -1229,9 +1230,9 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
     };
     // ks_head, km_head: the head's first row of K scales and of minimums (in the loop, from HeadCache's lane
     // pointers, which it holds anyway: fewer registers held across the loop).
-    [[maybe_unused]] auto warp_fill = [&](int slot, int tile, int tiles_without_masks, const unsigned short* ks_head,
+    [[maybe_unused]] auto warp_fill = [&](int slot, int tile, int interior, const unsigned short* ks_head,
                                           const unsigned short* km_head, int ks_group) {  // every lane of the warp
-        if (tile < tiles_without_masks) {
+        if (tile < interior) {
             const long long key0 = start + tile * TN;
             const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(warp_stage(slot))) + 16 * lane;
             const unsigned char* k_rows = k_head + key0 * ROW_BYTES + 16 * lane;
@@ -1243,7 +1244,7 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
             }
             if constexpr (QUANT && KG1) {  // the tile's group's row of K scales (first lanes) and of minimums
                 constexpr int PIECES = D * 2 / 16;
-                const int at = divide(static_cast<unsigned>(key0), k_group_div) * ks_group + 8 * (lane % PIECES);
+                const int at = divide(static_cast<unsigned>(key0), group_div) * ks_group + 8 * (lane % PIECES);
                 if (lane < 2 * PIECES)
                     kbench_ptx::cp_async_16(dst + WS::K_SCALES + (lane >= PIECES ? D * 2 - 16 * PIECES : 0),
                                             (lane < PIECES ? ks_head : km_head) + at, 16);
@@ -1291,7 +1292,6 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
 
     const HeadCache<BITS, D> hc(K, V, KS, KM, VS, VM, b, kvh, g, t, group, k_sb, k_sh, k_sl, v_sb, v_sh, v_sl, ks_sb,
                                 ks_sh, ks_sg, vs_sb, vs_sh, vs_sl);
-    const Divisor group_div{group_magic, group_shift};
     const int interior = tiles_without_masks<TN>(edge_masks, start, end, L, nq);
 
     // A tile's codes in registers, and (VFOLD) V's scales and minimums of the keys whose P this lane holds.
@@ -1418,18 +1418,22 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
 #pragma unroll
         for (int w = 0; w < DS / 2; ++w) {
             [[maybe_unused]] unsigned sc[2][4], mn[2][4];  // [key g | key g + 8]: channels 8w .. 8w + 7 of the chunk
-            if constexpr (QUANT && KG1 && WARP_RING && !EDGE) {  // the lane's channels of the stage's K scales
-                const unsigned char* at = warp_stage(ring_slot) + WS::K_SCALES + t * (LN::KCH * 2) + 16 * w;
+            if constexpr (QUANT && KG1 && RING && !EDGE) {  // the lane's channels of the stage's K scales
+                // the tile's group's row of scales (WARP_RING: the stage's one row; BLOCK_RING: of the round's
+                // rows), its row of minimums that many rows on
+                const unsigned char* row;
+                int rows;
+                if constexpr (WARP_RING) {
+                    row = warp_stage(ring_slot) + WS::K_SCALES, rows = 1;
+                } else {
+                    row = ring_stages + ring_slot * stage_of.bytes + RS::K_SCALES
+                          + (divide(static_cast<unsigned>(key0), group_div)
+                             - divide(static_cast<unsigned>(start + ring_round * WARPS * TN), group_div)) * (D * 2);
+                    rows = stage_of.k_rows;
+                }
+                const unsigned char* at = row + t * (LN::KCH * 2) + 16 * w;
                 load_shared(sc[0], at);
-                load_shared(mn[0], at + D * 2);
-            } else if constexpr (QUANT && KG1 && BLOCK_RING && !EDGE) {  // the lane's channels of the stage's K scales
-                // the tile's group's row of the round's rows of K scales
-                const int row = divide(static_cast<unsigned>(key0), k_group_div)
-                                - divide(static_cast<unsigned>(start + ring_round * WARPS * TN), k_group_div);
-                const unsigned char* at = ring_stages + ring_slot * stage_of.bytes + RS::K_SCALES
-                                          + row * (D * 2) + t * (LN::KCH * 2) + 16 * w;
-                load_shared(sc[0], at);
-                load_shared(mn[0], at + stage_of.k_rows * D * 2);
+                load_shared(mn[0], at + rows * D * 2);
             } else if constexpr (QUANT && KG1) {
                 load_cached<4>(sc[0], hc.ks_row + k_group[0][0] + 8 * w);
                 load_cached<4>(mn[0], hc.km_row + k_group[0][0] + 8 * w);

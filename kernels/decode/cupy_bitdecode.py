@@ -568,6 +568,11 @@ def explain(case, params) -> dict:
     plan = _plan(case, tile, warps, params["splits"], h200.sms, resident, form)
     blocks = plan["grid"][0] * plan["grid"][1]
     block_rows, keys_form = plan["block_rows"], form == "keys"
+    # what a stage of either ring holds (a round's keys can touch several rows of K scales)
+    ring_parts = ("K rows, V rows"
+                  + ((", rows of K scales" if ring_fill == "bulk" else ", K scales")
+                     if one_group_a_tile(case.group, tile, bits) else "")
+                  + (", V scales" if v_scales == "p" else ""))
     figures = {
         "rows of a block": f"{plan['rows']} of the GQA group (query heads x {case.q} queries) in "
                            f"{plan['row_blocks']} block(s) of {block_rows} ({'an n8' if keys_form else 'an m16'} tile; "
@@ -590,17 +595,13 @@ def explain(case, params) -> dict:
         "block": f"{warps} warps, each its own tiles of {tile} keys"
                  + (" (warps=auto for this form and d)" if params["warps"] == "auto" else ""),
         "loads": (f"a ring of {ring} stages in shared memory, each a round of the block's tiles (one a warp): its "
-                  "K rows, V rows" + (", rows of K scales" if one_group_a_tile(case.group, tile, bits) else "")
-                  + (", V scales" if v_scales == "p" else "")
-                  + f" one bulk copy each (cp.async.bulk, sm_90), asked for {ring} rounds ahead: the first before Q "
-                  "is read, the next by the last warp done with a stage; the tiles with masks load into registers "
-                  "as a warp starts them" if ring and ring_fill == "bulk" else
-                  f"a ring of {ring} stages a warp in shared memory, each one of its tiles: its K rows, V rows"
-                  + (", K scales" if one_group_a_tile(case.group, tile, bits) else "")
-                  + (", V scales" if v_scales == "p" else "")
-                  + f", copied by the warp's lanes (cp.async, 16 bytes each) {ring} tiles ahead: the first before Q is "
-                  "read, the next as the warp finishes a tile, no warp waiting for another; the tiles with masks load "
-                  "into registers as a warp starts them" if ring else
+                  f"{ring_parts} one bulk copy each (cp.async.bulk, sm_90), asked for {ring} rounds ahead: the first "
+                  "before Q is read, the next by the last warp done with a stage; the tiles with masks load into "
+                  "registers as a warp starts them" if ring and ring_fill == "bulk" else
+                  f"a ring of {ring} stages a warp in shared memory, each one of its tiles: its {ring_parts}, copied "
+                  f"by the warp's lanes (cp.async, 16 bytes each) {ring} tiles ahead: the first before Q is read, the "
+                  "next as the warp finishes a tile, no warp waiting for another; the tiles with masks load into "
+                  "registers as a warp starts them" if ring else
                   "K's codes into registers during the tile before (after its products with K), V's as a warp "
                   "starts a tile" if pipe == "k" else
                   "codes into registers during the tile before (K's after its products with K, V's after its own), "
@@ -723,7 +724,8 @@ def cupy_bitdecode(case, inputs, out, splits, tile, warps, stages, masks, form, 
         if not dense:
             raise Unsupported("ring copies a tile's rows as one run of bytes: a cache whose tokens follow one another")
         # a round's rows of K scales are one copy (ring_fill=lanes copies one row a tile)
-        if ring_fill == "bulk" and one_group_a_tile(case.group, tile, bits) and scales[0].shape[2] > 1 and scales[0].stride(2) != case.d:
+        if (ring_fill == "bulk" and one_group_a_tile(case.group, tile, bits) and scales[0].shape[2] > 1
+                and scales[0].stride(2) != case.d):
             raise Unsupported("ring copies a round's rows of K scales as one run: rows of d scales one after another")
     pipe = resolve_pipe(pipe, bits, form, dense, ring, ring_fill)
     kernel = _cupy.compiled(str(SOURCE), instance(case, tile, warps, stages, form, v_scales, dense, pipe, k_scales,
