@@ -798,11 +798,14 @@ def test_a_ring_a_warp_filled_by_its_lanes(bd):
     # its 32 V scales and 32 minimums with room for the 16 bytes before them: 4,768 bytes, 16-byte pieces
     assert bd.warp_stage_bytes(128, 4, 32, True, True) == 2 * 32 * 64 + 2 * 256 + 2 * (64 + 16) == 4768
     assert bd.warp_stage_bytes(64, 16, 32, False) == 2 * 32 * 128
-    assert bd.smem_bytes(128, 8, 4, 32, 0, "keys", ring=3, v_fold=True, group=128, ring_fill="lanes") == 3 * 8 * 4768
+    lanes = bd.smem_bytes(128, 8, 4, 32, 0, "keys", ring=3, v_fold=True, group=128, ring_fill="lanes")
+    assert lanes == 3 * 8 * 4768
     # three stages a warp keep two blocks of 8 warps an SM (228 KiB, 1 KiB a block reserved)
-    assert 2 * (3 * 8 * 4768 + 1024) <= 228 * 1024
-    # a ring too small to hold the merge's states takes the merge's bytes
-    assert bd.smem_bytes(64, 4, 4, 32, 0, "keys", ring=2, ring_fill="lanes") == max(2 * 4 * 2048, 4 * 8 * 70 * 4)
+    assert 2 * (lanes + 1024) <= 228 * 1024
+    # d 64: two stages of 32-key tiles (2 KiB a warp) are more than the merge's states; of 16-key tiles (1 KiB)
+    # less, and the block takes the merge's 4 x 8 x 70 floats
+    assert bd.smem_bytes(64, 4, 4, 32, 0, "keys", ring=2, ring_fill="lanes") == 2 * 4 * 2048
+    assert bd.smem_bytes(64, 4, 4, 16, 0, "keys", ring=2, ring_fill="lanes") == 4 * 8 * 70 * 4
 
 
 def test_v_scales_on_p_where_a_token_has_one_group(bd):
