@@ -36,6 +36,12 @@ __device__ __forceinline__ void mbarrier_arrive(unsigned bar) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
 
+// How long a try_wait may hold its thread suspended, in nanoseconds (the PTX suspendTimeHint; CUTLASS's
+// value). Without the hint a try_wait gives up after a short, system-dependent time and mbarrier_wait's
+// loop spins, every retry an instruction issued by the scheduler that the SM's other warps share (a TMA
+// producer waiting for a stage to empty retried about every 20 cycles).
+constexpr unsigned MBARRIER_SUSPEND_NS = 10000000;
+
 // Phases alternate parity 0, 1, 0, ... starting with phase 0 in progress. try_wait.parity P succeeds
 // once the phase of parity P has completed: right after init, waiting on parity 1 passes at once (the
 // "previous" phase counts as complete) and waiting on parity 0 blocks until the first phase ends.
@@ -44,11 +50,11 @@ __device__ __forceinline__ bool mbarrier_try_wait(unsigned bar, unsigned parity)
     asm volatile(
         "{\n"
         ".reg .pred p;\n"
-        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\n"
         "selp.u32 %0, 1, 0, p;\n"
         "}\n"
         : "=r"(done)
-        : "r"(bar), "r"(parity)
+        : "r"(bar), "r"(parity), "r"(MBARRIER_SUSPEND_NS)
         : "memory");
     return done != 0;
 }
@@ -207,6 +213,19 @@ __host__ __device__ constexpr unsigned long long matrix_descriptor(unsigned smem
 
 static_assert(matrix_descriptor(0x400, 16, 1024) == 0x4000004000010040ull, "descriptor field positions");
 static_assert(matrix_descriptor(0x12380, 8192, 1024) == 0x4000004002001238ull, "descriptor field positions");
+
+// matrix_descriptor(address + bytes, ...) from matrix_descriptor(address, ...) by one add: the start
+// address field is the low field, address >> 4, and a shared-memory address stays below 2^18 (228 KiB of
+// shared memory an SM), so adding bytes >> 4 (bytes a multiple of 16) never carries out of it. Computed
+// once for a buffer's first byte, a wgmma's descriptor is then that plus a constant, instead of the
+// mask, shift and or of matrix_descriptor again for each wgmma.
+__host__ __device__ constexpr unsigned long long descriptor_plus(unsigned long long descriptor, unsigned bytes) {
+    // A 32-bit add to the low word, which cannot carry into the high one: one instruction, not two.
+    return (descriptor & 0xFFFFFFFF00000000ull) | (static_cast<unsigned>(descriptor) + (bytes >> 4));
+}
+
+static_assert(descriptor_plus(matrix_descriptor(0x400, 16, 1024), 0x11f80) == matrix_descriptor(0x12380, 16, 1024),
+              "descriptor_plus moves the start address");
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }

@@ -121,6 +121,10 @@ template <int D, int BN, int STAGES, int CONS>
 struct Smem {
     using L = Layout<D, BN, STAGES, CONS>;
     unsigned q, k, v, q_full, q_empty, k_full, v_full, k_empty, v_empty, unit_slot;
+    // The wgmma descriptors of Q's, the first K stage's and the first V stage's first bytes (K-major Q
+    // and K; V, N-major, with its 64-column boxes KV_BOX bytes apart), which the products move on from
+    // by descriptor_plus.
+    unsigned long long q_desc, k_desc, v_desc;
     __device__ __forceinline__ explicit Smem(const unsigned char* smem) {
         q = (kbench_ptx::smem_addr(smem) + SWIZZLE_ATOM - 1) & ~unsigned(SWIZZLE_ATOM - 1);
         k = q + L::Q_BYTES;
@@ -132,6 +136,9 @@ struct Smem {
         k_empty = v_full + 8 * STAGES;
         v_empty = k_empty + 8 * STAGES;
         unit_slot = v_empty + 8 * STAGES;
+        q_desc = kbench_sm90::matrix_descriptor(q, 16, SWIZZLE_ATOM);
+        k_desc = kbench_sm90::matrix_descriptor(k, 16, SWIZZLE_ATOM);
+        v_desc = kbench_sm90::matrix_descriptor(v, L::KV_BOX, SWIZZLE_ATOM);
     }
 };
 
@@ -380,11 +387,12 @@ __device__ __forceinline__ void issue_qk(float (&s)[BN / 2], const Smem<D, BN, S
 #pragma unroll
         for (int i = NARROW / 2; i < BN / 2; ++i) s[i] = neg_inf();
     }
+    const unsigned long long q_desc = descriptor_plus(sm.q_desc, group * 64 * ROW_BYTES);
+    const unsigned long long k_desc = descriptor_plus(sm.k_desc, stage * L::KV_BYTES);
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
-        const unsigned qa = sm.q + (kk / 4) * L::Q_BOX + group * 64 * ROW_BYTES + (kk % 4) * 32;
-        const unsigned kb = sm.k + stage * L::KV_BYTES + (kk / 4) * L::KV_BOX + (kk % 4) * 32;
-        const unsigned long long da = matrix_descriptor(qa, 16, SWIZZLE_ATOM), db = matrix_descriptor(kb, 16, SWIZZLE_ATOM);
+        const unsigned long long da = descriptor_plus(q_desc, (kk / 4) * L::Q_BOX + (kk % 4) * 32);
+        const unsigned long long db = descriptor_plus(k_desc, (kk / 4) * L::KV_BOX + (kk % 4) * 32);
         // The first k-step does not read s: the last tile's values are dead.
         if (BN > NARROW && NARROW_TILE) {
             if (kk == 0)
@@ -403,11 +411,10 @@ template <int D, int BN, int STAGES, int CONS, bool BF16, bool NARROW_TILE>
 __device__ __forceinline__ void issue_pv(float (&o)[D / 2], const unsigned (&p)[BN / 16][4],
                                          const Smem<D, BN, STAGES, CONS>& sm, int stage) {
     using L = Layout<D, BN, STAGES, CONS>;
+    const unsigned long long v_desc = descriptor_plus(sm.v_desc, stage * L::KV_BYTES);
 #pragma unroll
-    for (int kk = 0; kk < (NARROW_TILE && BN > NARROW ? NARROW : BN) / 16; ++kk) {
-        const unsigned vb = sm.v + stage * L::KV_BYTES + kk * 16 * ROW_BYTES;
-        WgmmaRS<D, BF16>::mma(o, p[kk], matrix_descriptor(vb, L::KV_BOX, SWIZZLE_ATOM), 1);
-    }
+    for (int kk = 0; kk < (NARROW_TILE && BN > NARROW ? NARROW : BN) / 16; ++kk)
+        WgmmaRS<D, BF16>::mma(o, p[kk], descriptor_plus(v_desc, kk * 16 * ROW_BYTES), 1);
 }
 
 template <int N>
@@ -476,7 +483,9 @@ fa3_forward(const __grid_constant__ kbench_sm90::TensorMap map_q, const __grid_c
 
     const int q_tiles = (n + BM - 1) / BM;
     const int units = q_tiles * heads;  // the host keeps this and units + gridDim.x within an int
-    const int warpgroup = threadIdx.x / 128;
+    // Read through a shuffle from lane 0 so that the compiler knows it is the same across the warp: what
+    // derives from it (the wgmma descriptors of this warpgroup's Q rows) then stays in uniform registers.
+    const int warpgroup = __shfl_sync(0xffffffff, threadIdx.x / 128, 0);
 
     if (warpgroup == 0) {
         setmaxnreg_dec<T::PRODUCER_REGISTERS>();
