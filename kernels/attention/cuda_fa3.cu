@@ -34,6 +34,8 @@
 //     bits: the accumulator layout is the register-A layout, see WgmmaRS in kbench_sm90.cuh), B = V
 //     (MN-major: d contiguous, imm-trans-b = 1), start V + kk * 16 * 128 (16 keys further),
 //     SBO = 1024 (next 8 keys), LBO = BN * 128 (the next 64 columns of d: the next box).
+//   Each descriptor is its buffer's, made once (Smem), plus the start's offset (descriptor_plus: one
+//   32-bit add), so a wgmma costs an add or two in uniform registers rather than a descriptor rebuilt.
 // The accumulator layout (PTX ISA, wgmma D fragments): thread t of a warpgroup (warp w = t / 32,
 // lane l = t % 32) holds, for j = 0 .. N/8 - 1,
 //   d[4j + 0, 1] = row 16w + l/4,     columns 8j + 2(l%4) + {0, 1}
