@@ -236,23 +236,6 @@ __device__ __forceinline__ void wgmma_wait() {
     asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
 
-// wgmma_wait<N> that waits only once `after` is computed. ptxas moves a wait_group above any arithmetic it
-// does not depend on: the wait for P V in cuda-fa3 landed above the whole softmax written before it, so the
-// softmax no longer ran under the product. Here the wait is predicated on a comparison that is always true
-// (a word against its complement) but reads `after`, so it cannot be issued before `after` is.
-template <int N>
-__device__ __forceinline__ void wgmma_wait_after(float after) {
-    const unsigned bits = __float_as_uint(after);
-    asm volatile(
-        "{\n"
-        ".reg .pred p;\n"
-        "setp.ne.b32 p, %0, %1;\n"
-        "@p wgmma.wait_group.sync.aligned %2;\n"
-        "}\n" ::"r"(bits),
-        "r"(~bits), "n"(N)
-        : "memory");
-}
-
 // Tell the compiler an accumulator register may have changed here (after a wgmma_wait), so that no
 // read of it is moved above the wait while the tensor cores may still be writing it.
 __device__ __forceinline__ void fence_operand(float& r) { asm volatile("" : "+f"(r)::"memory"); }

@@ -588,7 +588,7 @@ fa3_forward(const __grid_constant__ kbench_sm90::TensorMap map_q, const __grid_c
             fence_all(s);
             release_k(j);
             softmax_tile<BN, CAUSAL, CHAINS, RESCALE>(s, st, rescale, needs_mask(j), j * BN, row_lo, n, scale_log2, lane);
-            wgmma_wait_after<0>(st.sum[0] + st.sum[1]);  // below the softmax: every exponent is in the sums
+            wgmma_wait<0>();
             fence_all(o);
             fence_all(p);  // the tensor cores read p until here
             release_v();
