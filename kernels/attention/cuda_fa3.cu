@@ -55,6 +55,10 @@
 //                      softmax(S_j) -> P' while the tensor cores still run P V_{j-1};
 //                      wait for O (release V_{j-1}); O *= the rescale of S_j; P = P'
 //   O += P V_{T-1}
+// That is the order of the source. In the SASS (nvcc and NVRTC for sm_90a) ptxas issues the wait for
+// O before most of the softmax, every exponent after it: the softmax then runs under the other
+// consumer's products, not its own. Held below the whole softmax (the wait predicated on its row sums)
+// the kernel ran 4-12 % slower on an H100 (docs/performance.md), so ptxas's placement stays.
 // Without OVERLAP each tile is S, wait, softmax, O += P V, wait. With PINGPONG the consumer
 // warpgroups take turns issuing their products, in a ring (named barriers 1 .. CONS), so that one's
 // softmax runs while another's wgmma occupy the tensor cores.
@@ -572,8 +576,9 @@ fa3_forward(const __grid_constant__ kbench_sm90::TensorMap map_q, const __grid_c
             release_v();
         };
         // Tile j >= 1 of the overlapped schedule: S_j = Q K_jᵀ and O += P_{j-1} V_{j-1} in flight together
-        // (O first rescaled to tile j-1's maxima), softmax(S_j) in S's registers under the second, and S_j
-        // turned into P only once that product is done with P's registers. Tile j-1 is never narrow.
+        // (O first rescaled to tile j-1's maxima), softmax(S_j) in S's registers (in the source under the
+        // second; ptxas issues that product's wait before the exponents, see the header), and S_j turned
+        // into P only once that product is done with P's registers. Tile j-1 is never narrow.
         auto overlapped = [&](int j, auto narrow) {
             issue_score(narrow);
             rescale_o<RESCALE>(o, rescale);  // to tile j-1's maxima, before its P V is added

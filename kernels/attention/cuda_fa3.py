@@ -243,8 +243,8 @@ def explain(case, params) -> dict:
         "pipeline": f"{stages} stage{'s' if stages > 1 else ''} of K + V = {2 * kv_tile // 1024} KiB each, "
                     f"full/empty mbarriers per tile; Q {bm * d * 2 // 1024} KiB; {p['smem']:,} bytes of "
                     f"shared memory with the barriers and 1 KiB of alignment slack",
-        "schedule": ("next S = Q Kᵀ issued with the previous O += P V, softmax under the second"
-                     if overlap else "S, softmax, O += P V in sequence")
+        "schedule": ("next S = Q Kᵀ issued with the previous O += P V, then the softmax (ptxas puts the wait "
+                     "for O += P V before its exponents)" if overlap else "S, softmax, O += P V in sequence")
                     + (f"; the {consumers} consumers take turns at the tensor cores (ping-pong"
                        + (", in a ring)" if consumers > 2 else ")") if pingpong else ""),
         "softmax": f"a thread's {bn // 4} scores of each of its two rows reduced (max, then sum) in "

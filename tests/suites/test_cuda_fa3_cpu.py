@@ -183,7 +183,7 @@ def test_explain_describes_roles_instructions_and_pipeline(registry):
     assert impl.explain(case(), dict(impl.params, narrow_tail=0))["last K/V tile"] == (
         "48 of 176 keys, multiplied at full width (the keys past N masked)")
     assert impl.explain(case(n=4000), impl.params)["last K/V tile"].startswith("128 of 176 keys, multiplied at full")
-    assert "ping-pong" in figures["schedule"] and "softmax under the second" in figures["schedule"]
+    assert "ping-pong" in figures["schedule"] and "the wait for O += P V before its exponents" in figures["schedule"]
     assert figures["softmax"].startswith("a thread's 44 scores of each of its two rows reduced (max, then sum) in "
                                          "1 independent chain of 44")
     assert "in 4 independent chains of 11" in impl.explain(case(), dict(impl.params, chains=4))["softmax"]
