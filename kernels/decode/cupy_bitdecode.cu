@@ -1327,19 +1327,15 @@ bitdecode_partial_keys(BITDECODE_PARTIAL_PARAMS) {
                                                              : hc.v_lane + in_cache(key0 + 2 * t + key) * hc.vsl);
             }
         if constexpr (VFOLD) {
-            // FIXED_ROWS: the key key0 + g's scale and minimum (one element a key), the others at constant
-            // offsets from them, which ptxas folds into the loads.
-            const unsigned first = 2u * (key0 + g);
-            const unsigned short* vs_first = hc.vs_row + (FIXED_ROWS ? first / 2 : 0);
-            const unsigned short* vm_first = hc.vm_row + (FIXED_ROWS ? first / 2 : 0);
+            const unsigned first = 2u * (key0 + g);  // bytes to key key0 + g's (DENSE: one element a key)
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
-                    const unsigned at = FIXED_ROWS ? 2u * (16 * mt + 8 * h)
+                    const unsigned at = FIXED_ROWS ? first + 2u * (16 * mt + 8 * h)
                                                    : 2u * in_cache(key0 + 16 * mt + 8 * h + g) * hc.vssl;
-                    v_scale[mt][h] = load_half(vs_first, at);
-                    v_min[mt][h] = load_half(vm_first, at);
+                    v_scale[mt][h] = load_half(hc.vs_row, at);
+                    v_min[mt][h] = load_half(hc.vm_row, at);
                 }
         }
     };

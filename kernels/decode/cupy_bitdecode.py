@@ -91,7 +91,7 @@ scale), c the middle code (8 for int4, 128 for int8), so P V is (P scaled key by
 codes, as fp16 integers, plus each row's sum of P x middle value, kept beside the row's sum and added to
 O at the end. That takes the
 ``fma.rn.f16x2`` of every V pair and the loads of V's scales in pairs out of the loop (ptxas, sm_90, int4
-at d = 128, nvcc 13.0: 679 instructions a tile of 32 keys against 759): on an H200, int4 in groups of 128 at d =
+at d = 128: 694 instructions a tile of 32 keys against 759): on an H200, int4 in groups of 128 at d =
 128, GQA 32/8, 1.07-1.10x faster than ``values`` at 32k x 8, 128k x 1 and 128k x 8 keys, int8 1.03x at
 128k x 8, with the same error (docs/performance.md). P x scale is rounded to fp16 once, as P alone is
 with ``values``. The codes are centred so that the products' fp32 sums stay as large as the values'
@@ -106,13 +106,13 @@ sits under the exponent of 64), so S is the product of the raw numbers with Q' =
 ``mul.rn.f16x2`` a Q register, rounded to fp16 as a dequantized value is) plus two terms common to the tile's
 keys, each row's sum of Q x minimum and of the offsets x Q' (negated), from two more ``mma`` a k16 step. That
 takes the subtraction to the code and the scale's ``fma.rn.f16x2`` of every K register out of the loop
-(ptxas, sm_90, int4 in groups of 128 at d = 128, 8 warps, V's scales on P: 640 instructions a tile of 32
-keys against 679). The raw terms cancel exactly (the same Q' on both sides, products exact in fp32); each
+(ptxas, sm_90, int4 in groups of 128 at d = 128, 8 warps, V's scales on P: 632 instructions a tile of 32
+keys against 694). The raw terms cancel exactly (the same Q' on both sides, products exact in fp32); each
 q' must be below fp16's largest number, 65504.
 ``--param v_codes=raw`` (where V's scales are on P; ``converted``, the default, turns V's codes into the
 centred codes as fp16 integers, a sub a register) puts V's raw numbers into O += P V as well, and
 one more ``mma`` a k16 step and m16 tile of channels, the offsets plus the middle code negated against the
-same Pᵀ, takes them off in the same accumulator: 649 instructions a tile against 679, 609 with
+same Pᵀ, takes them off in the same accumulator: 665 instructions a tile against 694, 601 with
 ``k_scales=q`` (ptxas, sm_90, as above). Within a k16 step the accumulator briefly holds the offsets'
 terms, about 1032 times the step's sum of P', which cancel before the next.
 Where a cache's tokens follow one another (each row's stride its size: the suite's caches, and caches
