@@ -521,22 +521,39 @@ class TimedCalls:
         return {"calls": self.calls, "checked": self.checked}
 
 
-def recheck(verdict: Verdict, device: str) -> str:
+def recheck(verdict: Verdict, device: str, replay=None) -> str:
     """After timing, call the last trial's closure once more, on its input tensors refilled with new
     random values: a kernel that is only right the first time, whose timed calls corrupt state, or
-    that replays an answer it cached fails here."""
+    that replays an answer it cached fails here.
+
+    ``replay``: the CUDA graph the timed calls were (timing's REPLAY_CALL), replayed on the new inputs
+    before the closure is called and judged against the same reference. Every timed replay read the
+    inputs the graph was captured with, so a closure that records something else while captured than it
+    runs when called (a copy of an answer it keeps, refreshed by each direct call) passes the timed
+    checks; replayed first on new inputs, its graph gives the old answer."""
     fn, inputs, out, expected = verdict.last
     if verdict.refresh is None:  # built without a suite: the same inputs again
-        result = call_and_collect(fn, out, device)
-        reason, _, _ = expected.judge(result)
+        reason = _replayed_wrong(replay, out, device, expected, inputs, dict(inputs))
+        if not reason:
+            reason, _, _ = expected.judge(call_and_collect(fn, out, device))
         return f"after timing: {reason}" if reason else ""
     suite, case, seed, distribution = verdict.refresh
     fresh = suite.draw(case, seed=seed, device=device, distribution=distribution)
     for name, tensor in inputs.items():
         tensor.copy_(fresh[name])
     originals = {name: t.clone() for name, t in inputs.items()}
-    result = call_and_collect(fn, out, device)
     new = expect(suite, case, originals, out, stale_ref=expected.sealed.bits)
-    reason, _, _ = new.judge(result)
-    reason = _with_modified_inputs(inputs, originals, reason)
+    reason = _replayed_wrong(replay, out, device, new, inputs, originals)
+    if not reason:
+        reason, _, _ = new.judge(call_and_collect(fn, out, device))
+        reason = _with_modified_inputs(inputs, originals, reason)
     return f"after timing: on new {distribution} inputs (seed {seed}), {reason}" if reason else ""
+
+
+def _replayed_wrong(replay, out, device: str, expected, inputs: dict, originals: dict) -> str:
+    """What is wrong with one replay of ``replay`` (recheck's CUDA graph) against ``expected``, or ""."""
+    if replay is None:
+        return ""
+    reason, _, _ = expected.judge(call_and_collect(replay, out, device))
+    reason = _with_modified_inputs(inputs, originals, reason)
+    return f"the CUDA graph it was timed as, replayed: {reason}" if reason else ""

@@ -37,7 +37,9 @@ Every timed call is checked like the correctness trials (``guard``, a
 :class:`kbench.correctness.TimedCalls`): its output is poisoned before the call,
 outside the timed region, and randomly chosen calls (and the last of each batch)
 are judged against the reference right after their end event. A call judged wrong
-ends the measurement (``wrong_call`` in the result).
+ends the measurement (``wrong_call`` in the result). A graph's replays all read the
+inputs it was captured with, so a graph-timed result also hands back the replaying
+callable (``REPLAY_CALL``): after timing, the worker replays it on new inputs.
 
 The events only see work queued on the current stream. After sampling, a few
 calls are timed on the wall clock with a device-wide synchronise after each:
@@ -72,6 +74,8 @@ L2_FLUSH = "+l2-flush-read"
 ZEROING_FLUSH = "+l2-flush"
 # A Python launch costs ~3-6 us: under this a closure's time is mostly launch overhead.
 LAUNCH_BOUND_MS = 0.020
+# The key of a graph-timed result holding the replaying callable (CudaSampler.result), for the worker only.
+REPLAY_CALL = "replay_call"
 LAUNCH_BOUND_NOTE = "launch-bound (< 20 us a call)"  # how the warning starts; dropped once graph replay timed it
 # On a CPU the timed calls are judged in batches of this many (the last of each, and others at random).
 CPU_CHECK_BATCH = 8
@@ -546,6 +550,10 @@ class CudaSampler(_Sampler):
                                    None if self.wait else synced.after_return_ms, excuse)
         if uncovered:
             result["uncovered"] = uncovered
+        if self.settings.cuda_graph:
+            # Not a figure: the graph the samples replayed, which the worker replays once more on new inputs
+            # (correctness.recheck) and takes out before the record is written.
+            result[REPLAY_CALL] = self.call
         return self._checked(result)
 
 

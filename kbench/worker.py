@@ -238,7 +238,7 @@ class Measurement:
 
     def finish(self) -> dict:
         """The timing result, the implementation's own figures and the check on new inputs."""
-        from kbench import correctness, nvtx
+        from kbench import correctness, nvtx, timing
 
         record = self.record
         if self.settings.record_function:
@@ -257,6 +257,7 @@ class Measurement:
             with quiet_gpu():
                 record["timing"] = self._result()  # the side-stream check, and graph replays where launch-bound
             self._took("after_sampling_s", started)
+        replay = record["timing"].pop(timing.REPLAY_CALL, None)  # a graph-timed row's graph: rechecked, not recorded
         record["nvtx"] = nvtx.backend_name()
         record["config"] = getattr(self.fn, "config", {})
         # A timed call that was wrong, or that changed the inputs: its time is not the checked kernel's.
@@ -273,7 +274,8 @@ class Measurement:
             if callable(figures):  # what the implementation measures itself, once, outside the timed calls
                 record["figures"] = figures(record["timing"])
             started = time.perf_counter()
-            again = correctness.recheck(self.verdict, self.device)  # also: did figures() leave the closure working?
+            # also: did figures() leave the closure working? And the graph, where its replays were timed.
+            again = correctness.recheck(self.verdict, self.device, replay)
             self._took("recheck_s", started)
         if again:
             record["correctness"].update(ok=False, reason=again)

@@ -12,7 +12,7 @@ import kbench.timing
 from kbench import compare, report, runner
 from kbench.record import Record, Timing, comparable
 from kbench.stopping import StopRule
-from kbench.timing import LAUNCH_BOUND_MS, Settings, measure_cuda
+from kbench.timing import LAUNCH_BOUND_MS, REPLAY_CALL, Settings, measure_cuda
 
 EAGER_MS, REPLAY_MS = 0.010, 0.004  # a launch-bound call, and what its kernels take without the launch gaps
 REPLAYED = object()  # what the fake graph's replay returns (the captured call's output)
@@ -109,6 +109,8 @@ def test_a_launch_bound_case_is_timed_again_as_graph_replays_which_become_its_me
     assert eager["checked_calls"] == {"calls": 5, "checked": 5}
     assert result["checked_calls"] == {"calls": 5, "checked": 5} and guard.calls == 10
     assert "graph_error" not in result
+    # the graph the replays ran, for the worker to replay once more on new inputs (not part of the record)
+    assert result[REPLAY_CALL]() is REPLAYED and REPLAY_CALL not in eager
 
 
 def test_a_case_above_the_threshold_stays_eager():
@@ -116,7 +118,7 @@ def test_a_case_above_the_threshold_stays_eager():
     result = _measure(cuda, auto_graph=True)
     assert cuda.captures == 0
     assert result["method"] == "cuda-events+l2-flush-read" and "eager" not in result
-    assert result["stats"]["median"] == 2 * LAUNCH_BOUND_MS
+    assert result["stats"]["median"] == 2 * LAUNCH_BOUND_MS and REPLAY_CALL not in result
 
 
 def test_a_closure_that_cannot_be_captured_keeps_its_eager_time_and_says_why():
@@ -135,6 +137,7 @@ def test_wrong_replays_keep_the_eager_time():
     result = _measure(FakeCuda(), Guard(wrong_replay=True), auto_graph=True)
     assert result["method"] == "cuda-events+l2-flush-read" and "eager" not in result and "wrong_call" not in result
     assert "a replay's result was wrong (differs from the checked calls)" in result["graph_error"]
+    assert REPLAY_CALL not in result  # the eager time stands: no graph to recheck
     assert any("graph capture failed: a replay's result was wrong" in w for w in result["warnings"])
 
 
@@ -149,6 +152,7 @@ def test_cuda_graph_times_graph_replays_only():
     cuda = FakeCuda()
     result = _measure(cuda, cuda_graph=True, auto_graph=True)
     assert cuda.captures == 1 and result["method"].startswith("cuda-graph-replay") and "eager" not in result
+    assert result[REPLAY_CALL]() is REPLAYED
 
 
 def test_a_cpu_timing_is_left_as_it_is():
@@ -189,6 +193,38 @@ def test_the_worker_takes_no_graph_on_a_cpu(registry):
     record = execute(registry, job, "cpu", {})
     assert record["status"] == "OK", record
     assert record["timing"]["method"] == "cpu-wall-clock" and "eager" not in record["timing"]
+
+
+@pytest.mark.parametrize("graph_right", [True, False])
+def test_the_worker_replays_the_timed_graph_on_new_inputs_and_records_no_callable(registry, monkeypatch, graph_right):
+    """The graph a row's replays ran (timing's REPLAY_CALL) goes to the check on new inputs, not into the
+    record: a graph that computes from its inputs passes, one that writes what it was captured with fails.
+    (On a CPU no graph is timed: the sampler's result is given one here.)"""
+    import json
+
+    from kbench.worker import Measurement
+
+    job = {"suite": "attention", "impl": "naive", "label": "naive", "params": {},
+           "case": {"n": 8, "d": 8, "batch": 1, "heads": 1, "dtype": "fp32", "causal": False},
+           "seed": 0, "trials": 1, "flush_l2": True, "cuda_graph": False, "auto_graph": False,
+           "stop": {"min_samples": 3, "max_samples": 3, "min_time": 0.0, "max_time": 100.0}}
+    measurement = Measurement(registry, job, "cpu", {})
+    assert measurement.prepare() is None
+    measurement.burst(None)
+    fn, out = measurement.verdict.last[0], measurement.verdict.last[2]
+    fn()
+    captured = out.clone()  # the answer on the timed inputs, as a graph that does not read them would keep
+    replay = fn if graph_right else (lambda: out.copy_(captured))
+    eager = measurement.sampler.result()
+    monkeypatch.setattr(measurement, "_result", lambda: dict(eager, **{REPLAY_CALL: replay}))
+    record = measurement.finish()
+    assert REPLAY_CALL not in record["timing"]
+    json.dumps(record["timing"])  # nothing in it that a record file cannot hold
+    if graph_right:
+        assert record["status"] == "OK", record.get("reason")
+    else:
+        assert record["status"] == "FAIL"
+        assert "the CUDA graph it was timed as, replayed: " in record["reason"], record["reason"]
 
 
 # --- records: the eager timing kept, old records without it ---------------------------------------

@@ -313,6 +313,33 @@ def test_recheck_catches_right_only_the_first_time(attention):
     assert OVER_BOUND in again
 
 
+def test_recheck_replays_the_timed_graph_on_the_new_inputs(attention):
+    """A graph-timed closure's graph (timing's REPLAY_CALL) is replayed on the new inputs, before the
+    closure's own call: one that holds a copy of the answer the closure keeps gives the old answer, though
+    the closure called directly is right (and would refresh what it keeps)."""
+    def make(case, inputs, out):
+        q, k, v = inputs["q"], inputs["k"], inputs["v"]
+        kept = {}
+
+        def run():
+            kept["answer"] = exact(case, q, k, v)
+            out.copy_(kept["answer"])
+
+        run.replay_a_copy = lambda: out.copy_(kept["answer"])  # what a capture of the cheat records
+        return run
+
+    verdict = check(attention, impl(make), CASE, "cpu", seed=0, trials=1)
+    assert verdict.ok, verdict.reason
+    fn = verdict.last[0]
+    fn()  # the answer kept is the timed inputs', as when the graph was captured
+    again = recheck(verdict, "cpu", replay=fn.replay_a_copy)
+    trials = len(attention.distributions) + 1
+    assert again.startswith(f"after timing: on new {attention.distributions[0]} inputs (seed {trials}), "
+                            "the CUDA graph it was timed as, replayed: ")
+    assert OVER_BOUND in again, again
+    assert recheck(verdict, "cpu", replay=fn) == ""  # a graph that computes from its inputs is right on them
+
+
 def test_mutating_a_different_input_names_it(attention):
     def make(case, inputs, out):
         q, k, v = inputs["q"], inputs["k"], inputs["v"]

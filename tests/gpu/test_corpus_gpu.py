@@ -69,6 +69,22 @@ def test_cpu_corpus_on_cuda(cli, tmp_path):
     assert records["sdpa"].status == "OK"
 
 
+def test_a_graph_that_replays_a_copy_is_caught(cli, tmp_path):
+    """Timed as CUDA-graph replays, a closure that records a copy of its kept answer while captured passes
+    every timed call (each replay reads the inputs it was captured with): the graph replayed on new inputs
+    after timing gives the old answer."""
+    out = tmp_path / "graph.jsonl"
+    result = cli("run", "attention", "--n", "256", "--d", "64", "--heads", "2", "--device", "cuda", "--cuda-graph",
+                 "--kernels", CORPUS_GPU, "--impl", "sdpa,cheat-graph-replays-a-copy", "--baseline", "sdpa",
+                 "--timeout", "120", "--max-time", "0.5", "--out", out)
+    records = {r.impl: r for r in results.read(out)}
+    assert result.exit_code == 1, result.output
+    assert records["sdpa"].status == "OK", records["sdpa"].reason
+    cheat = records["cheat-graph-replays-a-copy"]
+    assert cheat.status == "FAIL" and "the CUDA graph it was timed as, replayed: " in cheat.reason, cheat.reason
+    assert cheat.speedup is None
+
+
 def test_gpu_corpus(cli, tmp_path):
     """A case big enough that the side stream's work and the roofline's floor stand out."""
     result, records = _run(cli, tmp_path, "gpu-corpus", [*GPU_CHEATS, "cheat-side-stream-synced"], "--n", "4096", "--d", "128", "--batch", "4",
