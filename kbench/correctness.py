@@ -533,9 +533,7 @@ def recheck(verdict: Verdict, device: str, replay=None) -> str:
     checks; replayed first on new inputs, its graph gives the old answer."""
     fn, inputs, out, expected = verdict.last
     if verdict.refresh is None:  # built without a suite: the same inputs again
-        reason = _replayed_wrong(replay, out, device, expected, inputs, dict(inputs))
-        if not reason:
-            reason, _, _ = expected.judge(call_and_collect(fn, out, device))
+        reason = _replayed_wrong(replay, out, device, expected) or _wrong(fn, out, device, expected)
         return f"after timing: {reason}" if reason else ""
     suite, case, seed, distribution = verdict.refresh
     fresh = suite.draw(case, seed=seed, device=device, distribution=distribution)
@@ -543,17 +541,18 @@ def recheck(verdict: Verdict, device: str, replay=None) -> str:
         tensor.copy_(fresh[name])
     originals = {name: t.clone() for name, t in inputs.items()}
     new = expect(suite, case, originals, out, stale_ref=expected.sealed.bits)
-    reason = _replayed_wrong(replay, out, device, new, inputs, originals)
-    if not reason:
-        reason, _, _ = new.judge(call_and_collect(fn, out, device))
-        reason = _with_modified_inputs(inputs, originals, reason)
+    reason = _replayed_wrong(replay, out, device, new) or _wrong(fn, out, device, new)
+    reason = _with_modified_inputs(inputs, originals, reason)  # by either call
     return f"after timing: on new {distribution} inputs (seed {seed}), {reason}" if reason else ""
 
 
-def _replayed_wrong(replay, out, device: str, expected, inputs: dict, originals: dict) -> str:
-    """What is wrong with one replay of ``replay`` (recheck's CUDA graph) against ``expected``, or ""."""
-    if replay is None:
-        return ""
-    reason, _, _ = expected.judge(call_and_collect(replay, out, device))
-    reason = _with_modified_inputs(inputs, originals, reason)
+def _wrong(fn, out, device: str, expected) -> str:
+    """What is wrong with one call of ``fn`` against ``expected``, or ""."""
+    reason, _, _ = expected.judge(call_and_collect(fn, out, device))
+    return reason
+
+
+def _replayed_wrong(replay, out, device: str, expected) -> str:
+    """The same for one replay of recheck's CUDA graph, where there is one, saying it was the graph."""
+    reason = _wrong(replay, out, device, expected) if replay is not None else ""
     return f"the CUDA graph it was timed as, replayed: {reason}" if reason else ""
