@@ -58,7 +58,8 @@
 // That is the order of the source. In the SASS (nvcc and NVRTC for sm_90a) ptxas issues the wait for
 // O before most of the softmax, every exponent after it: the softmax then runs under the other
 // consumer's products, not its own. Held below the whole softmax (the wait predicated on its row sums)
-// the kernel ran 4-12 % slower on an H100 (docs/performance.md), so ptxas's placement stays.
+// the kernel ran 4-12 % slower on an H100 (results/experiments/h100-attention-fa3-wait-below-softmax.jsonl:
+// `cuda-fa3` there held the wait, `cuda-fa3-prev` is this kernel), so ptxas's placement stays.
 // Without OVERLAP each tile is S, wait, softmax, O += P V, wait. With PINGPONG the consumer
 // warpgroups take turns issuing their products, in a ring (named barriers 1 .. CONS), so that one's
 // softmax runs while another's wgmma occupy the tensor cores.
