@@ -180,14 +180,19 @@ def test_run_help_shows_the_switch_and_its_default(cli, flat_text):
     assert "under 20 us" in text
 
 
+def _naive_cpu_job(auto_graph: bool) -> dict:
+    """A worker's job: the naive attention on a tiny fp32 case, three samples."""
+    return {"suite": "attention", "impl": "naive", "label": "naive", "params": {},
+            "case": {"n": 8, "d": 8, "batch": 1, "heads": 1, "dtype": "fp32", "causal": False},
+            "seed": 0, "trials": 1, "flush_l2": True, "cuda_graph": False, "auto_graph": auto_graph,
+            "stop": {"min_samples": 3, "max_samples": 3, "min_time": 0.0, "max_time": 100.0}}
+
+
 def test_the_worker_takes_no_graph_on_a_cpu(registry):
     """On CPU tensors the wall clock times the closure: the automatic graph path does nothing there."""
     from kbench.worker import Measurement, execute
 
-    job = {"suite": "attention", "impl": "naive", "label": "naive", "params": {},
-           "case": {"n": 8, "d": 8, "batch": 1, "heads": 1, "dtype": "fp32", "causal": False},
-           "seed": 0, "trials": 1, "flush_l2": True, "cuda_graph": False, "auto_graph": True,
-           "stop": {"min_samples": 3, "max_samples": 3, "min_time": 0.0, "max_time": 100.0}}
+    job = _naive_cpu_job(auto_graph=True)
     measurement = Measurement(registry, job, "cpu", {})
     assert measurement.prepare() is None and measurement.settings.auto_graph is False
     record = execute(registry, job, "cpu", {})
@@ -204,10 +209,7 @@ def test_the_worker_replays_the_timed_graph_on_new_inputs_and_records_no_callabl
 
     from kbench.worker import Measurement
 
-    job = {"suite": "attention", "impl": "naive", "label": "naive", "params": {},
-           "case": {"n": 8, "d": 8, "batch": 1, "heads": 1, "dtype": "fp32", "causal": False},
-           "seed": 0, "trials": 1, "flush_l2": True, "cuda_graph": False, "auto_graph": False,
-           "stop": {"min_samples": 3, "max_samples": 3, "min_time": 0.0, "max_time": 100.0}}
+    job = _naive_cpu_job(auto_graph=False)
     measurement = Measurement(registry, job, "cpu", {})
     assert measurement.prepare() is None
     measurement.burst(None)
