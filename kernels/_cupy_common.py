@@ -136,20 +136,30 @@ def smem_optin_limit(tensor) -> int:
     return cupy.cuda.runtime.getDeviceProperties(tensor.device.index or 0)["sharedMemPerBlockOptin"]
 
 
+def cupy_view(torch_stream):
+    """CuPy's wrapper of a torch stream (CuPy neither owns nor destroys it). CuPy 14 builds it with
+    ``Stream.from_external`` (the CUDA stream protocol) and deprecates ``ExternalStream``, which older
+    CuPy has alone."""
+    import cupy
+
+    if hasattr(cupy.cuda.Stream, "from_external"):
+        return cupy.cuda.Stream.from_external(torch_stream)
+    return cupy.cuda.ExternalStream(torch_stream.cuda_stream)
+
+
 def on_torch_stream(body):
     """The timed closure: ``body()`` with CuPy's current stream set to torch's current stream
     (which changes under CUDA-graph capture), so kbench's events and graphs cover CuPy's work."""
-    import cupy
     import torch
 
     stream = [None, None]  # torch's stream handle, and the CuPy wrapper kept alive with it
 
     def run():
-        current = torch.cuda.current_stream().cuda_stream
-        if current != stream[0]:
-            wrapper = cupy.cuda.ExternalStream(current)
+        current = torch.cuda.current_stream()
+        if current.cuda_stream != stream[0]:
+            wrapper = cupy_view(current)
             wrapper.use()
-            stream[0], stream[1] = current, wrapper
+            stream[0], stream[1] = current.cuda_stream, wrapper
         return body()
 
     return run

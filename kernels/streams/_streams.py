@@ -83,13 +83,12 @@ class Relax:
 
     def launch(self, stream, src, dst, count: int, work: int | None = None) -> None:
         """dst[:count] = relax(src[:count]) with ``work`` steps (default: the case's), on ``stream``."""
-        import cupy
         import numpy as np
 
         handle = stream.cuda_stream
         wrapper = self._wrappers.get(handle)
         if wrapper is None:
-            wrapper = self._wrappers[handle] = cupy.cuda.ExternalStream(handle)
+            wrapper = self._wrappers[handle] = _cupy.cupy_view(stream)
         blocks = launch_blocks(count)
         args = (np.uint64(src.data_ptr()), np.uint64(dst.data_ptr()), np.int64(count),
                 np.int32(self.work if work is None else work), np.float32(self.a), np.float32(self.b))

@@ -1,7 +1,9 @@
 """Launch-bound cases timed as graph replays by default, through kbench run on a GPU: at N=256 each
-attention kernel takes about 10 us and the events time mostly the launch path, so both rows get a
-graph-replay median with their eager time beside it; a large case stays eager; --no-auto-graph keeps
-the eager time with the launch-bound warning."""
+attention kernel takes about 10 us and the events time mostly the launch path, so every row gets a
+graph-replay median with its eager time beside it; a large case stays eager; --no-auto-graph keeps
+the eager time with the launch-bound warning. cupy-fa2 is among them because a CuPy kernel is captured
+only if it is launched on torch's current stream: one launched elsewhere would break the capture (a
+graph_error) or leave the replay empty (its checked timed calls would find the output poisoned)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from kbench.timing import LAUNCH_BOUND_MS
 # kbench run starts workers that compile the Triton kernels (compiled_triton: no interpreter for them).
 pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("needs_cuda", "compiled_triton")]
 
-IMPLS = ("sdpa", "triton-fa2")
+IMPLS = ("sdpa", "triton-fa2", "cupy-fa2")
 
 
 def _run(cli, jsonl, out, *case):
@@ -35,9 +37,9 @@ def test_launch_bound_rows_have_a_graph_replay_median_with_the_eager_time_beside
         assert 0 < eager["stats"]["median"] < LAUNCH_BOUND_MS, (impl, eager["stats"])
         assert timing["stats"]["median"] > 0 and timing["checked_calls"]["checked"] > 0, (impl, timing)
         assert "graph_error" not in timing
-    assert "speedup_basis" not in records["triton-fa2"]  # graph replay against graph replay
+    assert all("speedup_basis" not in records[impl] for impl in IMPLS[1:])  # graph replay against graph replay
     text = flat_text(result.output)
-    assert "median: graph replay for sdpa, triton-fa2 (launch-bound under 20 us eager)" in text, text
+    assert f"median: graph replay for {', '.join(IMPLS)} (launch-bound under 20 us eager)" in text, text
 
 
 def test_a_large_case_stays_eager(cli, jsonl, tmp_path):
