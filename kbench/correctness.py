@@ -35,9 +35,12 @@ call (outside the timed region, like the L2 flush), and the last call of every b
 and randomly chosen others are judged against the reference on the spot. A closure that does less
 work when it is timed than when it is checked fails there.
 
-After timing, :func:`recheck` refills the same input tensors with new random values and calls the
-timed closure once more: a closure that replays an answer it cached (from set-up, an earlier call
-or an earlier trial) fails there. So a closure must read its inputs on every call.
+After timing, :func:`recheck` twice refills the same input tensors with new random values and calls the
+timed closure (or replays its graph), each call judged and timed as the samples were: a closure that
+replays an answer it cached (from set-up, an earlier call or an earlier trial) fails there, and so does
+one that keeps its answer while its inputs look unchanged (right on every timed call, all on the same
+inputs, but far slower on inputs it has not seen). So a closure must read its inputs, and do its work,
+on every call.
 """
 
 from __future__ import annotations
@@ -61,6 +64,16 @@ PLAIN_FACTOR = {"float16": 2.0, "bfloat16": 2.0, "float32": 32.0, "float64": 32.
 FLOOR_ULPS = {"float16": 1, "bfloat16": 1, "float32": 4, "float64": 4}
 # Timed calls judged in each batch of samples besides its last one, chosen at random after the call.
 CHECKED_PER_BATCH = 2
+# After timing (recheck): this many calls, each on inputs refilled with new random values, timed as the
+# samples were. The fastest may take at most FRESH_FACTOR x the timed median plus FRESH_SLACK_MS, by
+# device. On a GPU each is one call's events after the L2 flush and the hold, as every sample. On a CPU
+# the wall clock of a call that follows the reference's computation (the caches and the allocator's
+# pages not as the back-to-back samples left them): correct kernels took up to 2.3x their median there
+# (naive attention, N = 1024), against 70-80x for a closure that copies a kept answer (the corpus's).
+# Two rounds, so that one call slowed by something else (the host, the allocator) is not the verdict.
+RECHECK_ROUNDS = 2
+FRESH_FACTOR = {"cuda": 2.0, "cpu": 5.0}
+FRESH_SLACK_MS = {"cuda": 0.01, "cpu": 0.2}
 
 
 @dataclass
@@ -163,6 +176,8 @@ class Verdict:
     refresh: tuple | None = field(default=None, repr=False)
     # What the inputs themselves lose (Suite.input_error): name -> worst figures and each distribution's.
     input_error: dict = field(default_factory=dict)
+    # recheck()'s timed calls on new inputs, in ms (none where it had no timer).
+    new_inputs_ms: list = field(default_factory=list)
 
     def as_record(self) -> dict:
         record = {
@@ -521,29 +536,62 @@ class TimedCalls:
         return {"calls": self.calls, "checked": self.checked}
 
 
-def recheck(verdict: Verdict, device: str, replay=None) -> str:
-    """After timing, call the last trial's closure once more, on its input tensors refilled with new
-    random values: a kernel that is only right the first time, whose timed calls corrupt state, or
-    that replays an answer it cached fails here.
+def recheck(verdict: Verdict, device: str, replay=None, timer=None, median_ms: float | None = None) -> str:
+    """After timing, call the last trial's closure again, on its input tensors refilled with new random
+    values (RECHECK_ROUNDS times, new values each time): a kernel that is only right the first time, whose
+    timed calls corrupt state, or that replays an answer it cached fails here.
 
     ``replay``: the CUDA graph the timed calls were (timing's REPLAY_CALL), replayed on the new inputs
     before the closure is called and judged against the same reference. Every timed replay read the
     inputs the graph was captured with, so a closure that records something else while captured than it
     runs when called (a copy of an answer it keeps, refreshed by each direct call) passes the timed
-    checks; replayed first on new inputs, its graph gives the old answer."""
+    checks; replayed first on new inputs, its graph gives the old answer.
+
+    ``timer`` (the sampler's ``time_once``) and ``median_ms`` (the timed calls' median): what the samples
+    timed (the graph, or the closure) is timed the same way on each set of new inputs, and the fastest of
+    those calls may take at most FRESH_FACTOR x the median plus FRESH_SLACK_MS. Every timed call read the
+    same inputs, so a closure that keeps its last answer and copies it back while its inputs look
+    unchanged (a fingerprint of a few of their elements and their addresses) is right on every timed
+    call and timed as a copy; on inputs it has not seen it must do the work, at the work's speed."""
     fn, inputs, out, expected = verdict.last
     if verdict.refresh is None:  # built without a suite: the same inputs again
         reason = _replayed_wrong(replay, out, device, expected) or _wrong(fn, out, device, expected)
         return f"after timing: {reason}" if reason else ""
     suite, case, seed, distribution = verdict.refresh
-    fresh = suite.draw(case, seed=seed, device=device, distribution=distribution)
-    for name, tensor in inputs.items():
-        tensor.copy_(fresh[name])
-    originals = {name: t.clone() for name, t in inputs.items()}
-    new = expect(suite, case, originals, out, stale_ref=expected.sealed.bits)
-    reason = _replayed_wrong(replay, out, device, new) or _wrong(fn, out, device, new)
-    reason = _with_modified_inputs(inputs, originals, reason)  # by either call
-    return f"after timing: on new {distribution} inputs (seed {seed}), {reason}" if reason else ""
+    timed = replay if replay is not None else fn
+    took = []
+    for round_seed in range(seed, seed + RECHECK_ROUNDS):
+        originals = suite.draw(case, seed=round_seed, device=device, distribution=distribution)
+        new = expect(suite, case, originals, out, stale_ref=expected.sealed.bits)
+        # The inputs written last, as the timed calls found them: in the CPU's caches as far as they fit.
+        for name, tensor in inputs.items():
+            tensor.copy_(originals[name])
+        poison(out)
+        seconds, returned = timer(timed) if timer is not None else (None, timed())
+        if device == "cuda":
+            import torch
+
+            torch.cuda.synchronize()
+        reason, _, _ = new.judge(out if returned is None else returned)
+        if reason and replay is not None:
+            reason = f"the CUDA graph it was timed as, replayed: {reason}"
+        if not reason and replay is not None:  # the closure itself, called directly
+            reason = _wrong(fn, out, device, new)
+        reason = _with_modified_inputs(inputs, originals, reason)  # by either call
+        if reason:
+            return f"after timing: on new {distribution} inputs (seed {round_seed}), {reason}"
+        took.append(seconds)
+        expected = new  # the next round's call must not hand this round's reference back either
+    if timer is None or not median_ms:
+        return ""
+    verdict.new_inputs_ms = [round(t * 1e3, 6) for t in took]
+    fastest_ms = min(took) * 1e3
+    limit_ms = FRESH_FACTOR.get(device, FRESH_FACTOR["cpu"]) * median_ms + FRESH_SLACK_MS.get(device, FRESH_SLACK_MS["cpu"])
+    if fastest_ms > limit_ms:
+        return (f"after timing: its fastest call on new inputs took {fastest_ms:.3g} ms, "
+                f"{fastest_ms / median_ms:.1f}x the timed calls' median of {median_ms:.3g} ms: the timed calls, "
+                "all on the same inputs, did less than a call on inputs it had not seen (an answer kept between calls?)")
+    return ""
 
 
 def _wrong(fn, out, device: str, expected) -> str:

@@ -1,8 +1,9 @@
 """One run's workers take turns on the GPU: a lock file they all share. A worker holds it alone while it
-times (its warm-up, its samples, its graph replays); every other use of the GPU holds it shared (a
-worker initialising the driver, drawing trials, checking its implementation, giving memory back), so
-such work runs beside other shared work, never beside another's samples: the trials of a case's
-implementations are drawn side by side, each implementation is checked and timed in its turn.
+times (its warm-up, its samples, its graph replays, its timed calls on new inputs after them); every
+other use of the GPU holds it shared (a worker initialising the driver, drawing trials, checking its
+implementation, giving memory back), so such work runs beside other shared work, never beside another's
+samples: the trials of a case's implementations are drawn side by side, each implementation is checked
+and timed in its turn.
 
 kbench makes the file once (:func:`share`) and names it in $KBENCH_GPU_LOCK, which every worker and the
 fork server inherit; without it (a worker started by hand) :func:`quiet_gpu` locks nothing.

@@ -250,6 +250,13 @@ class CpuSampler(_Sampler):
     def result(self) -> dict:
         return self._checked(_finish(self.samples, self.stop_reason or "stopped", self.method, self.settings))
 
+    def time_once(self, call) -> tuple[float, object]:
+        """One call of ``call`` timed as a sample is (no range, no guard: the caller poisons and judges):
+        its seconds and what it returned."""
+        t0 = time.perf_counter()
+        returned = call()
+        return time.perf_counter() - t0, returned
+
 
 def measure_cpu(fn, settings: Settings, guard=None) -> dict:
     """Wall-clock timing of a CPU closure. Not GPU performance, and labelled so."""
@@ -555,6 +562,25 @@ class CudaSampler(_Sampler):
             # (correctness.recheck) and takes out before the record is written.
             result[REPLAY_CALL] = self.call
         return self._checked(result)
+
+
+    def time_once(self, call) -> tuple[float, object]:
+        """One call of ``call`` (the closure, or the graph its samples replayed) timed as a sample is, the
+        flush and the hold (or the idle GPU) before the start event, without the range, the stamps or the
+        guard (the caller poisons and judges): its seconds on the events and what it returned."""
+        cuda = self.cuda
+        begin, end = cuda.event(), cuda.event()
+        if self.flush is not None:
+            self.flush()
+        if self.wait:
+            cuda.synchronize()
+        elif self.hold is not None:
+            self.hold(hold_seconds(self.enqueue_s))
+        begin.record()
+        returned = call()
+        end.record()
+        cuda.synchronize()
+        return begin.elapsed_time(end) / 1e3, returned
 
 
 def measure_cuda(fn, settings: Settings, device_uuid: str | None = None, cuda=None, guard=None) -> dict:

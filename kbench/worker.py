@@ -273,10 +273,16 @@ class Measurement:
             figures = getattr(self.fn, "figures", None)
             if callable(figures):  # what the implementation measures itself, once, outside the timed calls
                 record["figures"] = figures(record["timing"])
-            started = time.perf_counter()
-            # also: did figures() leave the closure working? And the graph, where its replays were timed.
-            again = correctness.recheck(self.verdict, self.device, replay)
-            self._took("recheck_s", started)
+        started = time.perf_counter()
+        # also: did figures() leave the closure working? And the graph, where its replays were timed. Its
+        # calls are timed as the samples were (the sampler's flush and hold) against their median: alone.
+        with quiet_gpu():
+            timer = self.sampler.time_once if self.sampler is not None else None
+            again = correctness.recheck(self.verdict, self.device, replay, timer,
+                                       record["timing"].get("stats", {}).get("median"))
+        self._took("recheck_s", started)
+        if self.verdict.new_inputs_ms:
+            record["correctness"]["new_inputs_ms"] = self.verdict.new_inputs_ms
         if again:
             record["correctness"].update(ok=False, reason=again)
             record.update(status="FAIL", reason=again)

@@ -214,7 +214,7 @@ def test_trials_take_the_distributions_in_turn(attention, monkeypatch):
         assert all(torch.equal(verdict.last[1][name], expected_inputs[name]) for name in ("q", "k", "v"))
         draws.clear()
         assert recheck(verdict, "cpu") == ""
-        assert draws == [(100 + len(planned), "normal")]
+        assert draws == [(100 + len(planned) + r, "normal") for r in range(correctness.RECHECK_ROUNDS)]
 
 
 def test_distributions_are_different_inputs(attention):
@@ -249,7 +249,7 @@ def test_output_is_poisoned_before_every_call(attention):
     trials = len(attention.distributions) + 1  # one per distribution, then the first one again
     assert verdict.trials == trials and seen == [True] * trials
     assert recheck(verdict, "cpu") == ""
-    assert seen == [True] * (trials + 1)
+    assert seen == [True] * (trials + correctness.RECHECK_ROUNDS)
 
 
 def test_written_only_in_setup_is_caught(attention):
@@ -338,6 +338,28 @@ def test_recheck_replays_the_timed_graph_on_the_new_inputs(attention):
                             "the CUDA graph it was timed as, replayed: ")
     assert OVER_BOUND in again, again
     assert recheck(verdict, "cpu", replay=fn) == ""  # a graph that computes from its inputs is right on them
+
+
+@pytest.mark.parametrize("took_ms, fails", [([6.0, 6.0], True), ([6.0, 1.2], False), ([5.1, 5.1], False)])
+def test_recheck_times_its_calls_on_new_inputs_against_the_median(attention, took_ms, fails):
+    """Each call on new inputs is timed by the sampler's timer; the faster of the two may take at most
+    FRESH_FACTOR x the timed median plus FRESH_SLACK_MS (on a CPU 5 x 1 ms + 0.2 ms here), and the calls'
+    times go into the verdict whatever it says."""
+    verdict = check(attention, impl(make_correct), CASE, "cpu", seed=0, trials=1)
+    assert verdict.ok, verdict.reason
+    times = list(took_ms)
+
+    def timer(call):
+        return times.pop(0) / 1e3, call()
+
+    again = recheck(verdict, "cpu", timer=timer, median_ms=1.0)
+    assert verdict.new_inputs_ms == pytest.approx(took_ms)
+    if fails:
+        assert again == ("after timing: its fastest call on new inputs took 6 ms, 6.0x the timed calls' median of "
+                         "1 ms: the timed calls, all on the same inputs, did less than a call on inputs it had not "
+                         "seen (an answer kept between calls?)")
+    else:
+        assert again == ""
 
 
 def test_mutating_a_different_input_names_it(attention):

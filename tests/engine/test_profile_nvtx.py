@@ -217,6 +217,21 @@ def test_a_quick_host_side_is_not_host_bound(trace, monkeypatch):
     assert not any(w.startswith("host-bound") for w in result["warnings"])
 
 
+def test_a_call_timed_once_is_flushed_and_held_as_a_sample_is_outside_any_range(trace, monkeypatch):
+    """The calls on new inputs after timing (correctness.recheck's timer) are timed as the samples were:
+    the flush and the hold before the start event, the call between the events, then a synchronise; no
+    range (a profiler filtering on it sees only the samples)."""
+    monkeypatch.setattr(kbench.timing.time, "perf_counter", lambda: 0.0)
+    rule = StopRule(target_noise=0.5, min_samples=3, min_time=0.0, max_time=100.0, max_samples=3)
+    sampler = kbench.timing.CudaSampler(counting(trace, {"name": "fn"}), Settings(stop=rule, warmup_time=0.0,
+                                        warmup_calls=1, nvtx_range=NAME), cuda=FakeCuda(trace))
+    trace.items.clear()
+    seconds, returned = sampler.time_once(counting(trace, {"name": "new inputs"}))
+    assert seconds == pytest.approx(1e-3) and returned is None  # the fake events' 1 ms
+    assert trace.items == [("flush", 0), ("hold", 0), ("record", 0), ("call", "new inputs", 0), ("record", 0),
+                           ("sync", 0)]
+
+
 def test_cuda_batches_stop_at_max_samples(trace, monkeypatch):
     """A fast call asks for 200-sample batches; the loop must still stop at exactly max_samples (--calls)."""
     monkeypatch.setattr(kbench.timing.time, "perf_counter", lambda: 0.0)  # calls look free: big batches

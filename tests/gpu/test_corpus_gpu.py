@@ -86,12 +86,14 @@ def test_a_graph_that_replays_a_copy_is_caught(cli, tmp_path):
 
 
 def test_gpu_corpus(cli, tmp_path):
-    """A case big enough that the side stream's work and the roofline's floor stand out."""
-    result, records = _run(cli, tmp_path, "gpu-corpus", [*GPU_CHEATS, "cheat-side-stream-synced"], "--n", "4096", "--d", "128", "--batch", "4",
+    """A case big enough that the side stream's work and the roofline's floor stand out, and that the work
+    of an answer kept between calls (the CPU corpus's cheat-keeps-answer) is far past its copy."""
+    impls = [*GPU_CHEATS, "cheat-side-stream-synced", "cheat-keeps-answer"]
+    result, records = _run(cli, tmp_path, "gpu-corpus", impls, "--n", "4096", "--d", "128", "--batch", "4",
                            "--heads", "8")
     assert result.exit_code == 1, result.output
     assert records["sdpa"].status == "OK", records["sdpa"].reason
-    expected = dict(GPU_CHEATS)
+    expected = {**GPU_CHEATS, "cheat-keeps-answer": ("FAIL", "its fastest call on new inputs took")}
     if peaks_for(records["sdpa"].gpu.get("name")) is None:  # no datasheet roofline for this GPU: nothing is impossible
         expected.pop("cheat-faster-than-light")
     _assert_caught(records, expected)
