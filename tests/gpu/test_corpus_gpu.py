@@ -1,6 +1,8 @@
 """The corpus on a GPU (skipped without CUDA): the kernels of tests/corpus/kernels_gpu/ that only a GPU can
-show (a side stream the events miss, an illegal memory access, a time faster than the roofline), and
-the CPU corpus again on CUDA tensors; TF32 caught in an fp32 product; an interleaved run's clocks."""
+show (a side stream the events miss, an illegal memory access, an answer copied while the inputs' version
+counters hold), and the CPU corpus again on CUDA tensors; TF32 caught in an fp32 product; an interleaved
+run's clocks. The roofline's verdict on a time no GPU can reach is tested with synthetic timings in
+tests/corpus/test_corpus.py: the calls on new inputs after timing catch the copy first."""
 
 from __future__ import annotations
 
@@ -9,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from kbench import results
-from kbench.devices import peaks_for
 
 # kbench run starts workers that compile the Triton kernels (compiled_triton: no interpreter for them).
 pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("needs_cuda", "compiled_triton")]
@@ -38,7 +39,9 @@ CPU_CHEATS = {
 GPU_CHEATS = {
     "cheat-side-stream": ("FAIL", "work outside the timed stream"),
     "cheat-illegal-access": ("CRASH", "illegal memory access"),
-    "cheat-faster-than-light": ("FAIL", "impossible: faster than the roofline"),
+    # Its timed calls copy a kept answer, under the roofline's floor too; the timed calls on new inputs after
+    # timing, which do the work, catch it first (on an H100: 0.602 ms against a median of 0.0219).
+    "cheat-faster-than-light": ("FAIL", "its fastest call on new inputs took"),
 }
 
 
@@ -86,17 +89,12 @@ def test_a_graph_that_replays_a_copy_is_caught(cli, tmp_path):
 
 
 def test_gpu_corpus(cli, tmp_path):
-    """A case big enough that the side stream's work and the roofline's floor stand out, and that the work
-    of an answer kept between calls (the CPU corpus's cheat-keeps-answer) is far past its copy."""
-    impls = [*GPU_CHEATS, "cheat-side-stream-synced", "cheat-keeps-answer"]
-    result, records = _run(cli, tmp_path, "gpu-corpus", impls, "--n", "4096", "--d", "128", "--batch", "4",
-                           "--heads", "8")
+    """A case big enough that the side stream's work and the work of an answer kept between calls stand out."""
+    result, records = _run(cli, tmp_path, "gpu-corpus", [*GPU_CHEATS, "cheat-side-stream-synced"], "--n", "4096",
+                           "--d", "128", "--batch", "4", "--heads", "8")
     assert result.exit_code == 1, result.output
     assert records["sdpa"].status == "OK", records["sdpa"].reason
-    expected = {**GPU_CHEATS, "cheat-keeps-answer": ("FAIL", "its fastest call on new inputs took")}
-    if peaks_for(records["sdpa"].gpu.get("name")) is None:  # no datasheet roofline for this GPU: nothing is impossible
-        expected.pop("cheat-faster-than-light")
-    _assert_caught(records, expected)
+    _assert_caught(records, GPU_CHEATS)
     timing = records["sdpa"].timing
     assert timing.uncovered is None and timing.synced_wall_ms > 0  # a right kernel is not flagged
     assert timing.host_synchronous is None  # nor timed as one that waits on the GPU

@@ -1,6 +1,7 @@
 """Faster than the speed of light: right on every check, but it recomputes only when its inputs
 changed (their version counters moved) and otherwise copies its last answer. The timed calls are a
-memory copy, far under the time the case's FLOPs need at the datasheet peak: flagged as impossible."""
+memory copy, far under the time the case's FLOPs need at the datasheet peak; the calls on new inputs
+after timing, which must do the work, are timed too, and their time against the median fails it."""
 
 from kbench.registry import implementation
 
