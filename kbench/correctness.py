@@ -560,9 +560,10 @@ def recheck(verdict: Verdict, device: str, replay=None, timer=None, median_ms: f
     suite, case, seed, distribution = verdict.refresh
     timed = replay if replay is not None else fn
     took = []
+    stale = expected.sealed.bits  # the reference a call must not hand back: the last one judged against
     for round_seed in range(seed, seed + RECHECK_ROUNDS):
         originals = suite.draw(case, seed=round_seed, device=device, distribution=distribution)
-        new = expect(suite, case, originals, out, stale_ref=expected.sealed.bits)
+        new = expect(suite, case, originals, out, stale_ref=stale)
         # The inputs written last, as the timed calls found them: in the CPU's caches as far as they fit.
         for name, tensor in inputs.items():
             tensor.copy_(originals[name])
@@ -581,7 +582,9 @@ def recheck(verdict: Verdict, device: str, replay=None, timer=None, median_ms: f
         if reason:
             return f"after timing: on new {distribution} inputs (seed {round_seed}), {reason}"
         took.append(seconds)
-        expected = new  # the next round's call must not hand this round's reference back either
+        # Only this round's sealed reference is kept into the next: a large case's inputs are not held twice.
+        stale = new.sealed.bits
+        del new, originals, returned
     if timer is None or not median_ms:
         return ""
     verdict.new_inputs_ms = [round(t * 1e3, 6) for t in took]
