@@ -250,13 +250,6 @@ class CpuSampler(_Sampler):
     def result(self) -> dict:
         return self._checked(_finish(self.samples, self.stop_reason or "stopped", self.method, self.settings))
 
-    def time_once(self, call) -> tuple[float, object]:
-        """One call of ``call`` timed as a sample is (no range, no guard: the caller poisons and judges):
-        its seconds and what it returned."""
-        t0 = time.perf_counter()
-        returned = call()
-        return time.perf_counter() - t0, returned
-
 
 def measure_cpu(fn, settings: Settings, guard=None) -> dict:
     """Wall-clock timing of a CPU closure. Not GPU performance, and labelled so."""
@@ -562,7 +555,6 @@ class CudaSampler(_Sampler):
             # (correctness.recheck) and takes out before the record is written.
             result[REPLAY_CALL] = self.call
         return self._checked(result)
-
 
     def time_once(self, call) -> tuple[float, object]:
         """One call of ``call`` (the closure, or the graph its samples replayed) timed as a sample is, the

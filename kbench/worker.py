@@ -274,10 +274,13 @@ class Measurement:
             if callable(figures):  # what the implementation measures itself, once, outside the timed calls
                 record["figures"] = figures(record["timing"])
         started = time.perf_counter()
-        # also: did figures() leave the closure working? And the graph, where its replays were timed. Its
-        # calls are timed as the samples were (the sampler's flush and hold) against their median: alone.
+        # also: did figures() leave the closure working? And the graph, where its replays were timed. On a
+        # GPU its calls are timed as the samples were (the sampler's flush and hold) against their median,
+        # alone. Not on a CPU: there a call after a pause (the reference's computation) waits for the thread
+        # pool to wake, which a loaded machine stretches to milliseconds, so a wall clock of one call is no
+        # verdict (a correct fp32 product took 27x its median beside another test run).
         with quiet_gpu():
-            timer = self.sampler.time_once if self.sampler is not None else None
+            timer = self.sampler.time_once if self.sampler is not None and self.device == "cuda" else None
             again = correctness.recheck(self.verdict, self.device, replay, timer,
                                        record["timing"].get("stats", {}).get("median"))
         self._took("recheck_s", started)
