@@ -279,8 +279,8 @@ class Measurement:
         # alone. Not on a CPU: there a call after a pause (the reference's computation) waits for the thread
         # pool to wake, which a loaded machine stretches to milliseconds, so a wall clock of one call is no
         # verdict (a correct fp32 product took 27x its median beside another test run).
-        with quiet_gpu():
-            timer = self.sampler.time_once if self.sampler is not None and self.device == "cuda" else None
+        timer = self.sampler.time_once if self.sampler is not None and self.device == "cuda" else None
+        with quiet_gpu(shared=timer is None):
             again = correctness.recheck(self.verdict, self.device, replay, timer,
                                        record["timing"].get("stats", {}).get("median"))
         self._took("recheck_s", started)
