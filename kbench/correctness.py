@@ -572,10 +572,8 @@ def recheck(verdict: Verdict, device: str, replay=None, timer=None, median_ms: f
         else:
             seconds, result = None, call_and_collect(timed, out, device)
         reason, _, _ = new.judge(result)
-        if reason and replay is not None:
-            reason = f"the CUDA graph it was timed as, replayed: {reason}"
-        if not reason and replay is not None:  # the closure itself, called directly
-            reason = _wrong(fn, out, device, new)
+        if replay is not None:  # then the closure itself, called directly
+            reason = _as_replayed(reason) or _wrong(fn, out, device, new)
         reason = _with_modified_inputs(inputs, originals, reason)  # by either call
         if reason:
             return f"after timing: on new {distribution} inputs (seed {round_seed}), {reason}"
@@ -602,5 +600,9 @@ def _wrong(fn, out, device: str, expected) -> str:
 
 def _replayed_wrong(replay, out, device: str, expected) -> str:
     """The same for one replay of recheck's CUDA graph, where there is one, saying it was the graph."""
-    reason = _wrong(replay, out, device, expected) if replay is not None else ""
+    return _as_replayed(_wrong(replay, out, device, expected)) if replay is not None else ""
+
+
+def _as_replayed(reason: str) -> str:
+    """A reason found on a replay of the graph the row was timed as, saying so."""
     return f"the CUDA graph it was timed as, replayed: {reason}" if reason else ""
