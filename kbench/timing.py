@@ -485,12 +485,7 @@ class CudaSampler(_Sampler):
             checks.plan_batch(batch)
             for index, (begin, end) in enumerate(events):
                 checks.before()  # poison the output: untimed, like the flush after it
-                if self.flush is not None:
-                    self.flush()
-                if self.wait:  # a call that waits on the GPU: from an idle GPU, nothing of it before the start
-                    cuda.synchronize()
-                elif self.hold is not None:  # the GPU sleeps while the host queues the stamp and the call
-                    self.hold(hold_seconds(self.enqueue_s))
+                self._ready_for_start()
                 if stamps is not None:
                     stamps.stamp(2 * index)
                 self.ranges.push()  # host-side, before the start event: the range adds no GPU time
@@ -556,18 +551,24 @@ class CudaSampler(_Sampler):
             result[REPLAY_CALL] = self.call
         return self._checked(result)
 
-    def time_once(self, call) -> tuple[float, object]:
-        """One call of ``call`` (the closure, or the graph its samples replayed) timed as a sample is, the
-        flush and the hold (or the idle GPU) before the start event, without the range, the stamps or the
-        guard (the caller poisons and judges): its seconds on the events and what it returned."""
-        cuda = self.cuda
-        begin, end = cuda.event(), cuda.event()
+    def _ready_for_start(self) -> None:
+        """What comes before every start event, untimed: the L2 flush, then either an idle GPU (a call that
+        waits on the GPU: nothing of it before the start) or the hold (the GPU sleeps while the host queues
+        the stamp and the call)."""
         if self.flush is not None:
             self.flush()
         if self.wait:
-            cuda.synchronize()
+            self.cuda.synchronize()
         elif self.hold is not None:
             self.hold(hold_seconds(self.enqueue_s))
+
+    def time_once(self, call) -> tuple[float, object]:
+        """One call of ``call`` (the closure, or the graph its samples replayed) timed as a sample is, after
+        :meth:`_ready_for_start`, without the range, the stamps or the guard (the caller poisons and
+        judges): its seconds on the events and what it returned."""
+        cuda = self.cuda
+        begin, end = cuda.event(), cuda.event()
+        self._ready_for_start()
         begin.record()
         returned = call()
         end.record()
