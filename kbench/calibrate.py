@@ -114,15 +114,18 @@ def _fma_tflops(settings, uuid) -> tuple[float, dict]:
     return 2 * FMA_CHAINS * FMA_ITERATIONS * result.numel() / (m["stats"]["median"] / 1e3) / 1e12, m
 
 
-def measure(settings=None) -> dict:
+def measure(settings=None, announce=None) -> dict:
     """Run the three measurements on the current CUDA device, one after the other (each frees its
-    buffers before the next allocates). Needs torch with CUDA, and triton."""
+    buffers before the next allocates). Needs torch with CUDA, and triton. ``announce()`` is called
+    once a device is found, before the first measurement (so a machine without one hears only why)."""
     import torch
 
     from kbench import envinfo, timing
 
     if not torch.cuda.is_available():
         raise UserError("kbench calibrate needs a CUDA device (none is visible here)")
+    if announce:
+        announce()
     settings = settings or timing.Settings()
     gpu = envinfo.gpu_info()
     uuid = gpu.get("uuid")

@@ -19,8 +19,8 @@ def calibrate_command(
     from kbench.devices import peaks_for
 
     with user_errors():
-        stderr.print("measuring: 2 GiB copy, 8192³ fp16 matmul, fp32 FMA kernel (about a minute)")
-        data = calibrate.measure()
+        data = calibrate.measure(announce=lambda: stderr.print(
+            "measuring: 2 GiB copy, 8192³ fp16 matmul, fp32 FMA kernel (about a minute)"))
         path = calibrate.save(data, folder)
     peaks = peaks_for(data["gpu"]["name"])
     table = Table(title=f"calibration of {data['gpu']['name']} ({path})", title_justify="left")

@@ -448,3 +448,12 @@ def test_usage_error_in_process_is_one_line_with_exit_2(cli):
     result = cli("compare")
     assert result.exit_code == 2
     assert result.stderr.splitlines() == ["kbench: error: Missing argument 'BASE' (see 'kbench compare --help')"]
+
+
+def test_calibrate_without_a_gpu_says_only_why(kbench_proc, proc_env, tmp_path):
+    """No CUDA device: one error line, not first the promise of a minute's measuring."""
+    proc = kbench_proc("calibrate", cwd=tmp_path, env=proc_env(CUDA_VISIBLE_DEVICES=""))
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.splitlines() == [
+        "kbench: error: kbench calibrate needs a CUDA device (none is visible here)"]
+    assert not (tmp_path / "results").exists()
